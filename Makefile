@@ -1,0 +1,62 @@
+# anvil — `make help` lists the targets.
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+export BROWSERSLIST_IGNORE_OLD_DATA := 1
+GO ?= go
+PKGS := ./...
+E2E_DRIVER := $(CURDIR)/.e2e/driver
+
+.PHONY: help
+help: ## list the targets
+	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk -F ':.*?## ' '{printf "  \033[36m%-12s\033[0m %s\n", $$1, $$2}'
+
+node_modules: package.json package-lock.json
+	npm ci --no-audit --no-fund
+	@touch node_modules
+
+.PHONY: run
+run: ## run the cockpit on an embedded default (own Postgres, key and demo login); prints URL and login
+	$(GO) run . dev
+
+.PHONY: build
+build: ## build ./bin/anvil
+	$(GO) build -o bin/anvil .
+
+.PHONY: generate
+generate: node_modules ## regenerate templ code, the CSS and the vendored htmx files
+	$(GO) tool templ generate
+	npm run -s vendor
+	npm run -s css
+
+.PHONY: verify
+verify: generate ## fail when generated code or CSS differ from what is committed
+	@git diff --exit-code -- views static || (echo "generated files are stale: run 'make generate' and commit" >&2; exit 1)
+	@test -z "$$(git status --porcelain -- views static)" || (git status --porcelain -- views static; echo "untracked generated files" >&2; exit 1)
+
+.PHONY: lint
+lint: ## vet, gofmt and the import-direction check (depguard rules, see .ci/arrows.sh)
+	@test -z "$$(gofmt -l $$(git ls-files '*.go' | grep -v '_templ.go$$'))" || (gofmt -l $$(git ls-files '*.go' | grep -v '_templ.go$$'); echo "gofmt needed" >&2; exit 1)
+	$(GO) vet $(PKGS)
+	bash .ci/arrows.sh
+
+.e2e/driver: node_modules
+	mkdir -p .e2e/driver
+	ln -sfn ../../node_modules/playwright-core .e2e/driver/package
+	ln -sfn "$$(command -v node)" .e2e/driver/node
+
+.PHONY: test
+test: node_modules .e2e/driver ## run every test, browser tests included (needs Postgres, Chromium, bubblewrap)
+	$(GO) test -count=1 -timeout 15m $(PKGS)
+	PLAYWRIGHT_DRIVER_PATH=$(E2E_DRIVER) $(GO) test -count=1 -tags e2e -timeout 10m ./e2e/...
+
+.PHONY: test-unit
+test-unit: ## run the Go tests without the browser
+	$(GO) test -count=1 $(PKGS)
+
+.PHONY: test-e2e
+test-e2e: node_modules .e2e/driver ## run the browser tests only
+	PLAYWRIGHT_DRIVER_PATH=$(E2E_DRIVER) $(GO) test -count=1 -tags e2e -timeout 10m -v ./e2e/...
+
+.PHONY: bench
+bench: ## print the performance figures each issue names
+	$(GO) run ./e2e/bench

@@ -1,0 +1,161 @@
+package main
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/labstack/echo/v4"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverdatabasesql"
+
+	"anvil/db"
+	"anvil/domain"
+	"anvil/domain/secret"
+	"anvil/jobs"
+	"anvil/web"
+)
+
+// app is the wired program: database, services, River and (for serve) HTTP.
+type app struct {
+	cfg      *Config
+	log      *slog.Logger
+	db       *db.DB
+	keys     *secret.Keyring
+	store    *domain.Store
+	accounts *domain.Accounts
+	projects *domain.Projects
+	river    *river.Client[*sql.Tx]
+	metrics  *web.Metrics
+}
+
+func newLogger(cfg *Config, w io.Writer) *slog.Logger {
+	var lvl slog.Level
+	_ = lvl.UnmarshalText([]byte(cfg.LogLevel))
+	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: lvl}))
+}
+
+func openDB(ctx context.Context, cfg *Config) (*db.DB, error) {
+	cctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	return db.Open(cctx, cfg.DatabaseURL, 25)
+}
+
+func migrateDB(ctx context.Context, d *db.DB, log *slog.Logger) error {
+	start := time.Now()
+	if err := db.Migrate(ctx, d); err != nil {
+		return err
+	}
+	log.Info("database migrated", "duration", time.Since(start))
+	return nil
+}
+
+// newApp wires everything. withWorkers builds a River client that works
+// jobs; otherwise the client only inserts.
+func newApp(ctx context.Context, cfg *Config, logOut io.Writer, withWorkers bool) (*app, error) {
+	log := newLogger(cfg, logOut)
+	slog.SetDefault(log)
+	keys, err := secret.NewKeyring(cfg.SecretKey, cfg.SecretKeyPrevious)
+	if err != nil {
+		return nil, err
+	}
+	d, err := openDB(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	a := &app{cfg: cfg, log: log, db: d, keys: keys}
+	a.store = domain.NewStore(d.Bun, keys, log)
+	a.accounts = domain.NewAccounts(a.store)
+	a.projects = domain.NewProjects(a.store)
+	a.metrics = web.NewMetrics(d)
+
+	rcfg := &river.Config{Logger: log.With("component", "river"), FetchCooldown: 10 * time.Millisecond, FetchPollInterval: 200 * time.Millisecond}
+	if withWorkers {
+		workers := river.NewWorkers()
+		jobs.Register(workers, jobs.Deps{Accounts: a.accounts, Log: log})
+		rcfg.Workers = workers
+		rcfg.Queues = map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: 10}}
+		rcfg.PeriodicJobs = jobs.Periodic()
+	}
+	client, err := river.NewClient(riverdatabasesql.NewWithPgxListener(d.SQL, d.Pool), rcfg)
+	if err != nil {
+		d.Close()
+		return nil, fmt.Errorf("river client: %w", err)
+	}
+	a.river = client
+	a.store.UseJobs(client)
+	return a, nil
+}
+
+func (a *app) close() { a.db.Close() }
+
+func (a *app) deps() web.Deps {
+	return web.Deps{DB: a.db, Store: a.store, Accounts: a.accounts, Projects: a.projects, Keys: a.keys, Log: a.log,
+		Metrics: a.metrics, Options: web.Options{PublicURL: a.cfg.PublicURL, SecureCookies: isHTTPS(a.cfg.PublicURL)}}
+}
+
+func isHTTPS(u string) bool { return len(u) >= 8 && u[:8] == "https://" }
+
+// serve runs until ctx ends (SIGTERM/SIGINT), then stops in order: HTTP
+// first (no new work accepted), River softly (running jobs finish), the pool
+// last.
+func serve(ctx context.Context, cfg *Config, logOut io.Writer) error {
+	withWorkers := cfg.Role != "web"
+	a, err := newApp(ctx, cfg, logOut, withWorkers)
+	if err != nil {
+		return err
+	}
+	defer a.close()
+	if err := migrateDB(ctx, a.db, a.log); err != nil {
+		return err
+	}
+	var handler *echo.Echo
+	if cfg.Role == "worker" {
+		handler = web.NewOps(a.deps())
+	} else {
+		handler = web.New(a.deps())
+	}
+	ln, err := net.Listen("tcp", cfg.Addr)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", cfg.Addr, err)
+	}
+	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second}
+	if withWorkers {
+		if err := a.river.Start(context.WithoutCancel(ctx)); err != nil {
+			return fmt.Errorf("start river: %w", err)
+		}
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	a.log.Info("anvil is serving", "addr", ln.Addr().String(), "role", cfg.Role, "public_url", cfg.PublicURL)
+
+	select {
+	case <-ctx.Done():
+	case err := <-errc:
+		if !errors.Is(err, http.ErrServerClosed) {
+			return fmt.Errorf("http server: %w", err)
+		}
+	}
+	a.log.Info("shutting down")
+	sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		a.log.Warn("http shutdown", "error", err)
+	}
+	if withWorkers {
+		if err := a.river.Stop(sctx); err != nil {
+			a.log.Warn("river soft stop timed out; cancelling running jobs", "error", err)
+			hctx, hcancel := context.WithTimeout(context.Background(), 10*time.Second)
+			_ = a.river.StopAndCancel(hctx)
+			hcancel()
+		}
+	}
+	a.log.Info("stopped")
+	return nil
+}

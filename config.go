@@ -1,0 +1,183 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"anvil/domain/secret"
+)
+
+// Config is the whole configuration, read once from the environment (the
+// table in the README) and overridden by flags, then validated.
+type Config struct {
+	DatabaseURL       string
+	Addr              string
+	SecretKey         []byte
+	SecretKeyPrevious []byte
+	PublicURL         string
+	FeedArmed         bool
+	FeedMaxBody       int
+	FeedMaxBatch      int
+	FeedRatePerMin    int
+	TrustedProxies    []netip.Prefix
+	Sandbox           string
+	HeartbeatTimeout  time.Duration
+	WorkDir           string
+	LogLevel          string
+	Role              string
+}
+
+// configError is a refusal of the configuration: exit code 2.
+type configError struct{ msgs []string }
+
+func (e *configError) Error() string {
+	return "invalid configuration:\n  - " + strings.Join(e.msgs, "\n  - ")
+}
+
+// loadConfig reads the environment. Every problem is collected so that an
+// operator fixes them in one go.
+func loadConfig(getenv func(string) string) (*Config, error) {
+	ce := &configError{}
+	bad := func(format string, args ...any) { ce.msgs = append(ce.msgs, fmt.Sprintf(format, args...)) }
+	str := func(k, def string) string {
+		if v := strings.TrimSpace(getenv(k)); v != "" {
+			return v
+		}
+		return def
+	}
+	integer := func(k string, def, min, max int) int {
+		v := str(k, "")
+		if v == "" {
+			return def
+		}
+		n, err := strconv.Atoi(v)
+		if err != nil || n < min || n > max {
+			bad("%s must be a whole number between %d and %d", k, min, max)
+			return def
+		}
+		return n
+	}
+	c := &Config{
+		DatabaseURL:    str("ANVIL_DATABASE_URL", ""),
+		Addr:           str("ANVIL_ADDR", "127.0.0.1:8080"),
+		PublicURL:      str("ANVIL_PUBLIC_URL", ""),
+		FeedMaxBody:    integer("ANVIL_FEED_MAX_BODY", 262144, 1024, 64<<20),
+		FeedMaxBatch:   integer("ANVIL_FEED_MAX_BATCH", 50, 1, 1000),
+		FeedRatePerMin: integer("ANVIL_FEED_RATE_PER_MIN", 600, 1, 1_000_000),
+		Sandbox:        str("ANVIL_SANDBOX", ""),
+		WorkDir:        str("ANVIL_WORK_DIR", ""),
+		LogLevel:       str("ANVIL_LOG_LEVEL", "info"),
+		Role:           "all",
+	}
+	switch v := strings.ToLower(str("ANVIL_FEED_ARMED", "false")); v {
+	case "true", "1", "yes":
+		c.FeedArmed = true
+	case "false", "0", "no":
+	default:
+		bad("ANVIL_FEED_ARMED must be true or false")
+	}
+	if v := str("ANVIL_SECRET_KEY", ""); v != "" {
+		k, err := secret.ParseKey(v)
+		if err != nil {
+			bad("ANVIL_SECRET_KEY %v", err)
+		}
+		c.SecretKey = k
+	}
+	if v := str("ANVIL_SECRET_KEY_PREVIOUS", ""); v != "" {
+		k, err := secret.ParseKey(v)
+		if err != nil {
+			bad("ANVIL_SECRET_KEY_PREVIOUS %v", err)
+		}
+		c.SecretKeyPrevious = k
+	}
+	proxies := str("ANVIL_TRUSTED_PROXIES", "127.0.0.0/8,::1/128")
+	for _, p := range strings.Split(proxies, ",") {
+		p = strings.TrimSpace(p)
+		if p == "" {
+			continue
+		}
+		pfx, err := netip.ParsePrefix(p)
+		if err != nil {
+			if a, aerr := netip.ParseAddr(p); aerr == nil {
+				pfx = netip.PrefixFrom(a, a.BitLen())
+			} else {
+				bad("ANVIL_TRUSTED_PROXIES: %q is not a CIDR", p)
+				continue
+			}
+		}
+		c.TrustedProxies = append(c.TrustedProxies, pfx.Masked())
+	}
+	c.HeartbeatTimeout = 60 * time.Second
+	if v := str("ANVIL_HEARTBEAT_TIMEOUT", ""); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < time.Second || d > 24*time.Hour {
+			bad("ANVIL_HEARTBEAT_TIMEOUT must be a duration between 1s and 24h, such as 60s")
+		} else {
+			c.HeartbeatTimeout = d
+		}
+	}
+	if len(ce.msgs) > 0 {
+		return c, ce
+	}
+	return c, nil
+}
+
+// validate checks what the chosen command needs; needKey is false for
+// commands that never touch secrets (migrate).
+func (c *Config) validate(needKey bool) error {
+	ce := &configError{}
+	bad := func(format string, args ...any) { ce.msgs = append(ce.msgs, fmt.Sprintf(format, args...)) }
+	if c.DatabaseURL == "" {
+		bad("ANVIL_DATABASE_URL is required (a postgres:// URL); `make run` provides one")
+	} else if u, err := url.Parse(c.DatabaseURL); err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
+		bad("ANVIL_DATABASE_URL must be a postgres:// URL")
+	}
+	if needKey && c.SecretKey == nil {
+		bad("ANVIL_SECRET_KEY is required: 32 random bytes, base64-encoded (e.g. `openssl rand -base64 32`)")
+	}
+	if _, err := netip.ParseAddrPort(c.Addr); err != nil {
+		if _, _, ok := strings.Cut(c.Addr, ":"); !ok {
+			bad("--addr / ANVIL_ADDR must be host:port, got %q", c.Addr)
+		}
+	}
+	switch c.Role {
+	case "all", "web", "worker":
+	default:
+		bad("--role must be all, web or worker, got %q", c.Role)
+	}
+	switch c.Sandbox {
+	case "", "bwrap", "process":
+	default:
+		bad("ANVIL_SANDBOX must be bwrap or process, got %q", c.Sandbox)
+	}
+	switch c.LogLevel {
+	case "debug", "info", "warn", "error":
+	default:
+		bad("ANVIL_LOG_LEVEL must be debug, info, warn or error")
+	}
+	if c.PublicURL == "" {
+		c.PublicURL = "http://" + c.Addr
+	}
+	if u, err := url.Parse(c.PublicURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		bad("ANVIL_PUBLIC_URL must be an http(s) URL such as https://anvil.example.com")
+	}
+	c.PublicURL = strings.TrimRight(c.PublicURL, "/")
+	if c.WorkDir == "" {
+		c.WorkDir = os.TempDir() + "/anvil-work"
+	}
+	if len(ce.msgs) > 0 {
+		return ce
+	}
+	return nil
+}
+
+func isConfigError(err error) bool {
+	var ce *configError
+	return errors.As(err, &ce)
+}

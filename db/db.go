@@ -1,0 +1,81 @@
+// Package db owns the connection to Postgres, the embedded migrations and the
+// helpers that map driver errors onto meanings the domain understands.
+package db
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"net/url"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
+	"github.com/uptrace/bun"
+	"github.com/uptrace/bun/dialect/pgdialect"
+)
+
+// DB bundles the one pgx pool with the two views of it the program needs:
+// database/sql (for River and bun) and bun itself.
+type DB struct {
+	Pool *pgxpool.Pool
+	SQL  *sql.DB
+	Bun  *bun.DB
+}
+
+// Open connects to Postgres. maxConns bounds the pool; pgx's default (4 on
+// two cores) starves River and the web tier at once.
+func Open(ctx context.Context, dsn string, maxConns int) (*DB, error) {
+	cfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("db: parse database URL %s: %w", Redact(dsn), err)
+	}
+	if maxConns > 0 {
+		cfg.MaxConns = int32(maxConns)
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("db: connect %s: %w", Redact(dsn), err)
+	}
+	if err := pool.Ping(ctx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("db: ping %s: %w", Redact(dsn), err)
+	}
+	sqldb := stdlib.OpenDBFromPool(pool)
+	return &DB{Pool: pool, SQL: sqldb, Bun: bun.NewDB(sqldb, pgdialect.New())}, nil
+}
+
+// Close releases every connection.
+func (d *DB) Close() {
+	_ = d.Bun.Close()
+	d.Pool.Close()
+}
+
+// Redact hides the password of a database URL so it can be logged.
+func Redact(dsn string) string {
+	u, err := url.Parse(dsn)
+	if err != nil || u.User == nil {
+		if err != nil {
+			return "(unparseable database URL)"
+		}
+		return dsn
+	}
+	if _, ok := u.User.Password(); ok {
+		u.User = url.UserPassword(u.User.Username(), "xxxxx")
+	}
+	return u.String()
+}
+
+// IsUniqueViolation reports whether err is SQLSTATE 23505; constraint, when
+// not empty, must match the violated constraint's name.
+func IsUniqueViolation(err error, constraint string) bool {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "23505" {
+		return constraint == "" || pgErr.ConstraintName == constraint
+	}
+	return false
+}
+
+// IsNoRows reports whether err means the query matched nothing.
+func IsNoRows(err error) bool { return errors.Is(err, sql.ErrNoRows) }

@@ -1,0 +1,235 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// cmdDev is what `make run` starts: the cockpit on an embedded default.
+// It uses ANVIL_DATABASE_URL when set; otherwise the local Postgres on
+// 127.0.0.1:5432 when one answers (creating database "anvil"); otherwise a
+// cluster of its own in .anvil/pg. It creates .anvil/secret.key once, arms
+// the feed, bootstraps a demo owner on the first start and prints the URL
+// and the login.
+func cmdDev(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("dev", "anvil dev [--addr ADDR] [--dir .anvil]", stdout)
+	addr := fs.String("addr", envOr("ANVIL_ADDR", "127.0.0.1:8080"), "listen address")
+	dir := fs.String("dir", ".anvil", "folder for the key, the demo password and the local cluster")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(*dir, 0o700); err != nil {
+		return err
+	}
+	if os.Getenv("ANVIL_DATABASE_URL") == "" {
+		url, err := devDatabase(ctx, *dir, stderr)
+		if err != nil {
+			return err
+		}
+		os.Setenv("ANVIL_DATABASE_URL", url)
+	}
+	if os.Getenv("ANVIL_SECRET_KEY") == "" {
+		key, err := devSecret(filepath.Join(*dir, "secret.key"))
+		if err != nil {
+			return err
+		}
+		os.Setenv("ANVIL_SECRET_KEY", key)
+	}
+	if os.Getenv("ANVIL_FEED_ARMED") == "" {
+		os.Setenv("ANVIL_FEED_ARMED", "true")
+	}
+	os.Setenv("ANVIL_ADDR", *addr)
+	cfg, err := loadConfig(os.Getenv)
+	if err != nil {
+		return err
+	}
+	if err := cfg.validate(true); err != nil {
+		return err
+	}
+
+	a, err := newApp(ctx, cfg, io.Discard, false)
+	if err != nil {
+		return err
+	}
+	if err := migrateDB(ctx, a.db, a.log); err != nil {
+		a.close()
+		return err
+	}
+	pwFile := filepath.Join(*dir, "demo-password")
+	email := "demo@anvil.local"
+	has, err := a.accounts.HasUsers(ctx)
+	if err != nil {
+		a.close()
+		return err
+	}
+	if !has {
+		pw := base64.RawURLEncoding.EncodeToString(randomBytes(12))
+		if _, err := a.accounts.Bootstrap(ctx, "demo", email, pw); err != nil {
+			a.close()
+			return fmt.Errorf("bootstrap demo owner: %w", err)
+		}
+		if err := os.WriteFile(pwFile, []byte(pw+"\n"), 0o600); err != nil {
+			a.close()
+			return err
+		}
+	}
+	a.close()
+	login := "(the account you created; the demo password file is missing)"
+	if b, err := os.ReadFile(pwFile); err == nil {
+		login = fmt.Sprintf("%s / %s", email, strings.TrimSpace(string(b)))
+	}
+	fmt.Fprintf(stdout, "\n  anvil is starting on %s\n  log in as %s\n  feed armed: %v · database: %s\n\n",
+		cfg.PublicURL, login, cfg.FeedArmed, redactURL(cfg.DatabaseURL))
+	return serve(ctx, cfg, stderr)
+}
+
+func envOr(k, def string) string {
+	if v := os.Getenv(k); v != "" {
+		return v
+	}
+	return def
+}
+
+func randomBytes(n int) []byte {
+	b := make([]byte, n)
+	if _, err := rand.Read(b); err != nil {
+		panic(err)
+	}
+	return b
+}
+
+func redactURL(u string) string {
+	if i := strings.Index(u, "@"); i > 0 {
+		if j := strings.Index(u, "://"); j > 0 && j < i {
+			if k := strings.Index(u[j+3:i], ":"); k >= 0 {
+				return u[:j+3+k] + ":xxxxx" + u[i:]
+			}
+		}
+	}
+	return u
+}
+
+// devSecret reads the key file, creating it once.
+func devSecret(path string) (string, error) {
+	if b, err := os.ReadFile(path); err == nil {
+		return strings.TrimSpace(string(b)), nil
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return "", err
+	}
+	key := base64.StdEncoding.EncodeToString(randomBytes(32))
+	if err := os.WriteFile(path, []byte(key+"\n"), 0o600); err != nil {
+		return "", err
+	}
+	return key, nil
+}
+
+// devDatabase finds or makes a Postgres for local use.
+func devDatabase(ctx context.Context, dir string, log io.Writer) (string, error) {
+	local := "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"
+	if url, err := ensureDatabase(ctx, local, "anvil"); err == nil {
+		return url, nil
+	}
+	return ownCluster(ctx, dir, log)
+}
+
+// ensureDatabase creates database name on the server of admin when missing.
+func ensureDatabase(ctx context.Context, admin, name string) (string, error) {
+	cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(cctx, admin)
+	if err != nil {
+		return "", err
+	}
+	defer conn.Close(ctx)
+	var exists bool
+	if err := conn.QueryRow(cctx, `SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)`, name).Scan(&exists); err != nil {
+		return "", err
+	}
+	if !exists {
+		if _, err := conn.Exec(cctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()); err != nil {
+			return "", err
+		}
+	}
+	return strings.Replace(admin, "/postgres?", "/"+name+"?", 1), nil
+}
+
+// ownCluster starts (creating it once) a cluster in dir/pg on port 54329,
+// installing Postgres with apt when initdb is missing.
+func ownCluster(ctx context.Context, dir string, log io.Writer) (string, error) {
+	bin, err := findPGBin()
+	if err != nil {
+		fmt.Fprintln(log, "anvil dev: no Postgres found; installing it with apt-get (needs root)")
+		for _, args := range [][]string{{"update", "-qq"}, {"install", "-y", "-qq", "postgresql"}} {
+			cmd := exec.CommandContext(ctx, "apt-get", args...)
+			cmd.Stdout, cmd.Stderr = log, log
+			cmd.Env = append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
+			if err := cmd.Run(); err != nil {
+				return "", fmt.Errorf("install postgresql: %w", err)
+			}
+		}
+		if bin, err = findPGBin(); err != nil {
+			return "", err
+		}
+	}
+	data, _ := filepath.Abs(filepath.Join(dir, "pg"))
+	const port = "54329"
+	// Postgres refuses to run as root: run it as the postgres user then.
+	var asUser []string
+	if os.Geteuid() == 0 {
+		if _, err := user.Lookup("postgres"); err != nil {
+			return "", errors.New("running as root, but there is no postgres user to run the cluster as")
+		}
+		asUser = []string{"runuser", "-u", "postgres", "--"}
+	}
+	runPG := func(name string, args ...string) error {
+		full := append(append(append([]string{}, asUser...), filepath.Join(bin, name)), args...)
+		cmd := exec.CommandContext(ctx, full[0], full[1:]...)
+		cmd.Stdout, cmd.Stderr = log, log
+		return cmd.Run()
+	}
+	if _, err := os.Stat(filepath.Join(data, "PG_VERSION")); err != nil {
+		if err := os.MkdirAll(data, 0o700); err != nil {
+			return "", err
+		}
+		if asUser != nil {
+			_ = exec.Command("chown", "-R", "postgres:postgres", data).Run()
+			_ = os.Chmod(filepath.Dir(data), 0o755)
+		}
+		if err := runPG("initdb", "-D", data, "-U", "postgres", "--auth=trust", "-E", "UTF8"); err != nil {
+			return "", fmt.Errorf("initdb: %w", err)
+		}
+	}
+	url := "postgres://postgres@127.0.0.1:" + port + "/postgres?sslmode=disable"
+	if c, err := net.DialTimeout("tcp", "127.0.0.1:"+port, 300*time.Millisecond); err == nil {
+		c.Close()
+	} else if err := runPG("pg_ctl", "-D", data, "-l", filepath.Join(data, "server.log"), "-w", "-o", "-p "+port+" -k "+data+" -h 127.0.0.1", "start"); err != nil {
+		return "", fmt.Errorf("start the local cluster: %w", err)
+	}
+	return ensureDatabase(ctx, url, "anvil")
+}
+
+func findPGBin() (string, error) {
+	if p, err := exec.LookPath("initdb"); err == nil {
+		if _, err := exec.LookPath("pg_ctl"); err == nil {
+			return filepath.Dir(p), nil
+		}
+	}
+	matches, _ := filepath.Glob("/usr/lib/postgresql/*/bin/initdb")
+	if len(matches) > 0 {
+		return filepath.Dir(matches[len(matches)-1]), nil
+	}
+	return "", errors.New("initdb not found")
+}

@@ -1,0 +1,391 @@
+package domain
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"fmt"
+	"net/mail"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/uptrace/bun"
+)
+
+// Roles of a membership. Viewers read; everybody else may write.
+const (
+	RoleOwner  = "owner"
+	RoleAdmin  = "admin"
+	RoleMember = "member"
+	RoleViewer = "viewer"
+)
+
+// SessionTTL is how long a browser session lasts.
+const SessionTTL = 14 * 24 * time.Hour
+
+// Organization is a tenant: every project belongs to one.
+type Organization struct {
+	bun.BaseModel `bun:"table:organizations"`
+	ID            uuid.UUID `bun:"id,pk,type:uuid,default:gen_random_uuid()"`
+	Slug          string    `bun:"slug"`
+	Name          string    `bun:"name"`
+	CreatedAt     time.Time `bun:"created_at,nullzero,default:now()"`
+}
+
+// User is a person who can log in.
+type User struct {
+	bun.BaseModel `bun:"table:users"`
+	ID            uuid.UUID `bun:"id,pk,type:uuid,default:gen_random_uuid()"`
+	Email         string    `bun:"email"`
+	Name          string    `bun:"name"`
+	PasswordHash  string    `bun:"password_hash"`
+	CreatedAt     time.Time `bun:"created_at,nullzero,default:now()"`
+}
+
+// Principal is who is calling: a user acting in one organisation, through a
+// browser session or a personal API token.
+type Principal struct {
+	UserID    uuid.UUID
+	Email     string
+	OrgID     uuid.UUID
+	OrgSlug   string
+	OrgName   string
+	Role      string
+	SessionID []byte // set for browser sessions (the hash, never the cookie)
+	TokenID   uuid.UUID
+}
+
+// CanWrite reports whether the principal may change anything.
+func (p *Principal) CanWrite() bool { return p != nil && p.Role != RoleViewer }
+
+// requireWrite refuses viewers.
+func requireWrite(p *Principal) error {
+	if !p.CanWrite() {
+		return Forbidden("viewers cannot make changes")
+	}
+	return nil
+}
+
+// Accounts manages organisations, people, sessions and personal tokens.
+type Accounts struct{ s *Store }
+
+// NewAccounts builds the service.
+func NewAccounts(s *Store) *Accounts { return &Accounts{s: s} }
+
+var slugRE = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,62}$`)
+
+// ValidatePassword enforces a minimum that a person can still remember.
+func ValidatePassword(pw string) error {
+	switch {
+	case len(pw) < 10:
+		return Invalid("invalid_password", "password must be at least 10 characters")
+	case len(pw) > 512:
+		return Invalid("invalid_password", "password must be at most 512 characters")
+	}
+	return nil
+}
+
+func validateEmail(email string) (string, error) {
+	email = strings.TrimSpace(email)
+	if email == "" {
+		return "", Invalid("invalid_email", "email is required")
+	}
+	if len(email) > 254 {
+		return "", Invalid("invalid_email", "email must be at most 254 characters")
+	}
+	a, err := mail.ParseAddress(email)
+	if err != nil || a.Address != email {
+		return "", Invalid("invalid_email", "email %q is not a valid address", email)
+	}
+	return email, nil
+}
+
+// BootstrapResult is what `anvil admin bootstrap` prints.
+type BootstrapResult struct {
+	OrgID  uuid.UUID `json:"org_id"`
+	UserID uuid.UUID `json:"user_id"`
+	Token  string    `json:"token"`
+}
+
+// Bootstrap creates an organisation, its owner and a first API token in one
+// transaction. The owner is reused when the email already exists (adding a
+// second organisation to a person).
+func (a *Accounts) Bootstrap(ctx context.Context, orgSlug, email, password string) (BootstrapResult, error) {
+	var res BootstrapResult
+	if !slugRE.MatchString(orgSlug) {
+		return res, Invalid("invalid_slug", "organisation slug %q must match ^[a-z0-9][a-z0-9-]{0,62}$", orgSlug)
+	}
+	email, err := validateEmail(email)
+	if err != nil {
+		return res, err
+	}
+	if err := ValidatePassword(password); err != nil {
+		return res, err
+	}
+	hash, err := HashPassword(password)
+	if err != nil {
+		return res, err
+	}
+	err = a.s.inTx(ctx, func(ctx context.Context, tx bun.Tx) error {
+		org := &Organization{Slug: orgSlug, Name: orgSlug}
+		if _, err := tx.NewInsert().Model(org).Returning("*").Exec(ctx); err != nil {
+			if isUnique(err, "") {
+				return Conflict("org_exists", "organisation %q already exists", orgSlug)
+			}
+			return fmt.Errorf("create organisation: %w", err)
+		}
+		u := new(User)
+		err := tx.NewSelect().Model(u).Where("lower(email) = lower(?)", email).Scan(ctx)
+		switch {
+		case isNoRows(err):
+			u = &User{Email: email, Name: strings.Split(email, "@")[0], PasswordHash: hash}
+			if _, err := tx.NewInsert().Model(u).Returning("*").Exec(ctx); err != nil {
+				return fmt.Errorf("create user: %w", err)
+			}
+		case err != nil:
+			return fmt.Errorf("find user: %w", err)
+		}
+		if _, err := tx.NewRaw("INSERT INTO memberships (org_id, user_id, role) VALUES (?, ?, ?)", org.ID, u.ID, RoleOwner).Exec(ctx); err != nil {
+			return fmt.Errorf("add owner: %w", err)
+		}
+		tok, err := a.insertToken(ctx, tx, org.ID, u.ID, "bootstrap")
+		if err != nil {
+			return err
+		}
+		res = BootstrapResult{OrgID: org.ID, UserID: u.ID, Token: tok}
+		return nil
+	})
+	return res, err
+}
+
+// AddMember creates (or reuses) a user and gives them role in the
+// organisation of p. Only owners and admins may add people.
+func (a *Accounts) AddMember(ctx context.Context, p *Principal, email, password, role string) (uuid.UUID, error) {
+	if p.Role != RoleOwner && p.Role != RoleAdmin {
+		return uuid.Nil, Forbidden("only owners and admins can add members")
+	}
+	switch role {
+	case RoleOwner, RoleAdmin, RoleMember, RoleViewer:
+	default:
+		return uuid.Nil, Invalid("invalid_role", "role must be one of owner, admin, member, viewer")
+	}
+	email, err := validateEmail(email)
+	if err != nil {
+		return uuid.Nil, err
+	}
+	if err := ValidatePassword(password); err != nil {
+		return uuid.Nil, err
+	}
+	hash, err := HashPassword(password)
+	if err != nil {
+		return uuid.Nil, err
+	}
+	u := &User{Email: email, Name: strings.Split(email, "@")[0], PasswordHash: hash}
+	err = a.s.inTx(ctx, func(ctx context.Context, tx bun.Tx) error {
+		err := tx.NewSelect().Model(u).Where("lower(email) = lower(?)", email).Scan(ctx)
+		if isNoRows(err) {
+			_, err = tx.NewInsert().Model(u).Returning("*").Exec(ctx)
+		}
+		if err != nil {
+			return fmt.Errorf("user: %w", err)
+		}
+		_, err = tx.NewRaw(`INSERT INTO memberships (org_id, user_id, role) VALUES (?, ?, ?)
+			ON CONFLICT (org_id, user_id) DO UPDATE SET role = EXCLUDED.role`, p.OrgID, u.ID, role).Exec(ctx)
+		return err
+	})
+	return u.ID, err
+}
+
+// HasUsers reports whether anybody can log in yet (used by `make run` to
+// bootstrap a demo owner on the first start).
+func (a *Accounts) HasUsers(ctx context.Context) (bool, error) {
+	return a.s.DB.NewSelect().Table("users").Exists(ctx)
+}
+
+// Login checks credentials and opens a session. It returns the cookie value
+// (only its hash is stored). Unknown email and wrong password are the same
+// refusal and take the same time.
+func (a *Accounts) Login(ctx context.Context, email, password string) (string, *Principal, error) {
+	bad := newError(ErrUnauthorized, "invalid_credentials", "email or password is incorrect")
+	if email == "" || password == "" || len(email) > 254 || len(password) > 512 {
+		return "", nil, bad
+	}
+	u := new(User)
+	err := a.s.DB.NewSelect().Model(u).Where("lower(email) = lower(?)", strings.TrimSpace(email)).Scan(ctx)
+	if isNoRows(err) {
+		CheckPassword(dummyHash, password)
+		return "", nil, bad
+	}
+	if err != nil {
+		return "", nil, fmt.Errorf("login: %w", err)
+	}
+	if !CheckPassword(u.PasswordHash, password) {
+		return "", nil, bad
+	}
+	var orgID uuid.UUID
+	err = a.s.DB.NewRaw(`SELECT org_id FROM memberships WHERE user_id = ? ORDER BY created_at, org_id LIMIT 1`, u.ID).Scan(ctx, &orgID)
+	if isNoRows(err) {
+		return "", nil, newError(ErrForbidden, "no_organisation", "this account belongs to no organisation")
+	}
+	if err != nil {
+		return "", nil, fmt.Errorf("login membership: %w", err)
+	}
+	raw := make([]byte, 32)
+	if _, err := rand.Read(raw); err != nil {
+		return "", nil, err
+	}
+	cookie := base64.RawURLEncoding.EncodeToString(raw)
+	id := sessionHash(cookie)
+	now := a.s.Now()
+	if _, err := a.s.DB.NewRaw(`INSERT INTO sessions (id, user_id, org_id, created_at, expires_at) VALUES (?, ?, ?, ?, ?)`,
+		id, u.ID, orgID, now, now.Add(SessionTTL)).Exec(ctx); err != nil {
+		return "", nil, fmt.Errorf("create session: %w", err)
+	}
+	p, err := a.principal(ctx, u.ID, orgID)
+	if err != nil {
+		return "", nil, err
+	}
+	p.SessionID = id
+	return cookie, p, nil
+}
+
+func sessionHash(cookie string) []byte {
+	sum := sha256.Sum256([]byte("anvil-session:" + cookie))
+	return sum[:]
+}
+
+// Session resolves a session cookie to its principal.
+func (a *Accounts) Session(ctx context.Context, cookie string) (*Principal, error) {
+	if cookie == "" || len(cookie) > 100 {
+		return nil, ErrUnauthorized
+	}
+	id := sessionHash(cookie)
+	var row struct {
+		UserID uuid.UUID `bun:"user_id"`
+		OrgID  uuid.UUID `bun:"org_id"`
+	}
+	err := a.s.DB.NewRaw(`SELECT user_id, org_id FROM sessions WHERE id = ? AND expires_at > ?`, id, a.s.Now()).Scan(ctx, &row)
+	if isNoRows(err) {
+		return nil, ErrUnauthorized
+	}
+	if err != nil {
+		return nil, fmt.Errorf("session: %w", err)
+	}
+	p, err := a.principal(ctx, row.UserID, row.OrgID)
+	if err != nil {
+		return nil, err
+	}
+	p.SessionID = id
+	return p, nil
+}
+
+// Logout ends a session.
+func (a *Accounts) Logout(ctx context.Context, cookie string) error {
+	_, err := a.s.DB.NewRaw(`DELETE FROM sessions WHERE id = ?`, sessionHash(cookie)).Exec(ctx)
+	return err
+}
+
+func (a *Accounts) principal(ctx context.Context, userID, orgID uuid.UUID) (*Principal, error) {
+	p := &Principal{UserID: userID, OrgID: orgID}
+	err := a.s.DB.NewRaw(`SELECT u.email, o.slug, o.name, m.role
+		FROM memberships m JOIN users u ON u.id = m.user_id JOIN organizations o ON o.id = m.org_id
+		WHERE m.user_id = ? AND m.org_id = ?`, userID, orgID).Scan(ctx, &p.Email, &p.OrgSlug, &p.OrgName, &p.Role)
+	if isNoRows(err) {
+		return nil, ErrUnauthorized
+	}
+	if err != nil {
+		return nil, fmt.Errorf("principal: %w", err)
+	}
+	return p, nil
+}
+
+// APIToken is a personal API token as listed (never its secret).
+type APIToken struct {
+	bun.BaseModel `bun:"table:api_tokens"`
+	ID            uuid.UUID  `bun:"id,pk,type:uuid,default:gen_random_uuid()" json:"id"`
+	OrgID         uuid.UUID  `bun:"org_id" json:"-"`
+	UserID        uuid.UUID  `bun:"user_id" json:"-"`
+	Name          string     `bun:"name" json:"name"`
+	Prefix        string     `bun:"prefix" json:"prefix"`
+	Hash          []byte     `bun:"hash" json:"-"`
+	CreatedAt     time.Time  `bun:"created_at,nullzero,default:now()" json:"created_at"`
+	LastUsedAt    *time.Time `bun:"last_used_at" json:"last_used_at"`
+	RevokedAt     *time.Time `bun:"revoked_at" json:"revoked_at"`
+}
+
+func (a *Accounts) insertToken(ctx context.Context, tx bun.IDB, orgID, userID uuid.UUID, name string) (string, error) {
+	tok, lookup, hash := newToken(PersonalTokenPrefix)
+	t := &APIToken{OrgID: orgID, UserID: userID, Name: name, Prefix: lookup, Hash: hash}
+	if _, err := tx.NewInsert().Model(t).Exec(ctx); err != nil {
+		return "", fmt.Errorf("create token: %w", err)
+	}
+	return tok, nil
+}
+
+// CreateToken issues a personal API token; the plaintext is returned once.
+func (a *Accounts) CreateToken(ctx context.Context, p *Principal, name string) (string, error) {
+	name = strings.TrimSpace(name)
+	if name == "" {
+		return "", Invalid("invalid_name", "token name is required")
+	}
+	if len(name) > 100 {
+		return "", Invalid("invalid_name", "token name must be at most 100 characters")
+	}
+	return a.insertToken(ctx, a.s.DB, p.OrgID, p.UserID, name)
+}
+
+// ListTokens lists the caller's own tokens in this organisation.
+func (a *Accounts) ListTokens(ctx context.Context, p *Principal) ([]APIToken, error) {
+	var ts []APIToken
+	err := a.s.DB.NewSelect().Model(&ts).Where("org_id = ? AND user_id = ?", p.OrgID, p.UserID).
+		OrderExpr("revoked_at IS NOT NULL, created_at DESC").Scan(ctx)
+	return ts, err
+}
+
+// RevokeToken revokes one of the caller's tokens.
+func (a *Accounts) RevokeToken(ctx context.Context, p *Principal, id uuid.UUID) error {
+	res, err := a.s.DB.NewRaw(`UPDATE api_tokens SET revoked_at = COALESCE(revoked_at, ?)
+		WHERE id = ? AND org_id = ? AND user_id = ?`, a.s.Now(), id, p.OrgID, p.UserID).Exec(ctx)
+	if err != nil {
+		return err
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return NotFound("token")
+	}
+	return nil
+}
+
+// Authenticate resolves a bearer personal token to its principal. Every
+// failure is the same ErrUnauthorized.
+func (a *Accounts) Authenticate(ctx context.Context, bearer string) (*Principal, error) {
+	lookup, hash, ok := splitToken(PersonalTokenPrefix, bearer)
+	if !ok {
+		return nil, ErrUnauthorized
+	}
+	t := new(APIToken)
+	err := a.s.DB.NewSelect().Model(t).Where("prefix = ?", lookup).Scan(ctx)
+	if isNoRows(err) {
+		hashEqual(hash, hash)
+		return nil, ErrUnauthorized
+	}
+	if err != nil {
+		return nil, fmt.Errorf("token: %w", err)
+	}
+	if !hashEqual(t.Hash, hash) || t.RevokedAt != nil {
+		return nil, ErrUnauthorized
+	}
+	// last_used_at at minute resolution: one write per token per minute at most.
+	now := a.s.Now()
+	if t.LastUsedAt == nil || now.Sub(*t.LastUsedAt) > time.Minute {
+		_, _ = a.s.DB.NewRaw(`UPDATE api_tokens SET last_used_at = ? WHERE id = ?`, now, t.ID).Exec(ctx)
+	}
+	p, err := a.principal(ctx, t.UserID, t.OrgID)
+	if err != nil {
+		return nil, err
+	}
+	p.TokenID = t.ID
+	return p, nil
+}

@@ -1,0 +1,63 @@
+package domain
+
+import (
+	"context"
+	"fmt"
+)
+
+// PurgeSessionsArgs is the periodic job that deletes expired sessions.
+type PurgeSessionsArgs struct{}
+
+// Kind implements river.JobArgs.
+func (PurgeSessionsArgs) Kind() string { return "purge_sessions" }
+
+// PurgeExpiredSessions deletes sessions past their expiry.
+func (a *Accounts) PurgeExpiredSessions(ctx context.Context) (int64, error) {
+	res, err := a.s.DB.NewRaw(`DELETE FROM sessions WHERE expires_at < ?`, a.s.Now()).Exec(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("purge sessions: %w", err)
+	}
+	return res.RowsAffected()
+}
+
+// RotateSecrets re-encrypts every stored secret that is not sealed under the
+// current key (provider tokens, webhook secrets), returning how many changed.
+func (s *Store) RotateSecrets(ctx context.Context) (int, error) {
+	n := 0
+	for _, t := range sealedColumns {
+		var rows []struct {
+			ID  string `bun:"id"`
+			Enc string `bun:"enc"`
+			AAD string `bun:"aad"`
+		}
+		q := fmt.Sprintf(`SELECT %s AS id, %s AS enc, %s AS aad FROM %s WHERE %s <> ''`, t.id, t.col, t.aad, t.table, t.col)
+		if err := s.DB.NewRaw(q).Scan(ctx, &rows); err != nil {
+			return n, fmt.Errorf("rotate %s: %w", t.table, err)
+		}
+		for _, r := range rows {
+			if !s.Keys.NeedsRotation(r.Enc) {
+				continue
+			}
+			plain, err := s.Keys.Open(r.Enc, []byte(r.AAD))
+			if err != nil {
+				return n, fmt.Errorf("rotate %s %s: %w", t.table, r.ID, err)
+			}
+			enc, err := s.Keys.Seal(plain, []byte(r.AAD))
+			if err != nil {
+				return n, err
+			}
+			q := fmt.Sprintf(`UPDATE %s SET %s = ? WHERE %s = ? AND %s = ?`, t.table, t.col, t.id, t.col)
+			if _, err := s.DB.NewRaw(q, enc, r.ID, r.Enc).Exec(ctx); err != nil {
+				return n, fmt.Errorf("rotate %s %s: %w", t.table, r.ID, err)
+			}
+			n++
+		}
+	}
+	return n, nil
+}
+
+// sealedColumns lists every column that holds a sealed secret, with the SQL
+// expression of its additional authenticated data.
+var sealedColumns = []struct{ table, id, col, aad string }{
+	{"projects", "id::text", "provider_token_enc", "'project:' || id || ':provider_token'"},
+}

@@ -1,0 +1,323 @@
+package domain
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/uptrace/bun"
+)
+
+// Project is a git repository with a run queue.
+type Project struct {
+	bun.BaseModel     `bun:"table:projects"`
+	ID                uuid.UUID `bun:"id,pk,type:uuid,default:gen_random_uuid()"`
+	OrgID             uuid.UUID `bun:"org_id"`
+	Slug              string    `bun:"slug"`
+	Name              string    `bun:"name"`
+	RepoURL           string    `bun:"repo_url"`
+	DefaultBranch     string    `bun:"default_branch"`
+	RunCommand        string    `bun:"run_command"`
+	RepairCommand     string    `bun:"repair_command"`
+	Provider          string    `bun:"provider"`
+	ProviderAPIURL    string    `bun:"provider_api_url"`
+	ProviderRepo      string    `bun:"provider_repo"`
+	ProviderTokenEnc  string    `bun:"provider_token_enc"`
+	RunTimeoutSeconds int       `bun:"run_timeout_seconds"`
+	NextPosition      int64     `bun:"next_position"`
+	CreatedAt         time.Time `bun:"created_at,nullzero,default:now()"`
+	UpdatedAt         time.Time `bun:"updated_at,nullzero,default:now()"`
+}
+
+// RunTimeout is the longest a run of this project may take.
+func (p *Project) RunTimeout() time.Duration { return time.Duration(p.RunTimeoutSeconds) * time.Second }
+
+// ProjectInput is what a person or client may set on a project. Pointers
+// distinguish "not given" from "empty" on update.
+type ProjectInput struct {
+	Slug              *string `json:"slug"`
+	Name              *string `json:"name"`
+	RepoURL           *string `json:"repo_url"`
+	DefaultBranch     *string `json:"default_branch"`
+	RunCommand        *string `json:"run_command"`
+	RepairCommand     *string `json:"repair_command"`
+	Provider          *string `json:"provider"`
+	ProviderAPIURL    *string `json:"provider_api_url"`
+	ProviderRepo      *string `json:"provider_repo"`
+	ProviderToken     *string `json:"provider_token"`
+	RunTimeoutSeconds *int    `json:"run_timeout_seconds"`
+}
+
+var (
+	branchRE       = regexp.MustCompile(`^[A-Za-z0-9._/-]{1,255}$`)
+	providerRepoRE = regexp.MustCompile(`^[A-Za-z0-9._-]+(/[A-Za-z0-9._-]+)+$`)
+	scpLikeRE      = regexp.MustCompile(`^[A-Za-z0-9._-]+@[A-Za-z0-9.-]+:[A-Za-z0-9._~/-]+$`)
+)
+
+// validRepoURL accepts http(s), ssh (URL or scp-like git@host:path) and file URLs.
+func validRepoURL(s string) error {
+	if scpLikeRE.MatchString(s) {
+		return nil
+	}
+	u, err := url.Parse(s)
+	if err != nil {
+		return Invalid("invalid_repo_url", "repo_url is not a valid URL")
+	}
+	switch u.Scheme {
+	case "http", "https", "ssh":
+		if u.Host == "" {
+			return Invalid("invalid_repo_url", "repo_url must name a host")
+		}
+	case "file":
+		if u.Path == "" || !strings.HasPrefix(u.Path, "/") {
+			return Invalid("invalid_repo_url", "a file repo_url must be an absolute path (file:///path/to/repo.git)")
+		}
+	default:
+		return Invalid("invalid_repo_url", "repo_url must be an http(s), ssh or file URL")
+	}
+	return nil
+}
+
+func trimmed(p *string) string {
+	if p == nil {
+		return ""
+	}
+	return strings.TrimSpace(*p)
+}
+
+// apply validates in and writes it onto p. creating demands every required field.
+func (in *ProjectInput) apply(p *Project, creating bool) error {
+	type field struct {
+		name     string
+		val      *string
+		dst      *string
+		required bool
+		max      int
+		check    func(string) error
+	}
+	fields := []field{
+		{"slug", in.Slug, &p.Slug, true, 63, func(s string) error {
+			if !slugRE.MatchString(s) {
+				return Invalid("invalid_slug", "slug %q must match ^[a-z0-9][a-z0-9-]{0,62}$ (lower-case letters, digits and dashes)", s)
+			}
+			return nil
+		}},
+		{"name", in.Name, &p.Name, false, 200, nil},
+		{"repo_url", in.RepoURL, &p.RepoURL, true, 2048, validRepoURL},
+		{"default_branch", in.DefaultBranch, &p.DefaultBranch, true, 255, func(s string) error {
+			if !branchRE.MatchString(s) || strings.Contains(s, "..") || strings.HasPrefix(s, "-") {
+				return Invalid("invalid_default_branch", "default_branch %q is not a valid branch name", s)
+			}
+			return nil
+		}},
+		{"run_command", in.RunCommand, &p.RunCommand, true, 10000, nil},
+		{"repair_command", in.RepairCommand, &p.RepairCommand, false, 10000, nil},
+		{"provider", in.Provider, &p.Provider, false, 20, func(s string) error {
+			switch s {
+			case "", "github", "gitlab", "gitea":
+				return nil
+			}
+			return Invalid("invalid_provider", "provider must be one of github, gitlab, gitea")
+		}},
+		{"provider_api_url", in.ProviderAPIURL, &p.ProviderAPIURL, false, 2048, func(s string) error {
+			if s == "" {
+				return nil
+			}
+			u, err := url.Parse(s)
+			if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+				return Invalid("invalid_provider_api_url", "provider_api_url must be an http(s) URL")
+			}
+			return nil
+		}},
+		{"provider_repo", in.ProviderRepo, &p.ProviderRepo, false, 255, func(s string) error {
+			if s != "" && !providerRepoRE.MatchString(s) {
+				return Invalid("invalid_provider_repo", "provider_repo must look like owner/name")
+			}
+			return nil
+		}},
+	}
+	for _, f := range fields {
+		if f.val == nil {
+			if creating && f.required {
+				return Invalid("missing_"+f.name, "%s is required", f.name)
+			}
+			continue
+		}
+		v := trimmed(f.val)
+		if f.name == "run_command" || f.name == "repair_command" {
+			v = strings.TrimRight(strings.ReplaceAll(*f.val, "\r\n", "\n"), " \n\t")
+			v = strings.TrimLeft(v, " \n\t")
+		}
+		if v == "" && f.required {
+			return Invalid("missing_"+f.name, "%s must not be empty", f.name)
+		}
+		if len(v) > f.max {
+			return Invalid("too_long_"+f.name, "%s must be at most %d characters", f.name, f.max)
+		}
+		if f.check != nil {
+			if err := f.check(v); err != nil {
+				return err
+			}
+		}
+		*f.dst = v
+	}
+	if p.Name == "" {
+		p.Name = p.Slug
+	}
+	if in.RunTimeoutSeconds != nil {
+		if *in.RunTimeoutSeconds < 1 || *in.RunTimeoutSeconds > 86400 {
+			return Invalid("invalid_run_timeout", "run_timeout_seconds must be between 1 and 86400")
+		}
+		p.RunTimeoutSeconds = *in.RunTimeoutSeconds
+	}
+	if p.RunTimeoutSeconds == 0 {
+		p.RunTimeoutSeconds = 1800
+	}
+	if p.Provider != "" && p.ProviderRepo == "" && in.ProviderRepo != nil {
+		return Invalid("missing_provider_repo", "provider_repo (owner/name) is required when provider is set")
+	}
+	return nil
+}
+
+// Projects manages projects.
+type Projects struct{ s *Store }
+
+// NewProjects builds the service.
+func NewProjects(s *Store) *Projects { return &Projects{s: s} }
+
+func providerTokenAAD(id uuid.UUID) []byte {
+	return []byte("project:" + id.String() + ":provider_token")
+}
+
+func (ps *Projects) setToken(p *Project, in *ProjectInput) error {
+	if in.ProviderToken == nil {
+		return nil
+	}
+	tok := strings.TrimSpace(*in.ProviderToken)
+	if tok == "" {
+		p.ProviderTokenEnc = ""
+		return nil
+	}
+	if len(tok) > 4096 {
+		return Invalid("too_long_provider_token", "provider_token must be at most 4096 characters")
+	}
+	enc, err := ps.s.Keys.Seal([]byte(tok), providerTokenAAD(p.ID))
+	if err != nil {
+		return fmt.Errorf("encrypt provider token: %w", err)
+	}
+	p.ProviderTokenEnc = enc
+	return nil
+}
+
+// ProviderToken decrypts a project's provider token ("" when none).
+func (ps *Projects) ProviderToken(p *Project) (string, error) {
+	if p.ProviderTokenEnc == "" {
+		return "", nil
+	}
+	b, err := ps.s.Keys.Open(p.ProviderTokenEnc, providerTokenAAD(p.ID))
+	if err != nil {
+		return "", fmt.Errorf("decrypt provider token of project %s: %w", p.ID, err)
+	}
+	return string(b), nil
+}
+
+// Create validates and stores a new project.
+func (ps *Projects) Create(ctx context.Context, pr *Principal, in ProjectInput) (*Project, error) {
+	if err := requireWrite(pr); err != nil {
+		return nil, err
+	}
+	p := &Project{ID: uuid.New(), OrgID: pr.OrgID}
+	if err := in.apply(p, true); err != nil {
+		return nil, err
+	}
+	if err := ps.setToken(p, &in); err != nil {
+		return nil, err
+	}
+	if _, err := ps.s.DB.NewInsert().Model(p).Returning("*").Exec(ctx); err != nil {
+		if isUnique(err, "projects_org_slug_key") {
+			return nil, Conflict("slug_taken", "a project with slug %q already exists in this organisation", p.Slug)
+		}
+		return nil, fmt.Errorf("create project: %w", err)
+	}
+	return p, nil
+}
+
+// Update changes the given fields of a project.
+func (ps *Projects) Update(ctx context.Context, pr *Principal, id uuid.UUID, in ProjectInput) (*Project, error) {
+	if err := requireWrite(pr); err != nil {
+		return nil, err
+	}
+	var out *Project
+	err := ps.s.WithProject(ctx, id, func(ctx context.Context, tx bun.Tx, p *Project) error {
+		if p.OrgID != pr.OrgID {
+			return NotFound("project")
+		}
+		if err := in.apply(p, false); err != nil {
+			return err
+		}
+		if err := ps.setToken(p, &in); err != nil {
+			return err
+		}
+		p.UpdatedAt = ps.s.Now()
+		if _, err := tx.NewUpdate().Model(p).WherePK().
+			Column("slug", "name", "repo_url", "default_branch", "run_command", "repair_command", "provider",
+				"provider_api_url", "provider_repo", "provider_token_enc", "run_timeout_seconds", "updated_at").
+			Exec(ctx); err != nil {
+			if isUnique(err, "projects_org_slug_key") {
+				return Conflict("slug_taken", "a project with slug %q already exists in this organisation", p.Slug)
+			}
+			return fmt.Errorf("update project: %w", err)
+		}
+		out = p
+		return nil
+	})
+	return out, err
+}
+
+// Get returns a project of the caller's organisation.
+func (ps *Projects) Get(ctx context.Context, orgID, id uuid.UUID) (*Project, error) {
+	p := new(Project)
+	err := ps.s.DB.NewSelect().Model(p).Where("id = ? AND org_id = ?", id, orgID).Scan(ctx)
+	if isNoRows(err) {
+		return nil, NotFound("project")
+	}
+	return p, err
+}
+
+// ByID returns a project whatever its organisation (system callers only).
+func (ps *Projects) ByID(ctx context.Context, id uuid.UUID) (*Project, error) {
+	p := new(Project)
+	err := ps.s.DB.NewSelect().Model(p).Where("id = ?", id).Scan(ctx)
+	if isNoRows(err) {
+		return nil, NotFound("project")
+	}
+	return p, err
+}
+
+// List returns the organisation's projects by slug.
+func (ps *Projects) List(ctx context.Context, orgID uuid.UUID) ([]Project, error) {
+	var out []Project
+	err := ps.s.DB.NewSelect().Model(&out).Where("org_id = ?", orgID).Order("slug").Scan(ctx)
+	return out, err
+}
+
+// ProjectSummary is a project with what lists show beside it.
+type ProjectSummary struct {
+	Project
+	LastStatus string `bun:"last_status"`
+	QueueDepth int    `bun:"queue_depth"`
+}
+
+// Summaries lists the organisation's projects with their queue depth and
+// last run status.
+func (ps *Projects) Summaries(ctx context.Context, orgID uuid.UUID) ([]ProjectSummary, error) {
+	var out []ProjectSummary
+	err := ps.s.DB.NewSelect().Model((*Project)(nil)).ColumnExpr("project.*").
+		ColumnExpr("'' AS last_status, 0 AS queue_depth").
+		Where("org_id = ?", orgID).Order("slug").Scan(ctx, &out)
+	return out, err
+}

@@ -1,0 +1,240 @@
+// Command anvil is the cockpit: one binary that serves the web tier, runs the
+// River workers that execute runs in sandboxes, migrates its database and
+// bootstraps organisations.
+//
+//	anvil serve   [--addr 127.0.0.1:8080] [--role all|web|worker]
+//	anvil worker
+//	anvil migrate
+//	anvil admin bootstrap --org SLUG --email EMAIL [--password-file F]
+//	anvil admin rotate-key
+//	anvil dev     (what `make run` starts: a local database, a key, a demo owner)
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+)
+
+const usage = `anvil — a self-hostable cockpit for software teams
+
+Usage:
+  anvil serve   [--addr ADDR] [--role all|web|worker]   serve the cockpit (applies migrations first)
+  anvil worker  [--addr ADDR]                          run the River workers (= serve --role worker)
+  anvil migrate                                        apply database migrations, then exit
+  anvil admin bootstrap --org SLUG --email EMAIL [--password-file F]
+                                                       create an organisation, its owner and an API token
+  anvil admin rotate-key                               re-encrypt every stored secret under ANVIL_SECRET_KEY
+  anvil dev                                            local development: own Postgres, key and demo login
+
+Configuration is read from the environment (ANVIL_DATABASE_URL, ANVIL_SECRET_KEY,
+ANVIL_ADDR, ANVIL_PUBLIC_URL, ANVIL_FEED_ARMED, …; see README.md); flags override it.
+Run "anvil COMMAND --help" for a command's flags.
+`
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// run is main without the exit, so that tests can drive the command line.
+func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	var err error
+	switch args[0] {
+	case "-h", "--help", "help":
+		fmt.Fprint(stdout, usage)
+		return 0
+	case "serve":
+		err = cmdServe(ctx, args[1:], "", stdout, stderr)
+	case "worker":
+		err = cmdServe(ctx, args[1:], "worker", stdout, stderr)
+	case "migrate":
+		err = cmdMigrate(ctx, args[1:], stderr)
+	case "admin":
+		err = cmdAdmin(ctx, args[1:], stdout, stderr)
+	case "dev":
+		err = cmdDev(ctx, args[1:], stdout, stderr)
+	default:
+		fmt.Fprintf(stderr, "anvil: unknown command %q\n\n%s", args[0], usage)
+		return 2
+	}
+	switch {
+	case err == nil, errors.Is(err, flag.ErrHelp):
+		return 0
+	case isConfigError(err) || errors.Is(err, errUsage):
+		fmt.Fprintf(stderr, "anvil: %v\n", err)
+		return 2
+	default:
+		fmt.Fprintf(stderr, "anvil: %v\n", err)
+		return 1
+	}
+}
+
+var errUsage = errors.New("usage")
+
+func newFlags(name, synopsis string, stdout io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stdout)
+	fs.Usage = func() {
+		fmt.Fprintf(stdout, "Usage: %s\n\nFlags:\n", synopsis)
+		fs.PrintDefaults()
+	}
+	return fs
+}
+
+func parseFlags(fs *flag.FlagSet, args []string) error {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("%w: unexpected arguments: %s", errUsage, strings.Join(fs.Args(), " "))
+	}
+	return nil
+}
+
+func cmdServe(ctx context.Context, args []string, forceRole string, stdout, stderr io.Writer) error {
+	cfg, cerr := loadConfig(os.Getenv)
+	name, synopsis := "serve", "anvil serve [--addr ADDR] [--role all|web|worker]"
+	if forceRole == "worker" {
+		name, synopsis = "worker", "anvil worker [--addr ADDR]   (serves only /healthz, /readyz and /metrics)"
+	}
+	fs := newFlags(name, synopsis, stdout)
+	fs.StringVar(&cfg.Addr, "addr", cfg.Addr, "listen address (ANVIL_ADDR)")
+	if forceRole == "" {
+		fs.StringVar(&cfg.Role, "role", cfg.Role, "all: web tier and workers; web: web tier only; worker: workers only")
+	}
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if cerr != nil {
+		return cerr
+	}
+	if forceRole != "" {
+		cfg.Role = forceRole
+	}
+	if err := cfg.validate(true); err != nil {
+		return err
+	}
+	return serve(ctx, cfg, stderr)
+}
+
+func cmdMigrate(ctx context.Context, args []string, stderr io.Writer) error {
+	cfg, cerr := loadConfig(os.Getenv)
+	fs := newFlags("migrate", "anvil migrate   (applies River's and anvil's migrations, then exits)", stderr)
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if cerr != nil {
+		return cerr
+	}
+	if err := cfg.validate(false); err != nil {
+		return err
+	}
+	d, err := openDB(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return migrateDB(ctx, d, newLogger(cfg, stderr))
+}
+
+func cmdAdmin(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" {
+		fmt.Fprint(stdout, "Usage:\n  anvil admin bootstrap --org SLUG --email EMAIL [--password-file F]\n  anvil admin rotate-key\n")
+		if len(args) == 0 {
+			return errUsage
+		}
+		return nil
+	}
+	cfg, cerr := loadConfig(os.Getenv)
+	switch args[0] {
+	case "bootstrap":
+		fs := newFlags("bootstrap", "anvil admin bootstrap --org SLUG --email EMAIL [--password-file F]\n\nCreates the organisation, its owner and a personal API token and prints\n{\"org_id\", \"user_id\", \"token\"} as one JSON object. Without --password-file the\npassword is read from the first line of standard input.", stdout)
+		org := fs.String("org", "", "organisation slug (^[a-z0-9][a-z0-9-]{0,62}$)")
+		email := fs.String("email", "", "the owner's email")
+		pwFile := fs.String("password-file", "", "file whose first line is the owner's password (else standard input)")
+		if err := parseFlags(fs, args[1:]); err != nil {
+			return err
+		}
+		if *org == "" || *email == "" {
+			return fmt.Errorf("%w: --org and --email are required", errUsage)
+		}
+		if cerr != nil {
+			return cerr
+		}
+		if err := cfg.validate(true); err != nil {
+			return err
+		}
+		pw, err := readPassword(*pwFile)
+		if err != nil {
+			return err
+		}
+		a, err := newApp(ctx, cfg, stderr, false)
+		if err != nil {
+			return err
+		}
+		defer a.close()
+		res, err := a.accounts.Bootstrap(ctx, *org, *email, pw)
+		if err != nil {
+			return err
+		}
+		return json.NewEncoder(stdout).Encode(res)
+	case "rotate-key":
+		fs := newFlags("rotate-key", "anvil admin rotate-key\n\nRe-encrypts every stored secret (webhook secrets, provider tokens) under\nANVIL_SECRET_KEY; ANVIL_SECRET_KEY_PREVIOUS must hold the key they were sealed with.", stdout)
+		if err := parseFlags(fs, args[1:]); err != nil {
+			return err
+		}
+		if cerr != nil {
+			return cerr
+		}
+		if err := cfg.validate(true); err != nil {
+			return err
+		}
+		a, err := newApp(ctx, cfg, stderr, false)
+		if err != nil {
+			return err
+		}
+		defer a.close()
+		n, err := a.store.RotateSecrets(ctx)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "re-encrypted %d secrets under key %s\n", n, a.keys.CurrentID())
+		return nil
+	}
+	return fmt.Errorf("%w: unknown admin command %q", errUsage, args[0])
+}
+
+func readPassword(file string) (string, error) {
+	var b []byte
+	var err error
+	if file != "" {
+		b, err = os.ReadFile(file)
+	} else {
+		b, err = io.ReadAll(io.LimitReader(os.Stdin, 4096))
+	}
+	if err != nil {
+		return "", fmt.Errorf("read password: %w", err)
+	}
+	pw, _, _ := strings.Cut(string(b), "\n")
+	pw = strings.TrimRight(pw, "\r")
+	if pw == "" {
+		return "", fmt.Errorf("%w: the password is empty (give --password-file or pipe it on standard input)", errUsage)
+	}
+	return pw, nil
+}

@@ -1,0 +1,189 @@
+package main
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"anvil/db/testdb"
+)
+
+var binary string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "anvil-bin-")
+	if err != nil {
+		panic(err)
+	}
+	binary = filepath.Join(dir, "anvil")
+	if out, err := exec.Command("go", "build", "-o", binary, ".").CombinedOutput(); err != nil {
+		panic(string(out))
+	}
+	defer os.RemoveAll(dir)
+	testdb.Main(m)
+}
+
+var testKey = base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{7}, 32))
+
+// anvil runs the binary with only the given environment.
+func anvil(t *testing.T, env []string, stdin string, args ...string) (int, string, string) {
+	t.Helper()
+	cmd := exec.Command(binary, args...)
+	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH")}, env...)
+	cmd.Stdin = strings.NewReader(stdin)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return code, out.String(), errb.String()
+}
+
+func TestConfigurationIsValidatedWithExitCode2(t *testing.T) {
+	t.Parallel()
+	dbURL := "ANVIL_DATABASE_URL=postgres://postgres@127.0.0.1:5432/none"
+	cases := []struct {
+		name string
+		env  []string
+		args []string
+		want string
+	}{
+		{"missing key", []string{dbURL}, []string{"serve"}, "ANVIL_SECRET_KEY is required"},
+		{"short key", []string{dbURL, "ANVIL_SECRET_KEY=c2hvcnQ="}, []string{"serve"}, "ANVIL_SECRET_KEY"},
+		{"missing database", []string{"ANVIL_SECRET_KEY=" + testKey}, []string{"serve"}, "ANVIL_DATABASE_URL is required"},
+		{"bad role", []string{dbURL, "ANVIL_SECRET_KEY=" + testKey}, []string{"serve", "--role", "both"}, "--role must be all, web or worker"},
+		{"bad heartbeat", []string{dbURL, "ANVIL_SECRET_KEY=" + testKey, "ANVIL_HEARTBEAT_TIMEOUT=soon"}, []string{"serve"}, "ANVIL_HEARTBEAT_TIMEOUT"},
+		{"bad feed flag", []string{dbURL, "ANVIL_SECRET_KEY=" + testKey, "ANVIL_FEED_ARMED=maybe"}, []string{"serve"}, "ANVIL_FEED_ARMED"},
+		{"bad proxies", []string{dbURL, "ANVIL_SECRET_KEY=" + testKey, "ANVIL_TRUSTED_PROXIES=somewhere"}, []string{"serve"}, "ANVIL_TRUSTED_PROXIES"},
+		{"unknown command", nil, []string{"explode"}, "unknown command"},
+		{"unknown flag", nil, []string{"serve", "--nope"}, "flag provided but not defined"},
+		{"bootstrap without org", []string{dbURL, "ANVIL_SECRET_KEY=" + testKey}, []string{"admin", "bootstrap", "--email", "a@b.c"}, "--org and --email are required"},
+	}
+	for _, tc := range cases {
+		code, _, stderr := anvil(t, tc.env, "", tc.args...)
+		if code != 2 || !strings.Contains(stderr, tc.want) {
+			t.Errorf("%s: exit %d, stderr %q; want 2 and %q", tc.name, code, stderr, tc.want)
+		}
+		if strings.Contains(stderr, testKey) {
+			t.Errorf("%s: the key was echoed", tc.name)
+		}
+	}
+}
+
+func TestHelpOnEveryCommand(t *testing.T) {
+	t.Parallel()
+	for _, args := range [][]string{{"--help"}, {"serve", "--help"}, {"worker", "--help"}, {"migrate", "--help"}, {"admin", "--help"}, {"admin", "bootstrap", "--help"}, {"admin", "rotate-key", "--help"}, {"dev", "--help"}} {
+		code, out, stderr := anvil(t, nil, "", args...)
+		if code != 0 || !strings.Contains(out+stderr, "Usage") {
+			t.Errorf("%v: exit %d, %q", args, code, out+stderr)
+		}
+	}
+}
+
+func TestMigrateAndBootstrap(t *testing.T) {
+	t.Parallel()
+	env := []string{"ANVIL_DATABASE_URL=" + testdb.URLFor(testdb.Name(t)), "ANVIL_SECRET_KEY=" + testKey}
+	if code, _, stderr := anvil(t, env, "", "migrate"); code != 0 {
+		t.Fatalf("migrate: %d %s", code, stderr)
+	}
+	code, out, stderr := anvil(t, env, "a long enough password\n", "admin", "bootstrap", "--org", "acme", "--email", "owner@acme.test")
+	if code != 0 {
+		t.Fatalf("bootstrap: %d %s", code, stderr)
+	}
+	var res map[string]string
+	if err := json.Unmarshal([]byte(out), &res); err != nil || len(res) != 3 {
+		t.Fatalf("bootstrap printed %q", out)
+	}
+	if !strings.HasPrefix(res["token"], "anv_pat_") || res["org_id"] == "" || res["user_id"] == "" {
+		t.Fatalf("bootstrap result %v", res)
+	}
+	// The same organisation twice is a clear refusal.
+	pw := filepath.Join(t.TempDir(), "pw")
+	os.WriteFile(pw, []byte("a long enough password\n"), 0o600)
+	code, _, stderr = anvil(t, env, "", "admin", "bootstrap", "--org", "acme", "--email", "x@acme.test", "--password-file", pw)
+	if code != 1 || !strings.Contains(stderr, `organisation "acme" already exists`) {
+		t.Fatalf("second bootstrap: %d %s", code, stderr)
+	}
+	code, _, stderr = anvil(t, env, "short\n", "admin", "bootstrap", "--org", "other", "--email", "x@acme.test")
+	if code != 1 || !strings.Contains(stderr, "at least 10 characters") {
+		t.Fatalf("short password: %d %s", code, stderr)
+	}
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+func waitReady(t *testing.T, addr string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		res, err := http.Get("http://" + addr + "/readyz")
+		if err == nil {
+			res.Body.Close()
+			if res.StatusCode == 200 {
+				return
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("%s never became ready", addr)
+}
+
+func TestServeRolesAndGracefulStop(t *testing.T) {
+	t.Parallel()
+	env := []string{"ANVIL_DATABASE_URL=" + testdb.URLFor(testdb.Name(t)), "ANVIL_SECRET_KEY=" + testKey}
+	for _, role := range []string{"all", "web", "worker"} {
+		addr := freeAddr(t)
+		args := []string{"serve", "--addr", addr, "--role", role}
+		if role == "worker" {
+			args = []string{"worker", "--addr", addr}
+		}
+		cmd := exec.Command(binary, args...)
+		cmd.Env = append([]string{"PATH=" + os.Getenv("PATH")}, env...)
+		var logs bytes.Buffer
+		cmd.Stderr = &logs
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		waitReady(t, addr)
+		res, err := http.Get("http://" + addr + "/login")
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		wantLogin := 200
+		if role == "worker" {
+			wantLogin = 404
+		}
+		if res.StatusCode != wantLogin {
+			t.Errorf("role %s: GET /login = %d, want %d", role, res.StatusCode, wantLogin)
+		}
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		if err := cmd.Wait(); err != nil {
+			t.Errorf("role %s: exit after SIGTERM: %v\n%s", role, err, logs.String())
+		}
+		if !strings.Contains(logs.String(), `"msg":"stopped"`) || !strings.Contains(logs.String(), `"role":"`+role+`"`) {
+			t.Errorf("role %s: logs lack a clean stop:\n%s", role, logs.String())
+		}
+	}
+}

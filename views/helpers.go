@@ -1,0 +1,46 @@
+// Package views holds the templ components of the cockpit. Views render the
+// values they are handed and never query anything.
+package views
+
+import (
+	"encoding/json"
+	"time"
+)
+
+func csrfHeaders(token string) string {
+	b, _ := json.Marshal(map[string]string{"X-CSRF-Token": token})
+	return string(b)
+}
+
+// Ago renders a time relative to now for people, "—" for the zero time.
+func Ago(t time.Time) string {
+	if t.IsZero() {
+		return "—"
+	}
+	d := time.Since(t)
+	switch {
+	case d < 0:
+		return t.UTC().Format("2006-01-02 15:04")
+	case d < time.Minute:
+		return "just now"
+	case d < time.Hour:
+		return itoa(int(d/time.Minute)) + " min ago"
+	case d < 48*time.Hour:
+		return itoa(int(d/time.Hour)) + " h ago"
+	default:
+		return t.UTC().Format("2006-01-02")
+	}
+}
+
+// Stamp is an exact UTC time for title attributes.
+func Stamp(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return t.UTC().Format(time.RFC3339)
+}
+
+func itoa(n int) string {
+	b, _ := json.Marshal(n)
+	return string(b)
+}

@@ -1,0 +1,118 @@
+package web
+
+import (
+	"errors"
+	"net/http"
+	"strings"
+
+	"github.com/labstack/echo/v4"
+
+	"anvil/domain"
+	"anvil/views"
+)
+
+// apiError is the JSON shape of every refusal of the API.
+type apiError struct {
+	Error   string `json:"error"`
+	Message string `json:"message"`
+}
+
+// classify maps an error onto a status, a code and a message fit for clients.
+func classify(err error) (int, string, string) {
+	var de *domain.Error
+	var he *echo.HTTPError
+	switch {
+	case errors.As(err, &de):
+		return statusOf(de.Kind), de.Code, de.Message
+	case errors.Is(err, domain.ErrUnauthorized):
+		return http.StatusUnauthorized, "unauthorized", "authentication required"
+	case errors.Is(err, domain.ErrNotFound):
+		return http.StatusNotFound, "not_found", "not found"
+	case errors.Is(err, domain.ErrForbidden):
+		return http.StatusForbidden, "forbidden", "forbidden"
+	case errors.Is(err, domain.ErrQueueFull):
+		return http.StatusConflict, "project_queue_full", "the project's queue is full (20 queued runs); wait for runs to finish or cancel some"
+	case errors.As(err, &he):
+		msg := http.StatusText(he.Code)
+		if m, ok := he.Message.(string); ok && he.Code < 500 {
+			msg = m
+		}
+		return he.Code, codeFor(he.Code), msg
+	}
+	return http.StatusInternalServerError, "internal_error", "something went wrong on our side; it has been logged"
+}
+
+func statusOf(kind error) int {
+	switch kind {
+	case domain.ErrNotFound:
+		return http.StatusNotFound
+	case domain.ErrInvalid:
+		return http.StatusUnprocessableEntity
+	case domain.ErrConflict, domain.ErrQueueFull:
+		return http.StatusConflict
+	case domain.ErrForbidden:
+		return http.StatusForbidden
+	case domain.ErrUnauthorized:
+		return http.StatusUnauthorized
+	case errBadRequest:
+		return http.StatusBadRequest
+	case domain.ErrWebhookQueueFull:
+		return http.StatusServiceUnavailable
+	}
+	return http.StatusInternalServerError
+}
+
+func codeFor(status int) string {
+	switch status {
+	case http.StatusNotFound:
+		return "not_found"
+	case http.StatusMethodNotAllowed:
+		return "method_not_allowed"
+	case http.StatusRequestEntityTooLarge:
+		return "payload_too_large"
+	case http.StatusUnsupportedMediaType:
+		return "unsupported_media_type"
+	case http.StatusBadRequest:
+		return "bad_request"
+	case http.StatusUnauthorized:
+		return "unauthorized"
+	case http.StatusForbidden:
+		return "forbidden"
+	}
+	if status >= 500 {
+		return "internal_error"
+	}
+	return strings.ToLower(strings.ReplaceAll(http.StatusText(status), " ", "_"))
+}
+
+// handleError is the one place errors become responses: JSON for the API,
+// an error page (or a small fragment for htmx) for people. 5xx are logged
+// with the cause; clients never see raw error text or a stack.
+func (s *Server) handleError(err error, c echo.Context) {
+	if c.Response().Committed {
+		return
+	}
+	status, code, msg := classify(err)
+	c.Set("error", err)
+	if status >= 500 {
+		s.log.Error("request failed", "request_id", c.Get(requestIDKey), "route", routeOf(c), "error", err.Error())
+	}
+	path := c.Request().URL.Path
+	if strings.HasPrefix(path, "/api/") || strings.HasPrefix(path, "/healthz") || strings.HasPrefix(path, "/readyz") {
+		if status == http.StatusUnauthorized {
+			msg = "a valid Bearer token or session is required"
+		}
+		_ = c.JSON(status, apiError{Error: code, Message: msg})
+		return
+	}
+	if isHTMX(c) {
+		_ = c.HTML(status, `<div class="rounded-md bg-rose-50 px-3 py-2 text-sm text-rose-700" role="alert" data-testid="htmx-error">`+templEscape(msg)+`</div>`)
+		return
+	}
+	heading := http.StatusText(status)
+	if status == http.StatusNotFound {
+		msg = "There is nothing at this address."
+		heading = "Page not found"
+	}
+	_ = Render(c, status, views.ErrorPage(views.ErrorProps{Page: s.page(c, heading, ""), Status: status, Heading: heading, Message: msg}))
+}

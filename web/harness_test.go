@@ -1,0 +1,174 @@
+package web_test
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/cookiejar"
+	"net/http/httptest"
+	"net/url"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverdatabasesql"
+
+	"anvil/db"
+	"anvil/db/testdb"
+	"anvil/domain"
+	"anvil/domain/secret"
+	"anvil/web"
+)
+
+func TestMain(m *testing.M) { testdb.Main(m) }
+
+// testBundle is a real cockpit on its own database.
+type testBundle struct {
+	srv      *httptest.Server
+	db       *db.DB
+	store    *domain.Store
+	accounts *domain.Accounts
+	projects *domain.Projects
+	owner    domain.BootstrapResult // org "acme", owner@acme.test
+	password string
+	river    *river.Client[*sql.Tx]
+}
+
+const testPassword = "correct horse battery"
+
+func setup(t *testing.T) *testBundle {
+	t.Helper()
+	d := testdb.New(t)
+	keys, err := secret.NewKeyring(make32(1), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := domain.NewStore(d.Bun, keys, nil)
+	client, err := river.NewClient(riverdatabasesql.New(d.SQL), &river.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	store.UseJobs(client)
+	b0 := client
+	b := &testBundle{db: d, store: store, accounts: domain.NewAccounts(store), projects: domain.NewProjects(store), password: testPassword, river: b0}
+	e := web.New(web.Deps{DB: d, Store: store, Accounts: b.accounts, Projects: b.projects, Keys: keys})
+	b.srv = httptest.NewServer(e)
+	t.Cleanup(b.srv.Close)
+	b.owner, err = b.accounts.Bootstrap(context.Background(), "acme", "owner@acme.test", testPassword)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func make32(seed byte) []byte {
+	k := make([]byte, 32)
+	for i := range k {
+		k[i] = seed + byte(i)
+	}
+	return k
+}
+
+// api calls the private API with a bearer token.
+func (b *testBundle) api(t *testing.T, token, method, path string, body any) (int, map[string]any) {
+	t.Helper()
+	var r io.Reader
+	switch v := body.(type) {
+	case nil:
+	case string:
+		r = strings.NewReader(v)
+	default:
+		raw, _ := json.Marshal(v)
+		r = strings.NewReader(string(raw))
+	}
+	req, _ := http.NewRequest(method, b.srv.URL+path, r)
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	return do(t, http.DefaultClient, req)
+}
+
+func do(t *testing.T, c *http.Client, req *http.Request) (int, map[string]any) {
+	t.Helper()
+	res, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	raw, _ := io.ReadAll(res.Body)
+	out := map[string]any{}
+	if strings.HasPrefix(res.Header.Get("Content-Type"), "application/json") {
+		if err := json.Unmarshal(raw, &out); err != nil {
+			t.Fatalf("%s %s: bad JSON %q", req.Method, req.URL.Path, raw)
+		}
+	} else {
+		out["_body"] = string(raw)
+	}
+	return res.StatusCode, out
+}
+
+// browser is a cookie-keeping client that does not follow redirects.
+type browser struct {
+	t    *testing.T
+	c    *http.Client
+	base string
+}
+
+func (b *testBundle) browser(t *testing.T) *browser {
+	jar, _ := cookiejar.New(nil)
+	return &browser{t: t, base: b.srv.URL, c: &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error {
+		return http.ErrUseLastResponse
+	}}}
+}
+
+var csrfRE = regexp.MustCompile(`name="_csrf" value="([^"]+)"`)
+
+func (br *browser) get(path string) (*http.Response, string) {
+	br.t.Helper()
+	res, err := br.c.Get(br.base + path)
+	if err != nil {
+		br.t.Fatal(err)
+	}
+	defer res.Body.Close()
+	raw, _ := io.ReadAll(res.Body)
+	return res, string(raw)
+}
+
+func (br *browser) post(path string, form url.Values) (*http.Response, string) {
+	br.t.Helper()
+	res, err := br.c.PostForm(br.base+path, form)
+	if err != nil {
+		br.t.Fatal(err)
+	}
+	defer res.Body.Close()
+	raw, _ := io.ReadAll(res.Body)
+	return res, string(raw)
+}
+
+// csrf reads the CSRF token from a page.
+func (br *browser) csrf(path string) string {
+	br.t.Helper()
+	_, body := br.get(path)
+	m := csrfRE.FindStringSubmatch(body)
+	if m == nil {
+		br.t.Fatalf("no CSRF token on %s", path)
+	}
+	return m[1]
+}
+
+func (br *browser) login(email, password string) {
+	br.t.Helper()
+	tok := br.csrf("/login")
+	res, body := br.post("/login", url.Values{"_csrf": {tok}, "email": {email}, "password": {password}})
+	if res.StatusCode != http.StatusSeeOther {
+		br.t.Fatalf("login: status %d: %s", res.StatusCode, body)
+	}
+}
+
+var regexpToken = regexp.MustCompile(`anv_pat_[0-9A-Za-z]{32}`)

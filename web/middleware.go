@@ -1,0 +1,128 @@
+package web
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"runtime/debug"
+	"strconv"
+	"time"
+
+	"github.com/labstack/echo/v4"
+)
+
+type ctxKey string
+
+const requestIDKey = "request_id"
+
+// requestID gives every request an id (a sane incoming X-Request-Id is kept)
+// and logs it once, as JSON through slog, when the request ends.
+func (s *Server) requestID(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		id := c.Request().Header.Get(echo.HeaderXRequestID)
+		if len(id) == 0 || len(id) > 64 || !printableASCII(id) {
+			b := make([]byte, 8)
+			_, _ = rand.Read(b)
+			id = hex.EncodeToString(b)
+		}
+		c.Set(requestIDKey, id)
+		c.Response().Header().Set(echo.HeaderXRequestID, id)
+		start := time.Now()
+		err := next(c)
+		if err != nil {
+			c.Error(err)
+		}
+		status := c.Response().Status
+		level := slog.LevelInfo
+		switch {
+		case status >= 500:
+			level = slog.LevelError
+		case status >= 400:
+			level = slog.LevelWarn
+		}
+		if c.Path() == "/healthz" || c.Path() == "/readyz" || c.Path() == "/metrics" {
+			level = slog.LevelDebug
+		}
+		attrs := []slog.Attr{
+			slog.String("request_id", id),
+			slog.String("method", c.Request().Method),
+			slog.String("route", routeOf(c)),
+			slog.String("path", c.Request().URL.Path), // never the query: it may carry secrets
+			slog.Int("status", status),
+			slog.Duration("duration", time.Since(start)),
+		}
+		if e, ok := c.Get("error").(error); ok && status >= 500 {
+			attrs = append(attrs, slog.String("error", e.Error()))
+		}
+		s.log.LogAttrs(c.Request().Context(), level, "http request", attrs...)
+		return nil
+	}
+}
+
+func printableASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < 0x21 || s[i] > 0x7e {
+			return false
+		}
+	}
+	return true
+}
+
+func routeOf(c echo.Context) string {
+	p := c.Path()
+	if p == "" || p == "/*" {
+		return "unmatched"
+	}
+	return p
+}
+
+// recover turns a panic into a 500 and logs its stack.
+func (s *Server) recover(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) (err error) {
+		defer func() {
+			if r := recover(); r != nil {
+				if r == http.ErrAbortHandler {
+					panic(r)
+				}
+				s.log.Error("panic", "request_id", c.Get(requestIDKey), "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
+				err = fmt.Errorf("panic: %v", r)
+			}
+		}()
+		return next(c)
+	}
+}
+
+// securityHeaders sets the headers every response carries.
+func (s *Server) securityHeaders(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		h := c.Response().Header()
+		h.Set("X-Content-Type-Options", "nosniff")
+		h.Set("X-Frame-Options", "DENY")
+		h.Set("Referrer-Policy", "strict-origin-when-cross-origin")
+		h.Set("Content-Security-Policy", "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; form-action 'self'; base-uri 'none'; object-src 'none'; frame-ancestors 'none'")
+		h.Set("Cross-Origin-Opener-Policy", "same-origin")
+		if s.opts.SecureCookies {
+			h.Set("Strict-Transport-Security", "max-age=31536000")
+		}
+		return next(c)
+	}
+}
+
+// observe records the request in the Prometheus metrics.
+func (s *Server) observe(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		start := time.Now()
+		err := next(c)
+		if err != nil {
+			c.Set("error", err)
+			c.Error(err)
+		}
+		route := routeOf(c)
+		status := strconv.Itoa(c.Response().Status)
+		s.metrics.requests.WithLabelValues(c.Request().Method, route, status).Inc()
+		s.metrics.latency.WithLabelValues(c.Request().Method, route).Observe(time.Since(start).Seconds())
+		return nil
+	}
+}

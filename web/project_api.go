@@ -1,0 +1,98 @@
+package web
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/labstack/echo/v4"
+
+	"anvil/domain"
+)
+
+// projectJSON is a project as the private API shows it. The provider token
+// never leaves the server; has_provider_token says whether one is set.
+type projectJSON struct {
+	ID                uuid.UUID `json:"id"`
+	Slug              string    `json:"slug"`
+	Name              string    `json:"name"`
+	RepoURL           string    `json:"repo_url"`
+	DefaultBranch     string    `json:"default_branch"`
+	RunCommand        string    `json:"run_command"`
+	RepairCommand     string    `json:"repair_command"`
+	Provider          string    `json:"provider"`
+	ProviderAPIURL    string    `json:"provider_api_url"`
+	ProviderRepo      string    `json:"provider_repo"`
+	HasProviderToken  bool      `json:"has_provider_token"`
+	RunTimeoutSeconds int       `json:"run_timeout_seconds"`
+	CreatedAt         time.Time `json:"created_at"`
+	UpdatedAt         time.Time `json:"updated_at"`
+}
+
+func toProjectJSON(p *domain.Project) projectJSON {
+	return projectJSON{ID: p.ID, Slug: p.Slug, Name: p.Name, RepoURL: p.RepoURL, DefaultBranch: p.DefaultBranch,
+		RunCommand: p.RunCommand, RepairCommand: p.RepairCommand, Provider: p.Provider, ProviderAPIURL: p.ProviderAPIURL,
+		ProviderRepo: p.ProviderRepo, HasProviderToken: p.ProviderTokenEnc != "", RunTimeoutSeconds: p.RunTimeoutSeconds,
+		CreatedAt: p.CreatedAt.UTC(), UpdatedAt: p.UpdatedAt.UTC()}
+}
+
+// pathUUID parses a path parameter; a malformed id is a 404 like an unknown one.
+func pathUUID(c echo.Context, name, what string) (uuid.UUID, error) {
+	id, err := uuid.Parse(c.Param(name))
+	if err != nil {
+		return uuid.Nil, domain.NotFound(what)
+	}
+	return id, nil
+}
+
+func (s *Server) apiProjectList(c echo.Context) error {
+	ps, err := s.projects.List(c.Request().Context(), principal(c).OrgID)
+	if err != nil {
+		return err
+	}
+	out := make([]projectJSON, 0, len(ps))
+	for i := range ps {
+		out = append(out, toProjectJSON(&ps[i]))
+	}
+	return c.JSON(http.StatusOK, map[string]any{"projects": out})
+}
+
+func (s *Server) apiProjectCreate(c echo.Context) error {
+	var in domain.ProjectInput
+	if err := bindJSON(c, &in); err != nil {
+		return err
+	}
+	p, err := s.projects.Create(c.Request().Context(), principal(c), in)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusCreated, toProjectJSON(p))
+}
+
+func (s *Server) apiProjectGet(c echo.Context) error {
+	id, err := pathUUID(c, "projectId", "project")
+	if err != nil {
+		return err
+	}
+	p, err := s.projects.Get(c.Request().Context(), principal(c).OrgID, id)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, toProjectJSON(p))
+}
+
+func (s *Server) apiProjectUpdate(c echo.Context) error {
+	id, err := pathUUID(c, "projectId", "project")
+	if err != nil {
+		return err
+	}
+	var in domain.ProjectInput
+	if err := bindJSON(c, &in); err != nil {
+		return err
+	}
+	p, err := s.projects.Update(c.Request().Context(), principal(c), id, in)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, toProjectJSON(p))
+}

@@ -1,0 +1,104 @@
+// Package web is anvil's HTTP tier: routing, middleware, the cockpit's pages
+// (templ + htmx), the private JSON API and the public ingest endpoints.
+// Handlers are small methods on Server; every rule lives in domain.
+package web
+
+import (
+	"log/slog"
+	"net/http"
+
+	"github.com/labstack/echo/v4"
+
+	"anvil/db"
+	"anvil/domain"
+	"anvil/domain/secret"
+	"anvil/static"
+)
+
+// Options are the parts of the configuration the web tier needs.
+type Options struct {
+	PublicURL     string // e.g. https://anvil.example.com; cookies are Secure when it is https
+	SecureCookies bool
+}
+
+// Server holds the dependencies of every handler.
+type Server struct {
+	db       *db.DB
+	store    *domain.Store
+	accounts *domain.Accounts
+	projects *domain.Projects
+	keys     *secret.Keyring
+	log      *slog.Logger
+	metrics  *Metrics
+	opts     Options
+}
+
+// Deps are what New needs.
+type Deps struct {
+	DB       *db.DB
+	Store    *domain.Store
+	Accounts *domain.Accounts
+	Projects *domain.Projects
+	Keys     *secret.Keyring
+	Log      *slog.Logger
+	Metrics  *Metrics
+	Options  Options
+}
+
+func newServer(d Deps) *Server {
+	if d.Log == nil {
+		d.Log = slog.Default()
+	}
+	if d.Metrics == nil {
+		d.Metrics = NewMetrics(d.DB)
+	}
+	return &Server{db: d.DB, store: d.Store, accounts: d.Accounts, projects: d.Projects, keys: d.Keys,
+		log: d.Log, metrics: d.Metrics, opts: d.Options}
+}
+
+func (s *Server) base() *echo.Echo {
+	e := echo.New()
+	e.HideBanner = true
+	e.HidePort = true
+	e.HTTPErrorHandler = s.handleError
+	e.Use(s.requestID, s.recover, s.securityHeaders, s.observe)
+	e.GET("/healthz", s.healthz)
+	e.GET("/readyz", s.readyz)
+	e.GET("/metrics", echo.WrapHandler(s.metrics.Handler()))
+	return e
+}
+
+// NewOps serves only /healthz, /readyz and /metrics: the worker's listener.
+func NewOps(d Deps) *echo.Echo { return newServer(d).base() }
+
+// New builds the whole cockpit.
+func New(d Deps) *echo.Echo {
+	s := newServer(d)
+	e := s.base()
+	e.GET("/static/*", echo.WrapHandler(http.StripPrefix("/static/", static.Handler())))
+
+	// Pages: a session (or a redirect to /login), CSRF on every write.
+	e.GET("/login", s.loginPage, s.anonymousCSRF)
+	e.POST("/login", s.loginSubmit, s.anonymousCSRF)
+	pages := e.Group("", s.authenticate, s.requirePage, s.requireCSRF)
+	pages.POST("/logout", s.logout)
+	pages.GET("/", s.dashboard)
+	pages.GET("/inbox", s.inbox)
+	pages.GET("/projects", s.projectsPage)
+	pages.GET("/projects/new", s.projectNewPage)
+	pages.POST("/projects", s.projectCreateSubmit)
+	pages.GET("/projects/:projectId", s.projectPage)
+	pages.GET("/projects/:projectId/edit", s.projectEditPage)
+	pages.POST("/projects/:projectId/edit", s.projectEditSubmit)
+	pages.GET("/settings", s.settingsPage)
+	pages.POST("/settings/tokens", s.tokenCreateSubmit)
+	pages.POST("/settings/tokens/:tokenId/revoke", s.tokenRevokeSubmit)
+
+	// Private API: a bearer token, or the session plus the CSRF token.
+	api := e.Group("/api/private", s.authenticate, s.requireAPI, s.requireCSRF)
+	api.GET("/projects", s.apiProjectList)
+	api.POST("/projects", s.apiProjectCreate)
+	api.GET("/projects/:projectId", s.apiProjectGet)
+	api.PATCH("/projects/:projectId", s.apiProjectUpdate)
+	return e
+}

@@ -1,0 +1,68 @@
+package web
+
+import (
+	"errors"
+	"net/http"
+
+	"github.com/google/uuid"
+	"github.com/labstack/echo/v4"
+
+	"anvil/domain"
+	"anvil/views"
+)
+
+func (s *Server) settingsProps(c echo.Context) (views.SettingsProps, error) {
+	p := principal(c)
+	ts, err := s.accounts.ListTokens(c.Request().Context(), p)
+	if err != nil {
+		return views.SettingsProps{}, err
+	}
+	props := views.SettingsProps{Page: s.page(c, "Settings", "settings"), Role: p.Role}
+	for _, t := range ts {
+		row := views.TokenRow{ID: t.ID.String(), Name: t.Name, Prefix: t.Prefix, CreatedAt: t.CreatedAt, Revoked: t.RevokedAt != nil}
+		if t.LastUsedAt != nil {
+			row.LastUsedAt = *t.LastUsedAt
+		}
+		props.Tokens = append(props.Tokens, row)
+	}
+	return props, nil
+}
+
+func (s *Server) settingsPage(c echo.Context) error {
+	props, err := s.settingsProps(c)
+	if err != nil {
+		return err
+	}
+	return Render(c, http.StatusOK, views.Settings(props))
+}
+
+func (s *Server) tokenCreateSubmit(c echo.Context) error {
+	tok, err := s.accounts.CreateToken(c.Request().Context(), principal(c), c.FormValue("name"))
+	var de *domain.Error
+	if err != nil && !errors.As(err, &de) {
+		return err
+	}
+	props, lerr := s.settingsProps(c)
+	if lerr != nil {
+		return lerr
+	}
+	if de != nil {
+		props.Error = de.Message
+		return Render(c, statusOf(de.Kind), views.Settings(props))
+	}
+	props.NewToken = tok
+	c.Response().Header().Set("Cache-Control", "no-store")
+	return Render(c, http.StatusCreated, views.Settings(props))
+}
+
+func (s *Server) tokenRevokeSubmit(c echo.Context) error {
+	id, err := uuid.Parse(c.Param("tokenId"))
+	if err != nil {
+		return domain.NotFound("token")
+	}
+	if err := s.accounts.RevokeToken(c.Request().Context(), principal(c), id); err != nil {
+		return err
+	}
+	s.flash(c, "token_revoked")
+	return redirect(c, "/settings")
+}
