@@ -31,6 +31,7 @@ type app struct {
 	store    *domain.Store
 	accounts *domain.Accounts
 	projects *domain.Projects
+	queue    *domain.Queue
 	river    *river.Client[*sql.Tx]
 	metrics  *web.Metrics
 }
@@ -73,15 +74,16 @@ func newApp(ctx context.Context, cfg *Config, logOut io.Writer, withWorkers bool
 	a.store = domain.NewStore(d.Bun, keys, log)
 	a.accounts = domain.NewAccounts(a.store)
 	a.projects = domain.NewProjects(a.store)
+	a.queue = domain.NewQueue(a.store, cfg.HeartbeatTimeout)
 	a.metrics = web.NewMetrics(d)
 
 	rcfg := &river.Config{Logger: log.With("component", "river"), FetchCooldown: 10 * time.Millisecond, FetchPollInterval: 200 * time.Millisecond}
 	if withWorkers {
 		workers := river.NewWorkers()
-		jobs.Register(workers, jobs.Deps{Accounts: a.accounts, Log: log})
+		jobs.Register(workers, jobs.Deps{Accounts: a.accounts, Queue: a.queue, Log: log})
 		rcfg.Workers = workers
-		rcfg.Queues = map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: 10}}
-		rcfg.PeriodicJobs = jobs.Periodic()
+		rcfg.Queues = map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: 10}, domain.RunsQueue: {MaxWorkers: cfg.RunConcurrency}}
+		rcfg.PeriodicJobs = jobs.Periodic(cfg.HeartbeatTimeout)
 	}
 	client, err := river.NewClient(riverdatabasesql.NewWithPgxListener(d.SQL, d.Pool), rcfg)
 	if err != nil {
@@ -96,7 +98,7 @@ func newApp(ctx context.Context, cfg *Config, logOut io.Writer, withWorkers bool
 func (a *app) close() { a.db.Close() }
 
 func (a *app) deps() web.Deps {
-	return web.Deps{DB: a.db, Store: a.store, Accounts: a.accounts, Projects: a.projects, Keys: a.keys, Log: a.log,
+	return web.Deps{DB: a.db, Store: a.store, Accounts: a.accounts, Projects: a.projects, Queue: a.queue, Keys: a.keys, Log: a.log,
 		Metrics: a.metrics, Options: web.Options{PublicURL: a.cfg.PublicURL, SecureCookies: isHTTPS(a.cfg.PublicURL)}}
 }
 

@@ -30,6 +30,7 @@ type Config struct {
 	HeartbeatTimeout  time.Duration
 	WorkDir           string
 	LogLevel          string
+	RunConcurrency    int
 	Role              string
 }
 
@@ -74,6 +75,7 @@ func loadConfig(getenv func(string) string) (*Config, error) {
 		WorkDir:        str("ANVIL_WORK_DIR", ""),
 		LogLevel:       str("ANVIL_LOG_LEVEL", "info"),
 		Role:           "all",
+		RunConcurrency: integer("ANVIL_RUN_CONCURRENCY", 8, 1, 256),
 	}
 	switch v := strings.ToLower(str("ANVIL_FEED_ARMED", "false")); v {
 	case "true", "1", "yes":

@@ -312,12 +312,14 @@ type ProjectSummary struct {
 	QueueDepth int    `bun:"queue_depth"`
 }
 
-// Summaries lists the organisation's projects with their queue depth and
-// last run status.
+// Summaries lists the organisation's projects with their queue depth (from
+// the queue) and last run status (from the read model).
 func (ps *Projects) Summaries(ctx context.Context, orgID uuid.UUID) ([]ProjectSummary, error) {
 	var out []ProjectSummary
-	err := ps.s.DB.NewSelect().Model((*Project)(nil)).ColumnExpr("project.*").
-		ColumnExpr("'' AS last_status, 0 AS queue_depth").
-		Where("org_id = ?", orgID).Order("slug").Scan(ctx, &out)
+	err := ps.s.DB.NewRaw(`
+		SELECT p.*,
+		       COALESCE((SELECT ri.status FROM run_index ri WHERE ri.project_id = p.id ORDER BY ri.queued_at DESC LIMIT 1), '') AS last_status,
+		       (SELECT count(*) FROM project_runs r WHERE r.project_id = p.id AND r.position IS NOT NULL) AS queue_depth
+		FROM projects p WHERE p.org_id = ? ORDER BY p.slug`, orgID).Scan(ctx, &out)
 	return out, err
 }

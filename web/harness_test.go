@@ -32,6 +32,7 @@ type testBundle struct {
 	store    *domain.Store
 	accounts *domain.Accounts
 	projects *domain.Projects
+	queue    *domain.Queue
 	owner    domain.BootstrapResult // org "acme", owner@acme.test
 	password string
 	river    *river.Client[*sql.Tx]
@@ -53,8 +54,8 @@ func setup(t *testing.T) *testBundle {
 	}
 	store.UseJobs(client)
 	b0 := client
-	b := &testBundle{db: d, store: store, accounts: domain.NewAccounts(store), projects: domain.NewProjects(store), password: testPassword, river: b0}
-	e := web.New(web.Deps{DB: d, Store: store, Accounts: b.accounts, Projects: b.projects, Keys: keys})
+	b := &testBundle{db: d, store: store, accounts: domain.NewAccounts(store), projects: domain.NewProjects(store), queue: domain.NewQueue(store, 0), password: testPassword, river: b0}
+	e := web.New(web.Deps{DB: d, Store: store, Accounts: b.accounts, Projects: b.projects, Queue: b.queue, Keys: keys})
 	b.srv = httptest.NewServer(e)
 	t.Cleanup(b.srv.Close)
 	b.owner, err = b.accounts.Bootstrap(context.Background(), "acme", "owner@acme.test", testPassword)

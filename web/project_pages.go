@@ -148,7 +148,11 @@ func (s *Server) projectPage(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	props := views.ProjectProps{Page: s.page(c, p.Name, "projects"), CanWrite: principal(c).CanWrite(),
+	q, err := s.queueProps(c, p.ID)
+	if err != nil {
+		return err
+	}
+	props := views.ProjectProps{Page: s.page(c, p.Name, "projects"), CanWrite: principal(c).CanWrite(), Queue: q,
 		Project:    views.ProjectRow{ID: p.ID.String(), Slug: p.Slug, Name: p.Name, RepoURL: p.RepoURL, DefaultBranch: p.DefaultBranch, UpdatedAt: p.UpdatedAt},
 		RunCommand: p.RunCommand}
 	return Render(c, http.StatusOK, views.ProjectPage(props))

@@ -27,6 +27,7 @@ type Server struct {
 	store    *domain.Store
 	accounts *domain.Accounts
 	projects *domain.Projects
+	queue    *domain.Queue
 	keys     *secret.Keyring
 	log      *slog.Logger
 	metrics  *Metrics
@@ -39,6 +40,7 @@ type Deps struct {
 	Store    *domain.Store
 	Accounts *domain.Accounts
 	Projects *domain.Projects
+	Queue    *domain.Queue
 	Keys     *secret.Keyring
 	Log      *slog.Logger
 	Metrics  *Metrics
@@ -52,7 +54,7 @@ func newServer(d Deps) *Server {
 	if d.Metrics == nil {
 		d.Metrics = NewMetrics(d.DB)
 	}
-	return &Server{db: d.DB, store: d.Store, accounts: d.Accounts, projects: d.Projects, keys: d.Keys,
+	return &Server{db: d.DB, store: d.Store, accounts: d.Accounts, projects: d.Projects, queue: d.Queue, keys: d.Keys,
 		log: d.Log, metrics: d.Metrics, opts: d.Options}
 }
 
@@ -90,6 +92,10 @@ func New(d Deps) *echo.Echo {
 	pages.GET("/projects/:projectId", s.projectPage)
 	pages.GET("/projects/:projectId/edit", s.projectEditPage)
 	pages.POST("/projects/:projectId/edit", s.projectEditSubmit)
+	pages.POST("/projects/:projectId/runs", s.runNowSubmit)
+	pages.GET("/projects/:projectId/queue", s.projectQueueFragment)
+	pages.GET("/runs/:runId", s.runPage)
+	pages.POST("/runs/:runId/cancel", s.runCancelSubmit)
 	pages.GET("/settings", s.settingsPage)
 	pages.POST("/settings/tokens", s.tokenCreateSubmit)
 	pages.POST("/settings/tokens/:tokenId/revoke", s.tokenRevokeSubmit)
@@ -100,5 +106,9 @@ func New(d Deps) *echo.Echo {
 	api.POST("/projects", s.apiProjectCreate)
 	api.GET("/projects/:projectId", s.apiProjectGet)
 	api.PATCH("/projects/:projectId", s.apiProjectUpdate)
+	api.GET("/projects/:projectId/queue", s.apiQueue)
+	api.POST("/projects/:projectId/runs", s.apiRunCreate)
+	api.GET("/runs/:runId", s.apiRunGet)
+	api.POST("/runs/:runId/cancel", s.apiRunCancel)
 	return e
 }

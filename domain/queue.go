@@ -1,0 +1,485 @@
+package domain
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/rivertype"
+	"github.com/uptrace/bun"
+)
+
+// ExecuteRunArgs is the job that executes a promoted run. It is inserted in
+// the same transaction that promotes the run to executable.
+type ExecuteRunArgs struct {
+	RunID uuid.UUID `json:"run_id"`
+}
+
+// Kind implements river.JobArgs.
+func (ExecuteRunArgs) Kind() string { return "execute_run" }
+
+// RunsQueue is the River queue of run executions, apart from short jobs so
+// that long runs never starve reconciliation or the watchdog.
+const RunsQueue = "runs"
+
+// InsertOpts puts executions on their own queue. A retry after a crash is
+// harmless: the claim refuses a run that is no longer executable.
+func (ExecuteRunArgs) InsertOpts() river.InsertOpts {
+	return river.InsertOpts{Queue: RunsQueue, MaxAttempts: 3}
+}
+
+// ReconcileRunArgs brings one run's run_index row up to date. Unique per run
+// while waiting or running, so bursts of changes coalesce.
+type ReconcileRunArgs struct {
+	RunID uuid.UUID `json:"run_id" river:"unique"`
+}
+
+// Kind implements river.JobArgs.
+func (ReconcileRunArgs) Kind() string { return "reconcile_run" }
+
+// InsertOpts makes the job unique per run among jobs not yet finished.
+func (ReconcileRunArgs) InsertOpts() river.InsertOpts {
+	return river.InsertOpts{MaxAttempts: 25, UniqueOpts: river.UniqueOpts{ByArgs: true, ByState: []rivertype.JobState{
+		rivertype.JobStateAvailable, rivertype.JobStatePending, rivertype.JobStateRunning,
+		rivertype.JobStateRetryable, rivertype.JobStateScheduled,
+	}}}
+}
+
+// WatchdogArgs is the periodic job that recovers lost runners and sweeps
+// runs whose read model fell behind.
+type WatchdogArgs struct{}
+
+// Kind implements river.JobArgs.
+func (WatchdogArgs) Kind() string { return "run_watchdog" }
+
+// Queue is the authoritative per-project run queue (the seed's ProjectDO).
+// Every method runs in one transaction that holds the project row lock;
+// nothing else writes queue state.
+type Queue struct {
+	s                *Store
+	heartbeatTimeout time.Duration
+	hooks            []TerminalHook
+}
+
+// TerminalHook is called inside the transaction that terminalizes a run
+// (repair runs report their outcome to incidents through it).
+type TerminalHook func(ctx context.Context, tx bun.Tx, r *Run) error
+
+// NewQueue builds the service; heartbeatTimeout is how long an active run may
+// go without a heartbeat before its runner is declared lost.
+func NewQueue(s *Store, heartbeatTimeout time.Duration) *Queue {
+	if heartbeatTimeout <= 0 {
+		heartbeatTimeout = 60 * time.Second
+	}
+	return &Queue{s: s, heartbeatTimeout: heartbeatTimeout}
+}
+
+// OnTerminal registers a hook run when any run becomes terminal.
+func (q *Queue) OnTerminal(h TerminalHook) { q.hooks = append(q.hooks, h) }
+
+// HeartbeatTimeout is the configured timeout.
+func (q *Queue) HeartbeatTimeout() time.Duration { return q.heartbeatTimeout }
+
+// AcceptSpec describes a run to accept.
+type AcceptSpec struct {
+	Trigger     string
+	Branch      string
+	CommitSHA   *string
+	TriggeredBy *uuid.UUID
+	Provider    *string
+	DeliveryID  *string
+	IncidentID  *uuid.UUID
+}
+
+// runEvent is the live event published on every change of a run.
+type runEvent struct {
+	Kind      string    `json:"kind"`
+	OrgID     uuid.UUID `json:"org_id"`
+	ProjectID uuid.UUID `json:"project_id"`
+	RunID     uuid.UUID `json:"run_id"`
+	Status    string    `json:"status"`
+}
+
+func (q *Queue) publish(ctx context.Context, tx bun.Tx, r *Run) error {
+	b, _ := json.Marshal(runEvent{Kind: "run", OrgID: r.OrgID, ProjectID: r.ProjectID, RunID: r.ID, Status: r.Status()})
+	return notify(ctx, tx, string(b))
+}
+
+// changed records that a run's truth changed: the sync status moves as the
+// seed allows, reconciliation is enqueued, and a live event goes out — all
+// in the caller's transaction.
+func (q *Queue) changed(ctx context.Context, tx bun.Tx, r *Run, cols ...string) error {
+	next, err := syncAfterChange(r.SyncStatus, IsTerminal(r.State))
+	if err != nil {
+		return fmt.Errorf("run %s: %w", r.ID, err)
+	}
+	r.SyncStatus = next
+	r.UpdatedAt = q.s.Now()
+	cols = append(cols, "d1_sync_status", "updated_at")
+	if _, err := tx.NewUpdate().Model(r).Column(cols...).WherePK().Exec(ctx); err != nil {
+		return fmt.Errorf("update run %s: %w", r.ID, err)
+	}
+	if err := q.s.insertJob(ctx, tx, ReconcileRunArgs{RunID: r.ID}, nil); err != nil {
+		return err
+	}
+	return q.publish(ctx, tx, r)
+}
+
+// acceptTx accepts a run into p's queue; the caller holds p's lock.
+func (q *Queue) acceptTx(ctx context.Context, tx bun.Tx, p *Project, spec AcceptSpec) (*Run, error) {
+	var queued int
+	if err := tx.NewRaw(`SELECT count(*) FROM project_runs WHERE project_id = ? AND position IS NOT NULL`, p.ID).Scan(ctx, &queued); err != nil {
+		return nil, fmt.Errorf("count queued runs: %w", err)
+	}
+	if queued >= MaxQueued {
+		return nil, ErrQueueFull
+	}
+	p.NextPosition++
+	if _, err := tx.NewRaw(`UPDATE projects SET next_position = ? WHERE id = ?`, p.NextPosition, p.ID).Exec(ctx); err != nil {
+		return nil, fmt.Errorf("advance position: %w", err)
+	}
+	now := q.s.Now()
+	pos := p.NextPosition
+	r := &Run{ID: uuid.New(), ProjectID: p.ID, OrgID: p.OrgID, State: StatePending, Trigger: spec.Trigger,
+		Branch: spec.Branch, CommitSHA: spec.CommitSHA, Position: &pos, TriggeredBy: spec.TriggeredBy,
+		Provider: spec.Provider, DeliveryID: spec.DeliveryID, IncidentID: spec.IncidentID,
+		SyncStatus: SyncNeedsCreate, QueuedAt: now, UpdatedAt: now}
+	if _, err := tx.NewInsert().Model(r).Exec(ctx); err != nil {
+		return nil, fmt.Errorf("insert run: %w", err)
+	}
+	if err := q.s.insertJob(ctx, tx, ReconcileRunArgs{RunID: r.ID}, nil); err != nil {
+		return nil, err
+	}
+	if err := q.publish(ctx, tx, r); err != nil {
+		return nil, err
+	}
+	if err := q.promoteTx(ctx, tx, p); err != nil {
+		return nil, err
+	}
+	// The promotion may have changed this very run.
+	if err := tx.NewSelect().Model(r).WherePK().Scan(ctx); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// promoteTx promotes the smallest pending position when the project has no
+// active run, inserting its execute_run job in the same transaction.
+func (q *Queue) promoteTx(ctx context.Context, tx bun.Tx, p *Project) error {
+	next := new(Run)
+	err := tx.NewRaw(`SELECT * FROM project_runs
+		WHERE project_id = ? AND state = 'pending'
+		  AND NOT EXISTS (SELECT 1 FROM project_runs a WHERE a.project_id = ? AND a.state IN ('executable', 'starting', 'running', 'cancel_requested', 'canceling'))
+		ORDER BY position LIMIT 1`, p.ID, p.ID).Scan(ctx, next)
+	if isNoRows(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("find next run: %w", err)
+	}
+	if err := checkTransition(next.State, StateExecutable); err != nil {
+		return err
+	}
+	res, err := q.s.jobs.InsertTx(ctx, tx.Tx, ExecuteRunArgs{RunID: next.ID}, nil)
+	if err != nil {
+		return fmt.Errorf("enqueue execution of %s: %w", next.ID, err)
+	}
+	now := q.s.Now()
+	next.State, next.PromotedAt, next.JobID = StateExecutable, &now, &res.Job.ID
+	next.UpdatedAt = now
+	if _, err := tx.NewUpdate().Model(next).Column("state", "promoted_at", "job_id", "updated_at").WherePK().Exec(ctx); err != nil {
+		return fmt.Errorf("promote run %s: %w", next.ID, err)
+	}
+	return q.publish(ctx, tx, next)
+}
+
+var shaRE = func(s string) bool {
+	if len(s) != 40 && len(s) != 64 {
+		return false
+	}
+	for _, c := range s {
+		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// AcceptManual queues a run of the project's branch (its default branch
+// when empty) for a person or API client. A full queue is ErrQueueFull.
+func (q *Queue) AcceptManual(ctx context.Context, pr *Principal, projectID uuid.UUID, branch string) (*Run, error) {
+	if err := requireWrite(pr); err != nil {
+		return nil, err
+	}
+	branch = strings.TrimSpace(branch)
+	if branch != "" && (!branchRE.MatchString(branch) || strings.Contains(branch, "..") || strings.HasPrefix(branch, "-")) {
+		return nil, Invalid("invalid_branch", "branch %q is not a valid branch name", branch)
+	}
+	var out *Run
+	err := q.s.WithProject(ctx, projectID, func(ctx context.Context, tx bun.Tx, p *Project) error {
+		if p.OrgID != pr.OrgID {
+			return NotFound("project")
+		}
+		if branch == "" {
+			branch = p.DefaultBranch
+		}
+		uid := pr.UserID
+		r, err := q.acceptTx(ctx, tx, p, AcceptSpec{Trigger: TriggerManual, Branch: branch, TriggeredBy: &uid})
+		out = r
+		return err
+	})
+	if errors.Is(err, ErrQueueFull) {
+		return nil, &Error{Kind: ErrQueueFull, Code: "project_queue_full",
+			Message: fmt.Sprintf("the project's queue already holds %d runs; wait for some to finish or cancel them", MaxQueued)}
+	}
+	return out, err
+}
+
+// AcceptTx accepts a run for a caller that already holds p's lock through
+// Store.WithProject (webhook deliveries, repair approvals).
+func (q *Queue) AcceptTx(ctx context.Context, tx bun.Tx, p *Project, spec AcceptSpec) (*Run, error) {
+	if spec.CommitSHA != nil && !shaRE(*spec.CommitSHA) {
+		return nil, Invalid("invalid_commit_sha", "commit SHA must be 40 or 64 lower-case hex characters")
+	}
+	return q.acceptTx(ctx, tx, p, spec)
+}
+
+// withRun locks the run's project and loads the run.
+func (q *Queue) withRun(ctx context.Context, runID uuid.UUID, fn func(ctx context.Context, tx bun.Tx, p *Project, r *Run) error) error {
+	var projectID uuid.UUID
+	err := q.s.DB.NewRaw(`SELECT project_id FROM project_runs WHERE id = ?`, runID).Scan(ctx, &projectID)
+	if isNoRows(err) {
+		return NotFound("run")
+	}
+	if err != nil {
+		return fmt.Errorf("find run %s: %w", runID, err)
+	}
+	return q.s.WithProject(ctx, projectID, func(ctx context.Context, tx bun.Tx, p *Project) error {
+		r := new(Run)
+		if err := tx.NewSelect().Model(r).Where("id = ?", runID).Scan(ctx); err != nil {
+			if isNoRows(err) {
+				return NotFound("run")
+			}
+			return err
+		}
+		return fn(ctx, tx, p, r)
+	})
+}
+
+// ErrNotExecutable is the claim of a run that is no longer waiting for an
+// executor (canceled meanwhile, or already claimed); the executor stops.
+var ErrNotExecutable = errors.New("run is not executable")
+
+// Claim hands an executable run to an executor (→ starting) and returns it
+// with its project.
+func (q *Queue) Claim(ctx context.Context, runID uuid.UUID, executor string) (*Run, *Project, error) {
+	var run *Run
+	var proj *Project
+	err := q.withRun(ctx, runID, func(ctx context.Context, tx bun.Tx, p *Project, r *Run) error {
+		if r.State != StateExecutable {
+			return fmt.Errorf("claim %s (%s): %w", r.ID, r.State, ErrNotExecutable)
+		}
+		now := q.s.Now()
+		r.State, r.Position, r.ClaimedAt, r.HeartbeatAt, r.Executor = StateStarting, nil, &now, &now, &executor
+		run, proj = r, p
+		return q.changed(ctx, tx, r, "state", "position", "claimed_at", "heartbeat_at", "executor")
+	})
+	return run, proj, err
+}
+
+// Start records that the command runs (→ running).
+func (q *Queue) Start(ctx context.Context, runID uuid.UUID, sandboxed bool) (string, error) {
+	var state string
+	err := q.withRun(ctx, runID, func(ctx context.Context, tx bun.Tx, p *Project, r *Run) error {
+		state = r.State
+		if r.State != StateStarting {
+			if isActive(r.State) || IsTerminal(r.State) {
+				return nil // cancel requested meanwhile, or lost: the executor reads the state
+			}
+			return checkTransition(r.State, StateRunning)
+		}
+		now := q.s.Now()
+		r.State, r.StartedAt, r.HeartbeatAt, r.Sandboxed = StateRunning, &now, &now, &sandboxed
+		state = r.State
+		return q.changed(ctx, tx, r, "state", "started_at", "heartbeat_at", "sandboxed")
+	})
+	return state, err
+}
+
+// Heartbeat records that the executor is alive and returns the run's
+// current state, so the executor learns of a cancel request or of having
+// been declared lost.
+func (q *Queue) Heartbeat(ctx context.Context, runID uuid.UUID) (string, error) {
+	var state string
+	err := q.withRun(ctx, runID, func(ctx context.Context, tx bun.Tx, p *Project, r *Run) error {
+		state = r.State
+		if !isActive(r.State) || r.State == StateExecutable {
+			return nil
+		}
+		_, err := tx.NewRaw(`UPDATE project_runs SET heartbeat_at = ? WHERE id = ?`, q.s.Now(), r.ID).Exec(ctx)
+		return err
+	})
+	return state, err
+}
+
+// BackfillCommit records the commit a manual run checked out; a pinned SHA
+// is never replaced.
+func (q *Queue) BackfillCommit(ctx context.Context, runID uuid.UUID, sha string) error {
+	if !shaRE(sha) {
+		return Invalid("invalid_commit_sha", "commit SHA must be 40 or 64 lower-case hex characters")
+	}
+	return q.withRun(ctx, runID, func(ctx context.Context, tx bun.Tx, p *Project, r *Run) error {
+		if r.CommitSHA != nil || IsTerminal(r.State) {
+			return nil
+		}
+		r.CommitSHA = &sha
+		return q.changed(ctx, tx, r, "commit_sha")
+	})
+}
+
+// Canceling records that the executor is stopping the run after a cancel
+// request (cancel_requested → canceling).
+func (q *Queue) Canceling(ctx context.Context, runID uuid.UUID) error {
+	return q.withRun(ctx, runID, func(ctx context.Context, tx bun.Tx, p *Project, r *Run) error {
+		if r.State == StateCanceling {
+			return nil
+		}
+		if err := checkTransition(r.State, StateCanceling); err != nil {
+			return err
+		}
+		r.State = StateCanceling
+		return q.changed(ctx, tx, r, "state")
+	})
+}
+
+// TerminalReport is what an executor reports after teardown.
+type TerminalReport struct {
+	State         string // passed, failed or canceled
+	ExitCode      *int
+	FailureReason string
+}
+
+// ReportTerminal terminalizes a run after its teardown and promotes the next
+// run, in one transaction. Reporting a run that is already terminal is a
+// conflict the executor may ignore (the watchdog got there first).
+func (q *Queue) ReportTerminal(ctx context.Context, runID uuid.UUID, rep TerminalReport) (*Run, error) {
+	var out *Run
+	err := q.withRun(ctx, runID, func(ctx context.Context, tx bun.Tx, p *Project, r *Run) error {
+		if !IsTerminal(rep.State) {
+			return Invalid("invalid_state", "a terminal report must be passed, failed or canceled")
+		}
+		if err := q.terminalizeTx(ctx, tx, p, r, rep); err != nil {
+			return err
+		}
+		out = r
+		return nil
+	})
+	return out, err
+}
+
+func (q *Queue) terminalizeTx(ctx context.Context, tx bun.Tx, p *Project, r *Run, rep TerminalReport) error {
+	if err := checkTransition(r.State, rep.State); err != nil {
+		return err
+	}
+	now := q.s.Now()
+	r.State, r.Position, r.FinishedAt, r.ExitCode = rep.State, nil, &now, rep.ExitCode
+	r.FailureReason = nil
+	if rep.FailureReason != "" {
+		reason := rep.FailureReason
+		r.FailureReason = &reason
+	}
+	if err := q.changed(ctx, tx, r, "state", "position", "finished_at", "exit_code", "failure_reason"); err != nil {
+		return err
+	}
+	for _, h := range q.hooks {
+		if err := h(ctx, tx, r); err != nil {
+			return err
+		}
+	}
+	return q.promoteTx(ctx, tx, p)
+}
+
+// RequestCancel cancels a run: a queued run at once (its position cleared),
+// an active one by asking its executor (→ cancel_requested).
+func (q *Queue) RequestCancel(ctx context.Context, pr *Principal, runID uuid.UUID) (*Run, error) {
+	if err := requireWrite(pr); err != nil {
+		return nil, err
+	}
+	var out *Run
+	err := q.withRun(ctx, runID, func(ctx context.Context, tx bun.Tx, p *Project, r *Run) error {
+		if r.OrgID != pr.OrgID {
+			return NotFound("run")
+		}
+		out = r
+		switch r.State {
+		case StatePending, StateExecutable:
+			return q.terminalizeTx(ctx, tx, p, r, TerminalReport{State: StateCanceled, FailureReason: "canceled_while_queued"})
+		case StateStarting, StateRunning:
+			r.State = StateCancelRequested
+			return q.changed(ctx, tx, r, "state")
+		case StateCancelRequested, StateCanceling:
+			return nil
+		}
+		return Conflict("run_finished", "the run already finished (%s)", r.Status())
+	})
+	return out, err
+}
+
+// RunGet returns a run of the caller's organisation.
+func (q *Queue) RunGet(ctx context.Context, orgID, runID uuid.UUID) (*Run, error) {
+	r := new(Run)
+	err := q.s.DB.NewSelect().Model(r).Where("id = ? AND org_id = ?", runID, orgID).Scan(ctx)
+	if isNoRows(err) {
+		return nil, NotFound("run")
+	}
+	return r, err
+}
+
+// RunByID returns a run whatever its organisation (system callers only).
+func (q *Queue) RunByID(ctx context.Context, runID uuid.UUID) (*Run, error) {
+	r := new(Run)
+	err := q.s.DB.NewSelect().Model(r).Where("id = ?", runID).Scan(ctx)
+	if isNoRows(err) {
+		return nil, NotFound("run")
+	}
+	return r, err
+}
+
+// QueueView is a project's queue as the service holds it.
+type QueueView struct {
+	Active *RunView  `json:"active"`
+	Queued []RunView `json:"queued"`
+}
+
+// View returns the project's active run and its queued runs in position
+// order, read from the authoritative rows.
+func (q *Queue) View(ctx context.Context, orgID, projectID uuid.UUID) (QueueView, error) {
+	out := QueueView{Queued: []RunView{}}
+	var runs []Run
+	err := q.s.DB.NewSelect().Model(&runs).
+		Where("project_id = ? AND org_id = ?", projectID, orgID).
+		Where("state IN ('pending', 'executable', 'starting', 'running', 'cancel_requested', 'canceling')").
+		OrderExpr("position NULLS FIRST").Scan(ctx)
+	if err != nil {
+		return out, err
+	}
+	if len(runs) == 0 {
+		if _, err := (&Projects{s: q.s}).Get(ctx, orgID, projectID); err != nil {
+			return out, err
+		}
+	}
+	for i := range runs {
+		v := runs[i].View()
+		if isActive(runs[i].State) && out.Active == nil && runs[i].State != StatePending {
+			out.Active = &v
+			continue
+		}
+		out.Queued = append(out.Queued, v)
+	}
+	return out, nil
+}

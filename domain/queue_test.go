@@ -1,0 +1,317 @@
+package domain_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/google/uuid"
+
+	"anvil/domain"
+)
+
+func TestFortyConcurrentTriggersAcceptExactlyTwenty(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	p := b.project(t, "busy")
+	var ok, full, other atomic.Int32
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := 0; i < 40; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			_, err := b.queue.AcceptManual(context.Background(), b.owner, p.ID, "")
+			switch {
+			case err == nil:
+				ok.Add(1)
+			case errors.Is(err, domain.ErrQueueFull):
+				full.Add(1)
+			default:
+				other.Add(1)
+				t.Error(err)
+			}
+		}()
+	}
+	close(start)
+	wg.Wait()
+	if ok.Load() != 20 || full.Load() != 20 || other.Load() != 0 {
+		t.Fatalf("accepted %d, refused %d, errors %d; want 20/20/0", ok.Load(), full.Load(), other.Load())
+	}
+	v, err := b.queue.View(context.Background(), b.owner.OrgID, p.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v.Active == nil || v.Active.Status != domain.StatusQueued || len(v.Queued) != 19 {
+		t.Fatalf("queue view: active %+v, %d queued", v.Active, len(v.Queued))
+	}
+	var last int64
+	for _, r := range v.Queued {
+		if r.Status != domain.StatusQueued || r.Position == nil || *r.Position <= last {
+			t.Fatalf("queued run out of order: %+v", r)
+		}
+		last = *r.Position
+	}
+	// The full queue's refusal is a specific error.
+	_, err = b.queue.AcceptManual(context.Background(), b.owner, p.ID, "")
+	var de *domain.Error
+	if !errors.As(err, &de) || de.Code != "project_queue_full" {
+		t.Fatalf("41st trigger: %v", err)
+	}
+}
+
+func TestQueueLifecycleAndTransitions(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	p := b.project(t, "life")
+	r1, err := b.queue.AcceptManual(ctx, b.owner, p.ID, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r2, _ := b.queue.AcceptManual(ctx, b.owner, p.ID, "feature/x")
+	r3, _ := b.queue.AcceptManual(ctx, b.owner, p.ID, "")
+	if r1.State != domain.StateExecutable || r2.State != domain.StatePending || r2.Branch != "feature/x" {
+		t.Fatalf("states after accept: %s %s", r1.State, r2.State)
+	}
+	if *r1.Position >= *r2.Position || *r2.Position >= *r3.Position {
+		t.Fatal("positions not increasing")
+	}
+	// Illegal moves are errors, never silent writes.
+	if _, err := b.queue.ReportTerminal(ctx, r2.ID, domain.TerminalReport{State: domain.StatePassed}); !errors.Is(err, domain.ErrConflict) {
+		t.Fatalf("terminal report of a pending run: %v", err)
+	}
+	if _, _, err := b.queue.Claim(ctx, r2.ID, "x"); !errors.Is(err, domain.ErrNotExecutable) {
+		t.Fatalf("claim of a pending run: %v", err)
+	}
+	if err := b.queue.Canceling(ctx, r1.ID); !errors.Is(err, domain.ErrConflict) {
+		t.Fatalf("canceling without a request: %v", err)
+	}
+	if b.run(t, r2.ID).State != domain.StatePending {
+		t.Fatal("a refused move changed the run")
+	}
+	// Claim → starting (position cleared), start → running, backfill, pass.
+	run, proj, err := b.queue.Claim(ctx, r1.ID, "worker-1")
+	if err != nil || run.State != domain.StateStarting || run.Position != nil || proj.ID != p.ID {
+		t.Fatalf("claim: %v %+v", err, run)
+	}
+	if _, _, err := b.queue.Claim(ctx, r1.ID, "worker-2"); !errors.Is(err, domain.ErrNotExecutable) {
+		t.Fatalf("double claim: %v", err)
+	}
+	if st, err := b.queue.Start(ctx, r1.ID, true); err != nil || st != domain.StateRunning {
+		t.Fatalf("start: %s %v", st, err)
+	}
+	sha := "0123456789abcdef0123456789abcdef01234567"
+	if err := b.queue.BackfillCommit(ctx, r1.ID, sha); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.queue.BackfillCommit(ctx, r1.ID, "not-a-sha"); !errors.Is(err, domain.ErrInvalid) {
+		t.Fatalf("bad sha: %v", err)
+	}
+	// r2 is not promoted while r1 is active.
+	if b.run(t, r2.ID).State != domain.StatePending {
+		t.Fatal("promoted while a run is active")
+	}
+	code := 0
+	done, err := b.queue.ReportTerminal(ctx, r1.ID, domain.TerminalReport{State: domain.StatePassed, ExitCode: &code})
+	if err != nil || done.Status() != domain.StatusPassed || *done.CommitSHA != sha {
+		t.Fatalf("terminal: %v %+v", err, done)
+	}
+	if _, err := b.queue.ReportTerminal(ctx, r1.ID, domain.TerminalReport{State: domain.StateFailed}); !errors.Is(err, domain.ErrConflict) {
+		t.Fatalf("second terminal report: %v", err)
+	}
+	// Promotion took the smallest position.
+	if b.run(t, r2.ID).State != domain.StateExecutable || b.run(t, r3.ID).State != domain.StatePending {
+		t.Fatal("FIFO promotion")
+	}
+	// Cancel a queued run: canceled at once, position cleared.
+	c3, err := b.queue.RequestCancel(ctx, b.owner, r3.ID)
+	if err != nil || c3.Status() != domain.StatusCanceled || c3.Position != nil {
+		t.Fatalf("cancel queued: %v %+v", err, c3)
+	}
+	// Cancel an active run: cancel_requested → canceling → canceled, then promotion.
+	r4, _ := b.queue.AcceptManual(ctx, b.owner, p.ID, "")
+	if _, _, err := b.queue.Claim(ctx, r2.ID, "w"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.queue.Start(ctx, r2.ID, true); err != nil {
+		t.Fatal(err)
+	}
+	c2, err := b.queue.RequestCancel(ctx, b.owner, r2.ID)
+	if err != nil || c2.Status() != domain.StatusCancelRequested {
+		t.Fatalf("cancel active: %v %+v", err, c2)
+	}
+	if st, _ := b.queue.Heartbeat(ctx, r2.ID); st != domain.StateCancelRequested {
+		t.Fatalf("heartbeat does not tell the executor: %s", st)
+	}
+	if b.run(t, r4.ID).State != domain.StatePending {
+		t.Fatal("promoted before the canceled run's teardown")
+	}
+	if err := b.queue.Canceling(ctx, r2.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.queue.ReportTerminal(ctx, r2.ID, domain.TerminalReport{State: domain.StateCanceled}); err != nil {
+		t.Fatal(err)
+	}
+	if b.run(t, r4.ID).State != domain.StateExecutable {
+		t.Fatal("no promotion after the canceled run's terminal report")
+	}
+	if _, err := b.queue.RequestCancel(ctx, b.owner, r2.ID); !errors.Is(err, domain.ErrConflict) {
+		t.Fatalf("cancel of a finished run: %v", err)
+	}
+	// Cancel of the executable (promoted, unclaimed) run promotes nothing
+	// else but frees the slot.
+	if _, err := b.queue.RequestCancel(ctx, b.owner, r4.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := b.queue.Claim(ctx, r4.ID, "late"); !errors.Is(err, domain.ErrNotExecutable) {
+		t.Fatalf("claim after cancel: %v", err)
+	}
+	v, _ := b.queue.View(ctx, b.owner.OrgID, p.ID)
+	if v.Active != nil || len(v.Queued) != 0 {
+		t.Fatalf("queue not empty: %+v", v)
+	}
+}
+
+func TestOtherOrganisationsSeeNothing(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	p := b.project(t, "mine")
+	r, _ := b.queue.AcceptManual(ctx, b.owner, p.ID, "")
+	res, err := b.accounts.Bootstrap(ctx, "globex", "x@globex.test", "correct horse battery")
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, _ := b.accounts.Authenticate(ctx, res.Token)
+	if _, err := b.queue.AcceptManual(ctx, other, p.ID, ""); !errors.Is(err, domain.ErrNotFound) {
+		t.Fatalf("foreign accept: %v", err)
+	}
+	if _, err := b.queue.RequestCancel(ctx, other, r.ID); !errors.Is(err, domain.ErrNotFound) {
+		t.Fatalf("foreign cancel: %v", err)
+	}
+	if _, err := b.queue.RunGet(ctx, other.OrgID, r.ID); !errors.Is(err, domain.ErrNotFound) {
+		t.Fatalf("foreign get: %v", err)
+	}
+	if _, err := b.queue.View(ctx, other.OrgID, p.ID); !errors.Is(err, domain.ErrNotFound) {
+		t.Fatalf("foreign queue: %v", err)
+	}
+}
+
+// TestInterleavedProjects runs triggers, executors and cancels concurrently
+// on many projects and checks the invariants on committed data.
+func TestInterleavedProjects(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	const nProjects = 6
+	projects := make([]*domain.Project, nProjects)
+	for i := range projects {
+		projects[i] = b.project(t, fmt.Sprintf("p%d", i))
+	}
+	var mu sync.Mutex
+	accepted := map[uuid.UUID]int64{} // run → position
+	starts := map[uuid.UUID][]int64{} // project → positions in claim order
+	var wg sync.WaitGroup
+	for _, p := range projects {
+		p := p
+		var triggersDone atomic.Bool
+		// Triggers.
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer triggersDone.Store(true)
+			for i := 0; i < 40; i++ {
+				r, err := b.queue.AcceptManual(ctx, b.owner, p.ID, "")
+				if errors.Is(err, domain.ErrQueueFull) {
+					continue
+				}
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				mu.Lock()
+				accepted[r.ID] = *r.Position
+				mu.Unlock()
+				if rand.IntN(4) == 0 {
+					_, _ = b.queue.RequestCancel(ctx, b.owner, r.ID)
+				}
+			}
+		}()
+		// An executor for this project.
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				done := triggersDone.Load()
+				var id uuid.UUID
+				err := b.db.Bun.NewRaw(`SELECT id FROM project_runs WHERE project_id = ? AND state = 'executable'`, p.ID).Scan(ctx, &id)
+				if err != nil {
+					if done {
+						return // nothing executable once every trigger is in: the queue is drained
+					}
+					continue
+				}
+				mu.Lock()
+				pos := accepted[id]
+				mu.Unlock()
+				_, _, err = b.queue.Claim(ctx, id, "exec")
+				if errors.Is(err, domain.ErrNotExecutable) {
+					continue
+				}
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				mu.Lock()
+				starts[p.ID] = append(starts[p.ID], pos)
+				mu.Unlock()
+				_, _ = b.queue.Start(ctx, id, true)
+				_, _ = b.queue.Heartbeat(ctx, id)
+				code := rand.IntN(2)
+				state := domain.StatePassed
+				if code != 0 {
+					state = domain.StateFailed
+				}
+				if _, err := b.queue.ReportTerminal(ctx, id, domain.TerminalReport{State: state, ExitCode: &code}); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+		// A watcher of the invariants.
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 50; i++ {
+				var active, queued int
+				if err := b.db.Bun.NewRaw(`SELECT
+					count(*) FILTER (WHERE state IN ('executable','starting','running','cancel_requested','canceling')),
+					count(*) FILTER (WHERE position IS NOT NULL)
+					FROM project_runs WHERE project_id = ?`, p.ID).Scan(ctx, &active, &queued); err != nil {
+					t.Error(err)
+					return
+				}
+				if active > 1 || queued > domain.MaxQueued {
+					t.Errorf("project %s: %d active, %d queued", p.Slug, active, queued)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	for pid, ps := range starts {
+		for i := 1; i < len(ps); i++ {
+			if ps[i] <= ps[i-1] {
+				t.Fatalf("project %s: starts out of acceptance order: %v", pid, ps)
+			}
+		}
+	}
+	if len(starts) != nProjects {
+		t.Fatalf("only %d projects ran anything", len(starts))
+	}
+}

@@ -1,0 +1,164 @@
+package domain
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/uptrace/bun"
+)
+
+// upsertIndexSQL is the seed's idempotent reconciliation (Resolution 6): an
+// upsert of the current truth by run_id. A non-terminal upsert never
+// regresses a terminal row (status, started_at, finished_at, exit_code and
+// failure_reason keep their terminal values), and commit_sha is never
+// overwritten with NULL.
+const upsertIndexSQL = `
+INSERT INTO run_index AS ri (run_id, project_id, org_id, status, trigger, branch, commit_sha, exit_code,
+                             failure_reason, queued_at, started_at, finished_at, synced_at)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, now())
+ON CONFLICT (run_id) DO UPDATE SET
+    status         = CASE WHEN ri.status IN ('passed', 'failed', 'canceled') AND EXCLUDED.status NOT IN ('passed', 'failed', 'canceled')
+                          THEN ri.status ELSE EXCLUDED.status END,
+    started_at     = CASE WHEN ri.status IN ('passed', 'failed', 'canceled') AND EXCLUDED.status NOT IN ('passed', 'failed', 'canceled')
+                          THEN ri.started_at ELSE COALESCE(EXCLUDED.started_at, ri.started_at) END,
+    finished_at    = CASE WHEN ri.status IN ('passed', 'failed', 'canceled') AND EXCLUDED.status NOT IN ('passed', 'failed', 'canceled')
+                          THEN ri.finished_at ELSE EXCLUDED.finished_at END,
+    exit_code      = CASE WHEN ri.status IN ('passed', 'failed', 'canceled') AND EXCLUDED.status NOT IN ('passed', 'failed', 'canceled')
+                          THEN ri.exit_code ELSE EXCLUDED.exit_code END,
+    failure_reason = CASE WHEN ri.status IN ('passed', 'failed', 'canceled') AND EXCLUDED.status NOT IN ('passed', 'failed', 'canceled')
+                          THEN ri.failure_reason ELSE EXCLUDED.failure_reason END,
+    commit_sha     = COALESCE(EXCLUDED.commit_sha, ri.commit_sha),
+    branch         = EXCLUDED.branch,
+    synced_at      = now()`
+
+// UpsertIndex writes one snapshot of a run into run_index. Exported for the
+// tests that replay, reorder and duplicate snapshots.
+func UpsertIndex(ctx context.Context, db bun.IDB, r *Run) error {
+	_, err := db.NewRaw(upsertIndexSQL, r.ID, r.ProjectID, r.OrgID, r.Status(), r.Trigger, r.Branch, r.CommitSHA,
+		r.ExitCode, r.FailureReason, r.QueuedAt, r.StartedAt, r.FinishedAt).Exec(ctx)
+	if err != nil {
+		return fmt.Errorf("upsert run_index %s: %w", r.ID, err)
+	}
+	return nil
+}
+
+// Reconcile upserts the run's current truth into run_index and moves its
+// d1_sync_status (needs_create/needs_update → current, needs_terminal_update
+// → done), under the project lock like every other queue write. It reports
+// whether the run still needs another pass (never, unless a change raced).
+func (q *Queue) Reconcile(ctx context.Context, runID uuid.UUID) (pending bool, err error) {
+	err = q.withRun(ctx, runID, func(ctx context.Context, tx bun.Tx, p *Project, r *Run) error {
+		if r.SyncStatus == SyncDone || r.SyncStatus == SyncCurrent {
+			return nil
+		}
+		if err := UpsertIndex(ctx, tx, r); err != nil {
+			return err
+		}
+		next, ok := syncAfterReconcile(r.SyncStatus)
+		if !ok || !SyncTransitionAllowed(r.SyncStatus, next) {
+			return fmt.Errorf("reconcile %s: no move from %s", r.ID, r.SyncStatus)
+		}
+		_, err := tx.NewRaw(`UPDATE project_runs SET d1_sync_status = ? WHERE id = ?`, next, r.ID).Exec(ctx)
+		return err
+	})
+	if err != nil {
+		return false, err
+	}
+	var status string
+	if err := q.s.DB.NewRaw(`SELECT d1_sync_status FROM project_runs WHERE id = ?`, runID).Scan(ctx, &status); err != nil {
+		return false, err
+	}
+	return status != SyncCurrent && status != SyncDone, nil
+}
+
+// WatchdogReport says what one watchdog pass did.
+type WatchdogReport struct {
+	Lost       int
+	Resynced   int
+	CheckedAt  time.Time
+	LostRunIDs []uuid.UUID
+}
+
+// Watchdog declares lost runners (seed 000 Resolution 5, the recovery path):
+// active runs without a heartbeat for the timeout, and executable runs that
+// nothing claimed in that time while their execution job is no longer
+// waiting in River, are terminalized by the service itself — failed with
+// failure_reason runner_lost (canceled when a cancel was already under way)
+// — and the next run is promoted. It also re-enqueues reconciliation of runs
+// whose read model fell behind.
+func (q *Queue) Watchdog(ctx context.Context) (WatchdogReport, error) {
+	now := q.s.Now()
+	rep := WatchdogReport{CheckedAt: now}
+	cutoff := now.Add(-q.heartbeatTimeout)
+	var ids []uuid.UUID
+	err := q.s.DB.NewRaw(`
+		SELECT r.id FROM project_runs r
+		LEFT JOIN river_job j ON j.id = r.job_id
+		WHERE (r.state IN ('starting', 'running', 'cancel_requested', 'canceling') AND r.heartbeat_at < ?)
+		   OR (r.state = 'executable' AND r.promoted_at < ?
+		       AND (j.id IS NULL OR j.state NOT IN ('available', 'scheduled', 'retryable', 'pending')))
+		LIMIT 500`, cutoff, cutoff).Scan(ctx, &ids)
+	if err != nil {
+		return rep, fmt.Errorf("watchdog: find lost runs: %w", err)
+	}
+	for _, id := range ids {
+		lost := false
+		err := q.withRun(ctx, id, func(ctx context.Context, tx bun.Tx, p *Project, r *Run) error {
+			// Re-check under the lock: a heartbeat or claim may have won.
+			switch {
+			case r.State == StateExecutable:
+				if r.PromotedAt == nil || !r.PromotedAt.Before(cutoff) {
+					return nil
+				}
+				var waiting bool
+				if r.JobID != nil {
+					if err := tx.NewRaw(`SELECT EXISTS (SELECT 1 FROM river_job WHERE id = ? AND state IN ('available', 'scheduled', 'retryable', 'pending'))`, *r.JobID).Scan(ctx, &waiting); err != nil {
+						return err
+					}
+				}
+				if waiting {
+					return nil
+				}
+			case isActive(r.State):
+				if r.HeartbeatAt != nil && !r.HeartbeatAt.Before(cutoff) {
+					return nil
+				}
+			default:
+				return nil
+			}
+			state := StateFailed
+			if r.State == StateCancelRequested || r.State == StateCanceling {
+				state = StateCanceled
+			}
+			lost = true
+			return q.terminalizeTx(ctx, tx, p, r, TerminalReport{State: state, FailureReason: ReasonRunnerLost})
+		})
+		if err != nil {
+			return rep, fmt.Errorf("watchdog: recover run %s: %w", id, err)
+		}
+		if lost {
+			rep.Lost++
+			rep.LostRunIDs = append(rep.LostRunIDs, id)
+			q.s.Log.Warn("runner lost; run terminalized by the watchdog", "run_id", id)
+		}
+	}
+	// Sweep: reconciliation that a racing change could not enqueue (its
+	// unique job was still running) is enqueued again.
+	var stale []uuid.UUID
+	if err := q.s.DB.NewRaw(`SELECT id FROM project_runs WHERE d1_sync_status NOT IN ('current', 'done') AND updated_at < ? LIMIT 1000`,
+		now.Add(-5*time.Second)).Scan(ctx, &stale); err != nil {
+		return rep, fmt.Errorf("watchdog: find unsynced runs: %w", err)
+	}
+	for _, id := range stale {
+		err := q.s.inTx(ctx, func(ctx context.Context, tx bun.Tx) error {
+			return q.s.insertJob(ctx, tx, ReconcileRunArgs{RunID: id}, nil)
+		})
+		if err != nil {
+			return rep, err
+		}
+		rep.Resynced++
+	}
+	return rep, nil
+}

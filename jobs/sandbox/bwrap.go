@@ -1,0 +1,340 @@
+package sandbox
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// etcFiles are the only host /etc entries a sandbox sees (read-only, when
+// they exist). /etc/shadow and friends are deliberately absent.
+var etcFiles = []string{
+	"/etc/passwd", "/etc/group", "/etc/nsswitch.conf",
+	"/etc/hosts", "/etc/host.conf", "/etc/resolv.conf", "/etc/protocols", "/etc/services",
+	"/etc/localtime", "/etc/timezone",
+	"/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d",
+	"/etc/ssl", "/etc/ca-certificates", "/etc/ca-certificates.conf", "/etc/pki",
+	"/etc/alternatives", "/etc/gitconfig", "/etc/os-release",
+}
+
+// bwrapExecutor runs commands in a bubblewrap sandbox:
+//
+//   - all namespaces unshared (--unshare-all, plus --unshare-user
+//     --disable-userns): no network but loopback, a private pid namespace;
+//   - --die-with-parent, --new-session (no access to a controlling terminal);
+//   - a read-only root: /usr bound read-only, /bin, /sbin, /lib, /lib64…
+//     bound read-only or recreated as the same symlinks, the /etc entries of
+//     etcFiles, --proc /proc, --dev /dev, a private --tmpfs /tmp, and the
+//     root tmpfs remounted read-only (--remount-ro /);
+//   - the workspace bound read-write at its real (symlink-resolved) path,
+//     which is also the working directory and HOME;
+//   - Spec.ExtraReadOnly bound read-only at the same paths;
+//   - --clearenv and only the allowlisted variables set;
+//   - bwrap itself started as SandboxUID/SandboxGID when the host process is
+//     root, so the user namespace maps nothing but that uid.
+//
+// Stopping sends SIGTERM to every process of the sandbox's pid namespace
+// (found through /proc/PID/ns/pid) except bwrap's own pid 1, and after the
+// grace SIGKILL to that pid 1, which makes the kernel kill the whole
+// namespace.
+type bwrapExecutor struct {
+	bwrap   string
+	prlimit string
+	grace   time.Duration
+}
+
+func newBwrap(grace time.Duration) (*bwrapExecutor, error) {
+	path, err := lookBwrap()
+	if err != nil {
+		return nil, err
+	}
+	if err := probeBwrap(path); err != nil {
+		return nil, err
+	}
+	prlimit, err := lookPrlimit()
+	if err != nil {
+		return nil, err
+	}
+	return &bwrapExecutor{bwrap: path, prlimit: prlimit, grace: grace}, nil
+}
+
+// Name returns "bwrap".
+func (b *bwrapExecutor) Name() string { return "bwrap" }
+
+// Sandboxed returns true.
+func (b *bwrapExecutor) Sandboxed() bool { return true }
+
+// BwrapAvailable reports whether the bwrap executor can run here, by actually
+// running bwrap with the sandbox's options (as the sandbox uid when root) on
+// /bin/true. The error says why not.
+func BwrapAvailable() error {
+	path, err := lookBwrap()
+	if err != nil {
+		return err
+	}
+	return probeBwrap(path)
+}
+
+func lookBwrap() (string, error) {
+	for _, p := range []string{"/usr/bin/bwrap", "/usr/local/bin/bwrap"} {
+		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() {
+			return p, nil
+		}
+	}
+	p, err := exec.LookPath("bwrap")
+	if err != nil {
+		return "", errors.New("sandbox: bwrap (bubblewrap) is not installed")
+	}
+	return p, nil
+}
+
+func probeBwrap(path string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	args := append(baseBwrapArgs(), "--remount-ro", "/", "--clearenv", "--", "/bin/true")
+	cmd := exec.CommandContext(ctx, path, args...)
+	cmd.Env = []string{}
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: credential(), Setsid: true, Pdeathsig: syscall.SIGKILL}
+	closeOnExecInherited()
+	if err := cmd.Run(); err != nil {
+		msg := strings.TrimSpace(out.String())
+		if msg == "" {
+			msg = err.Error()
+		}
+		hint := ""
+		if os.Geteuid() == 0 {
+			hint = fmt.Sprintf(" (bwrap runs as uid %d and needs unprivileged user namespaces)", SandboxUID)
+		}
+		return fmt.Errorf("sandbox: bwrap cannot run here%s: %s", hint, msg)
+	}
+	return nil
+}
+
+// baseBwrapArgs are the options shared by every sandbox.
+func baseBwrapArgs() []string {
+	a := []string{
+		"--unshare-all", "--unshare-user", "--disable-userns",
+		"--die-with-parent", "--new-session",
+		"--ro-bind", "/usr", "/usr",
+	}
+	for _, d := range []string{"/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"} {
+		fi, err := os.Lstat(d)
+		switch {
+		case err != nil:
+		case fi.Mode()&os.ModeSymlink != 0:
+			if target, err := os.Readlink(d); err == nil {
+				a = append(a, "--symlink", target, d)
+			}
+		case fi.IsDir():
+			a = append(a, "--ro-bind", d, d)
+		}
+	}
+	for _, f := range etcFiles {
+		a = append(a, "--ro-bind-try", f, f)
+	}
+	return append(a, "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp")
+}
+
+// Run implements [Executor].
+func (b *bwrapExecutor) Run(ctx context.Context, spec Spec, out io.Writer) (Result, error) {
+	if err := spec.validate(); err != nil {
+		return Result{}, err
+	}
+	ws, err := filepath.EvalSymlinks(spec.Workspace)
+	if err != nil {
+		return Result{}, fmt.Errorf("sandbox: workspace: %w", err)
+	}
+	spec.Workspace = ws
+	env := spec.environ()
+
+	args := baseBwrapArgs()
+	args = append(args, "--bind", ws, ws)
+	for _, p := range spec.ExtraReadOnly {
+		args = append(args, "--ro-bind", p, p)
+	}
+	args = append(args, "--remount-ro", "/", "--chdir", ws, "--clearenv")
+	for _, kv := range env {
+		k, v, _ := strings.Cut(kv, "=")
+		args = append(args, "--setenv", k, v)
+	}
+	args = append(args, "--json-status-fd", "3", "--")
+	args = append(args, commandArgv(b.prlimit, &spec)...)
+
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		return Result{}, fmt.Errorf("sandbox: %w", err)
+	}
+	stR, stW, err := os.Pipe()
+	if err != nil {
+		outR.Close()
+		outW.Close()
+		return Result{}, fmt.Errorf("sandbox: %w", err)
+	}
+	cmd := exec.Command(b.bwrap, args...)
+	cmd.Env = env
+	cmd.Dir = "/"
+	cmd.Stdout, cmd.Stderr = outW, outW
+	cmd.ExtraFiles = []*os.File{stW}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: credential(), Setsid: true, Pdeathsig: syscall.SIGKILL}
+
+	if ctx.Err() != nil {
+		outR.Close()
+		outW.Close()
+		stR.Close()
+		stW.Close()
+		c, t := stopReason(ctx)
+		return Result{ExitCode: -1, Canceled: c, TimedOut: t}, nil
+	}
+	waited, err := startLocked(cmd)
+	outW.Close()
+	stW.Close()
+	if err != nil {
+		outR.Close()
+		stR.Close()
+		return Result{}, fmt.Errorf("sandbox: starting bwrap: %w", err)
+	}
+	t := &bwrapTree{pid: cmd.Process.Pid, statusDone: make(chan struct{})}
+	go t.readStatus(stR)
+	p := startPump(outR, out)
+
+	s, err := supervise(ctx, waited, b.grace, t, p)
+	if err == nil && !s.stopped && !t.ranCommand() {
+		return s.res, fmt.Errorf("sandbox: bwrap failed to set up the sandbox (exit %d): %s",
+			s.res.ExitCode, strings.TrimSpace(p.tailString()))
+	}
+	return s.res, err
+}
+
+// bwrapTree is the process tree of one bwrap run: bwrap (pid, in its own
+// session and process group) and, once bwrap reports them on its status fd,
+// the sandbox's pid 1 (child), its pid namespace and the command's exit.
+type bwrapTree struct {
+	pid        int
+	statusDone chan struct{}
+
+	mu       sync.Mutex
+	child    procRef
+	pidNS    string
+	exitSeen bool // bwrap reported the command's exit code
+}
+
+// readStatus decodes bwrap's --json-status-fd documents.
+func (t *bwrapTree) readStatus(r io.ReadCloser) {
+	defer close(t.statusDone)
+	defer r.Close()
+	dec := json.NewDecoder(r)
+	dec.UseNumber()
+	for {
+		var doc map[string]any
+		if err := dec.Decode(&doc); err != nil {
+			_, _ = io.Copy(io.Discard, r)
+			return
+		}
+		if _, ok := doc["exit-code"]; ok {
+			t.mu.Lock()
+			t.exitSeen = true
+			t.mu.Unlock()
+		}
+		n, ok := doc["child-pid"].(json.Number)
+		if !ok {
+			continue
+		}
+		pid, err := strconv.Atoi(n.String())
+		if err != nil {
+			continue
+		}
+		ref := procRef{pid: pid}
+		if st, err := readStat(pid); err == nil {
+			ref.start = st.start
+		}
+		var ns string
+		if v, ok := doc["pid-namespace"].(json.Number); ok {
+			ns = "pid:[" + v.String() + "]"
+		} else if link, err := os.Readlink("/proc/" + strconv.Itoa(pid) + "/ns/pid"); err == nil {
+			ns = link
+		}
+		t.mu.Lock()
+		t.child, t.pidNS = ref, ns
+		t.mu.Unlock()
+	}
+}
+
+func (t *bwrapTree) state() (procRef, string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.child, t.pidNS
+}
+
+// ranCommand reports whether bwrap reported the exit of the command, which
+// it does only when the sandbox was set up and the command started: a setup
+// failure (a bind source the sandbox uid cannot reach, …) ends bwrap without
+// that report.
+func (t *bwrapTree) ranCommand() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.exitSeen
+}
+
+func (t *bwrapTree) terminate() {
+	child, ns := t.state()
+	if child.pid == 0 || ns == "" {
+		// Still setting up: nothing to be graceful about.
+		t.kill()
+		return
+	}
+	for _, p := range pidNSMembers(ns) {
+		if p.pid != child.pid {
+			p.signal(syscall.SIGTERM)
+		}
+	}
+}
+
+func (t *bwrapTree) kill() {
+	// Stop bwrap first so that it cannot clone a sandbox we do not see, then
+	// kill its children: the sandbox's pid 1 (whose death makes the kernel
+	// kill the rest of the namespace), even when bwrap has not reported it
+	// yet or it has not yet armed its own --die-with-parent; then bwrap.
+	_ = syscall.Kill(t.pid, syscall.SIGSTOP)
+	child, _ := t.state()
+	child.signal(syscall.SIGKILL)
+	for _, c := range children(t.pid) {
+		c.signal(syscall.SIGKILL)
+	}
+	_ = syscall.Kill(-t.pid, syscall.SIGKILL)
+}
+
+func (t *bwrapTree) reap() error {
+	// bwrap has exited, so its status pipe is closed unless the sandbox's pid 1
+	// still holds it; the pid 1 dies with bwrap (--die-with-parent).
+	select {
+	case <-t.statusDone:
+	case <-time.After(reapTimeout):
+	}
+	child, _ := t.state()
+	if child.pid == 0 {
+		return nil
+	}
+	// The namespace's pid 1 stops running only after the kernel has killed
+	// and reaped every other process of the namespace.
+	if pollUntil(drainTimeout, func() bool { return !child.alive() }) {
+		return nil
+	}
+	child.signal(syscall.SIGKILL)
+	if pollUntil(reapTimeout, func() bool { return !child.alive() }) {
+		return nil
+	}
+	return fmt.Errorf("sandbox: sandbox pid 1 (host pid %d) still running after SIGKILL", child.pid)
+}

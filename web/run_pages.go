@@ -1,0 +1,168 @@
+package web
+
+import (
+	"errors"
+	"net/http"
+	"strconv"
+
+	"github.com/google/uuid"
+	"github.com/labstack/echo/v4"
+
+	"anvil/domain"
+	"anvil/views"
+)
+
+func runRow(v domain.RunView) views.RunRow {
+	r := views.RunRow{ID: v.RunID.String(), Status: v.Status, Trigger: v.Trigger, Branch: v.Branch, QueuedAt: v.QueuedAt}
+	if v.CommitSHA != nil {
+		r.CommitSHA = *v.CommitSHA
+	}
+	if v.Position != nil {
+		r.Position = strconv.FormatInt(*v.Position, 10)
+	}
+	if v.ExitCode != nil {
+		r.ExitCode = strconv.Itoa(*v.ExitCode)
+	}
+	if v.FailureReason != nil {
+		r.FailureReason = *v.FailureReason
+	}
+	if v.StartedAt != nil {
+		r.StartedAt = *v.StartedAt
+	}
+	if v.FinishedAt != nil {
+		r.FinishedAt = *v.FinishedAt
+	}
+	return r
+}
+
+func indexedRow(ir domain.IndexedRun) views.RunRow {
+	return runRow(domain.RunView{RunID: ir.RunID, Status: ir.Status, Trigger: ir.Trigger, Branch: ir.Branch,
+		CommitSHA: ir.CommitSHA, ExitCode: ir.ExitCode, FailureReason: ir.FailureReason, QueuedAt: ir.QueuedAt,
+		StartedAt: ir.StartedAt, FinishedAt: ir.FinishedAt})
+}
+
+// queueProps reads the queue from the service and the recent runs from the
+// read model.
+func (s *Server) queueProps(c echo.Context, projectID uuid.UUID) (views.QueueProps, error) {
+	p := principal(c)
+	ctx := c.Request().Context()
+	v, err := s.queue.View(ctx, p.OrgID, projectID)
+	if err != nil {
+		return views.QueueProps{}, err
+	}
+	recent, err := s.queue.RecentRuns(ctx, p.OrgID, projectID, 15)
+	if err != nil {
+		return views.QueueProps{}, err
+	}
+	q := views.QueueProps{ProjectID: projectID.String(), CanWrite: p.CanWrite(), CSRF: s.csrfToken(p)}
+	if v.Active != nil {
+		r := runRow(*v.Active)
+		q.Active = &r
+	}
+	for _, r := range v.Queued {
+		q.Queued = append(q.Queued, runRow(r))
+	}
+	for _, r := range recent {
+		q.Recent = append(q.Recent, indexedRow(r))
+	}
+	return q, nil
+}
+
+func (s *Server) projectQueueFragment(c echo.Context) error {
+	id, err := pathUUID(c, "projectId", "project")
+	if err != nil {
+		return err
+	}
+	q, err := s.queueProps(c, id)
+	if err != nil {
+		return err
+	}
+	return Render(c, http.StatusOK, views.Queue(q))
+}
+
+// runNowSubmit accepts a manual run and answers with the fresh queue; a full
+// queue is shown in place.
+func (s *Server) runNowSubmit(c echo.Context) error {
+	id, err := pathUUID(c, "projectId", "project")
+	if err != nil {
+		return err
+	}
+	_, aerr := s.queue.AcceptManual(c.Request().Context(), principal(c), id, "")
+	var de *domain.Error
+	if aerr != nil && !errors.As(aerr, &de) {
+		return aerr
+	}
+	if de != nil && de.Kind != domain.ErrQueueFull {
+		return aerr
+	}
+	if !isHTMX(c) {
+		return redirect(c, "/projects/"+id.String())
+	}
+	q, err := s.queueProps(c, id)
+	if err != nil {
+		return err
+	}
+	status := http.StatusOK
+	if de != nil {
+		q.Error, status = de.Message, http.StatusConflict
+		c.Response().Header().Set("HX-Reswap", "outerHTML")
+	}
+	return Render(c, status, views.Queue(q))
+}
+
+func (s *Server) runCancelSubmit(c echo.Context) error {
+	id, err := pathUUID(c, "runId", "run")
+	if err != nil {
+		return err
+	}
+	r, err := s.queue.RequestCancel(c.Request().Context(), principal(c), id)
+	if err != nil {
+		return err
+	}
+	if !isHTMX(c) {
+		return redirect(c, "/runs/"+id.String())
+	}
+	if c.QueryParam("from") == "project" {
+		q, err := s.queueProps(c, r.ProjectID)
+		if err != nil {
+			return err
+		}
+		return Render(c, http.StatusOK, views.Queue(q))
+	}
+	props, err := s.runProps(c, id, false)
+	if err != nil {
+		return err
+	}
+	return Render(c, http.StatusOK, views.RunHeader(props))
+}
+
+func (s *Server) runProps(c echo.Context, id uuid.UUID, withLog bool) (views.RunProps, error) {
+	p := principal(c)
+	ctx := c.Request().Context()
+	r, err := s.queue.RunGet(ctx, p.OrgID, id)
+	if err != nil {
+		return views.RunProps{}, err
+	}
+	proj, err := s.projects.Get(ctx, p.OrgID, r.ProjectID)
+	if err != nil {
+		return views.RunProps{}, err
+	}
+	props := views.RunProps{Page: s.page(c, "Run · "+proj.Name, "projects"), Run: runRow(r.View()), ProjectID: proj.ID.String(),
+		ProjectName: proj.Name, CanWrite: p.CanWrite(), Unsandboxed: r.Sandboxed != nil && !*r.Sandboxed}
+	return props, nil
+}
+
+func (s *Server) runPage(c echo.Context) error {
+	id, err := pathUUID(c, "runId", "run")
+	if err != nil {
+		return err
+	}
+	props, err := s.runProps(c, id, true)
+	if err != nil {
+		return err
+	}
+	if c.QueryParam("fragment") == "header" {
+		return Render(c, http.StatusOK, views.RunHeader(props))
+	}
+	return Render(c, http.StatusOK, views.RunPage(props))
+}
