@@ -32,6 +32,8 @@ type app struct {
 	accounts *domain.Accounts
 	projects *domain.Projects
 	queue    *domain.Queue
+	webhooks *domain.Webhooks
+	feed     *domain.Feed
 	river    *river.Client[*sql.Tx]
 	metrics  *web.Metrics
 }
@@ -75,6 +77,8 @@ func newApp(ctx context.Context, cfg *Config, logOut io.Writer, withWorkers bool
 	a.accounts = domain.NewAccounts(a.store)
 	a.projects = domain.NewProjects(a.store)
 	a.queue = domain.NewQueue(a.store, cfg.HeartbeatTimeout)
+	a.webhooks = domain.NewWebhooks(a.store, a.queue)
+	a.feed = domain.NewFeed(a.store)
 	a.metrics = web.NewMetrics(d)
 
 	rcfg := &river.Config{Logger: log.With("component", "river"), FetchCooldown: 10 * time.Millisecond, FetchPollInterval: 200 * time.Millisecond}
@@ -98,8 +102,10 @@ func newApp(ctx context.Context, cfg *Config, logOut io.Writer, withWorkers bool
 func (a *app) close() { a.db.Close() }
 
 func (a *app) deps() web.Deps {
-	return web.Deps{DB: a.db, Store: a.store, Accounts: a.accounts, Projects: a.projects, Queue: a.queue, Keys: a.keys, Log: a.log,
-		Metrics: a.metrics, Options: web.Options{PublicURL: a.cfg.PublicURL, SecureCookies: isHTTPS(a.cfg.PublicURL)}}
+	return web.Deps{DB: a.db, Store: a.store, Accounts: a.accounts, Projects: a.projects, Queue: a.queue, Webhooks: a.webhooks, Feed: a.feed, Keys: a.keys, Log: a.log,
+		Metrics: a.metrics, Options: web.Options{PublicURL: a.cfg.PublicURL, SecureCookies: isHTTPS(a.cfg.PublicURL),
+			FeedArmed: a.cfg.FeedArmed, FeedMaxBody: a.cfg.FeedMaxBody, FeedMaxBatch: a.cfg.FeedMaxBatch,
+			FeedRatePerMin: a.cfg.FeedRatePerMin, TrustedProxies: a.cfg.TrustedProxies}}
 }
 
 func isHTTPS(u string) bool { return len(u) >= 8 && u[:8] == "https://" }

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/cookiejar"
 	"net/http/httptest"
+	"net/netip"
 	"net/url"
 	"regexp"
 	"strings"
@@ -33,6 +34,9 @@ type testBundle struct {
 	accounts *domain.Accounts
 	projects *domain.Projects
 	queue    *domain.Queue
+	webhooks *domain.Webhooks
+	feed     *domain.Feed
+	keys     *secret.Keyring
 	owner    domain.BootstrapResult // org "acme", owner@acme.test
 	password string
 	river    *river.Client[*sql.Tx]
@@ -54,8 +58,11 @@ func setup(t *testing.T) *testBundle {
 	}
 	store.UseJobs(client)
 	b0 := client
-	b := &testBundle{db: d, store: store, accounts: domain.NewAccounts(store), projects: domain.NewProjects(store), queue: domain.NewQueue(store, 0), password: testPassword, river: b0}
-	e := web.New(web.Deps{DB: d, Store: store, Accounts: b.accounts, Projects: b.projects, Queue: b.queue, Keys: keys})
+	b := &testBundle{db: d, store: store, accounts: domain.NewAccounts(store), projects: domain.NewProjects(store), queue: domain.NewQueue(store, 0), keys: keys, password: testPassword, river: b0}
+	b.webhooks = domain.NewWebhooks(store, b.queue)
+	b.feed = domain.NewFeed(store)
+	e := web.New(web.Deps{DB: d, Store: store, Accounts: b.accounts, Projects: b.projects, Queue: b.queue,
+		Webhooks: b.webhooks, Feed: b.feed, Keys: keys, Options: testOptions()})
 	b.srv = httptest.NewServer(e)
 	t.Cleanup(b.srv.Close)
 	b.owner, err = b.accounts.Bootstrap(context.Background(), "acme", "owner@acme.test", testPassword)
@@ -173,3 +180,9 @@ func (br *browser) login(email, password string) {
 }
 
 var regexpToken = regexp.MustCompile(`anv_pat_[0-9A-Za-z]{32}`)
+
+// testOptions arms the feed with the documented default limits.
+func testOptions() web.Options {
+	return web.Options{PublicURL: "http://anvil.test", FeedArmed: true, FeedMaxBody: 262144, FeedMaxBatch: 50,
+		FeedRatePerMin: 600, TrustedProxies: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}
+}

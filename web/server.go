@@ -6,6 +6,7 @@ package web
 import (
 	"log/slog"
 	"net/http"
+	"net/netip"
 
 	"github.com/labstack/echo/v4"
 
@@ -17,8 +18,13 @@ import (
 
 // Options are the parts of the configuration the web tier needs.
 type Options struct {
-	PublicURL     string // e.g. https://anvil.example.com; cookies are Secure when it is https
-	SecureCookies bool
+	PublicURL      string // e.g. https://anvil.example.com; cookies are Secure when it is https
+	SecureCookies  bool
+	FeedArmed      bool           // the feed endpoints exist only when true
+	FeedMaxBody    int            // bytes
+	FeedMaxBatch   int            // events per batch
+	FeedRatePerMin int            // requests per connection per fixed 60 s window
+	TrustedProxies []netip.Prefix // whose X-Forwarded-For is believed
 }
 
 // Server holds the dependencies of every handler.
@@ -28,6 +34,8 @@ type Server struct {
 	accounts *domain.Accounts
 	projects *domain.Projects
 	queue    *domain.Queue
+	webhooks *domain.Webhooks
+	feed     *domain.Feed
 	keys     *secret.Keyring
 	log      *slog.Logger
 	metrics  *Metrics
@@ -41,6 +49,8 @@ type Deps struct {
 	Accounts *domain.Accounts
 	Projects *domain.Projects
 	Queue    *domain.Queue
+	Webhooks *domain.Webhooks
+	Feed     *domain.Feed
 	Keys     *secret.Keyring
 	Log      *slog.Logger
 	Metrics  *Metrics
@@ -54,7 +64,7 @@ func newServer(d Deps) *Server {
 	if d.Metrics == nil {
 		d.Metrics = NewMetrics(d.DB)
 	}
-	return &Server{db: d.DB, store: d.Store, accounts: d.Accounts, projects: d.Projects, queue: d.Queue, keys: d.Keys,
+	return &Server{db: d.DB, store: d.Store, accounts: d.Accounts, projects: d.Projects, queue: d.Queue, webhooks: d.Webhooks, feed: d.Feed, keys: d.Keys,
 		log: d.Log, metrics: d.Metrics, opts: d.Options}
 }
 
@@ -110,5 +120,8 @@ func New(d Deps) *echo.Echo {
 	api.POST("/projects/:projectId/runs", s.apiRunCreate)
 	api.GET("/runs/:runId", s.apiRunGet)
 	api.POST("/runs/:runId/cancel", s.apiRunCancel)
+
+	s.registerWebhooks(e, pages, api)
+	s.registerFeed(e, pages, api)
 	return e
 }
