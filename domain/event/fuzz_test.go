@@ -1,0 +1,92 @@
+package event
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+)
+
+func FuzzValidate(f *testing.F) {
+	f.Add([]byte(curlExample))
+	f.Add([]byte(`{}`))
+	f.Add([]byte(`null`))
+	f.Add([]byte(`{"event_id":"F4B1A0C2-0F4A-4A1E-9D7A-2B6C5D8E1F30","schema_version":"2.0"}`))
+	f.Add([]byte(`{"event_id":42,"exception":{"stacktrace":[{"line":"x"}]}}`))
+	f.Add([]byte(`{"event_id":"f4b1a0c2-0f4a-4a1e-9d7a-2b6c5d8e1f30","timestamp":"2026-09-16T10:11:12Z","title":"t","level":"info","environment":"dev","service":"s","sdk":{"name":"n"},"enrichment":{"a":{"b":[[[{"password":"x"}]]]}}}`))
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		ev, rej := Validate(raw)
+		if rej != nil {
+			if rej.ReasonCode != SchemaViolation && rej.ReasonCode != UnsupportedSchemaVersion {
+				t.Fatalf("Validate produced reason %q", rej.ReasonCode)
+			}
+			if rej.Message == "" {
+				t.Fatalf("rejection without a message")
+			}
+			return
+		}
+		if !isCanonicalUUID(ev.EventID) || ev.Title == "" || ev.SDK.Name == "" || ev.Environment == "" {
+			t.Fatalf("accepted an event missing a required field: %+v", ev)
+		}
+		if ev.Request != nil && ev.Request.URL != "" && !isHTTPURL(ev.Request.URL) {
+			t.Fatalf("kept a non-http URL %q", ev.Request.URL)
+		}
+		if ev.Exception != nil && len(ev.Exception.Stacktrace) > MaxFrames {
+			t.Fatalf("kept %d frames", len(ev.Exception.Stacktrace))
+		}
+		if err := Scrub(&ev); err == nil {
+			if _, err := json.Marshal(ev); err != nil {
+				t.Fatalf("scrubbed event does not marshal: %v", err)
+			}
+		}
+		_ = Fingerprint(&ev)
+	})
+}
+
+// FuzzScrub plants known secrets, surrounded by blanks, into arbitrary text
+// in every field Scrub reads, and checks that none survives a successful
+// Scrub.
+func FuzzScrub(f *testing.F) {
+	f.Add("", "")
+	f.Add("password=", "")
+	f.Add("Authorization:", "\n")
+	f.Add("Bearer", "x")
+	f.Add(`{"token":"`, `"}`)
+	f.Add("https://u:p@h/?a=1&b=", "&c=3")
+	f.Add("-----BEGIN PRIVATE KEY-----", "")
+	f.Add("5100", "1111")
+	f.Add("DE89", "3704")
+	f.Add("\xff", "")
+	secrets := []string{"4111 1111 1111 1111", "5555555555554444", "abc.def", "DE89370400440532013000", "hunter2"}
+	planted := " 4111 1111 1111 1111 x Bearer abc.def y 5555555555554444 z DE89370400440532013000 password=hunter2 "
+	f.Fuzz(func(t *testing.T, prefix, suffix string) {
+		for _, s := range secrets {
+			if strings.Contains(prefix+suffix, s) {
+				t.Skip("the secret is part of the input around it")
+			}
+		}
+		text := prefix + planted + suffix
+		ev := Event{
+			Title:     text,
+			Exception: &Exception{Type: "E", Message: text, Stacktrace: []Frame{{File: text, ContextCode: text}}},
+			Request:   &Request{URL: "https://h/?" + text},
+			Breadcrumbs: []string{
+				text,
+			},
+			Tags:         map[string]string{"note": text, prefix: text},
+			Enrichment:   map[string]any{"a": map[string]any{"b": []any{text}}, prefix: text},
+			AgentContext: map[string]any{"ctx": text},
+		}
+		if err := Scrub(&ev); err != nil {
+			return // refused: nothing is stored
+		}
+		out, err := json.Marshal(ev)
+		if err != nil {
+			t.Fatalf("marshal: %v", err)
+		}
+		for _, s := range secrets {
+			if strings.Contains(string(out), s) {
+				t.Fatalf("%q survived Scrub of %q: %s", s, text, out)
+			}
+		}
+	})
+}
