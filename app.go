@@ -19,6 +19,7 @@ import (
 	"anvil/domain"
 	"anvil/domain/secret"
 	"anvil/jobs"
+	"anvil/jobs/sandbox"
 	"anvil/web"
 )
 
@@ -34,6 +35,8 @@ type app struct {
 	queue    *domain.Queue
 	webhooks *domain.Webhooks
 	feed     *domain.Feed
+	logs     *domain.Logs
+	hub      *domain.Hub
 	river    *river.Client[*sql.Tx]
 	metrics  *web.Metrics
 }
@@ -42,6 +45,16 @@ func newLogger(cfg *Config, w io.Writer) *slog.Logger {
 	var lvl slog.Level
 	_ = lvl.UnmarshalText([]byte(cfg.LogLevel))
 	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: lvl}))
+}
+
+// riverLogger keeps River's routine chatter (job counts every few seconds)
+// out of the log unless debugging.
+func riverLogger(cfg *Config, w io.Writer) *slog.Logger {
+	lvl := slog.LevelWarn
+	if cfg.LogLevel == "debug" {
+		lvl = slog.LevelDebug
+	}
+	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: lvl})).With("component", "river")
 }
 
 func openDB(ctx context.Context, cfg *Config) (*db.DB, error) {
@@ -79,12 +92,26 @@ func newApp(ctx context.Context, cfg *Config, logOut io.Writer, withWorkers bool
 	a.queue = domain.NewQueue(a.store, cfg.HeartbeatTimeout)
 	a.webhooks = domain.NewWebhooks(a.store, a.queue)
 	a.feed = domain.NewFeed(a.store)
+	a.logs = domain.NewLogs(a.store, cfg.LogMaxBytes)
+	a.hub = domain.NewHub(d.Pool, log)
 	a.metrics = web.NewMetrics(d)
 
-	rcfg := &river.Config{Logger: log.With("component", "river"), FetchCooldown: 10 * time.Millisecond, FetchPollInterval: 200 * time.Millisecond}
+	rcfg := &river.Config{Logger: riverLogger(cfg, logOut), FetchCooldown: 10 * time.Millisecond, FetchPollInterval: 200 * time.Millisecond}
 	if withWorkers {
 		workers := river.NewWorkers()
-		jobs.Register(workers, jobs.Deps{Accounts: a.accounts, Queue: a.queue, Log: log})
+		exec, err := sandbox.New(cfg.Sandbox, sandbox.DefaultGrace)
+		if err != nil {
+			d.Close()
+			return nil, fmt.Errorf("run executor: %w; install bubblewrap, or set ANVIL_SANDBOX=process to run commands unsandboxed", err)
+		}
+		root, err := jobs.ProcessWorkRoot(cfg.WorkDir)
+		if err != nil {
+			d.Close()
+			return nil, fmt.Errorf("workspace folder %s: %w", cfg.WorkDir, err)
+		}
+		log.Info("run executor ready", "executor", exec.Name(), "sandboxed", exec.Sandboxed(), "workspaces", root)
+		jobs.Register(workers, jobs.Deps{Accounts: a.accounts, Queue: a.queue, Projects: a.projects, Logs: a.logs,
+			Hub: a.hub, Executor: exec, WorkRoot: root, Webhooks: a.webhooks, Log: log})
 		rcfg.Workers = workers
 		rcfg.Queues = map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: 10}, domain.RunsQueue: {MaxWorkers: cfg.RunConcurrency}}
 		rcfg.PeriodicJobs = jobs.Periodic(cfg.HeartbeatTimeout)
@@ -102,7 +129,7 @@ func newApp(ctx context.Context, cfg *Config, logOut io.Writer, withWorkers bool
 func (a *app) close() { a.db.Close() }
 
 func (a *app) deps() web.Deps {
-	return web.Deps{DB: a.db, Store: a.store, Accounts: a.accounts, Projects: a.projects, Queue: a.queue, Webhooks: a.webhooks, Feed: a.feed, Keys: a.keys, Log: a.log,
+	return web.Deps{DB: a.db, Store: a.store, Accounts: a.accounts, Projects: a.projects, Queue: a.queue, Logs: a.logs, Hub: a.hub, Webhooks: a.webhooks, Feed: a.feed, Keys: a.keys, Log: a.log,
 		Metrics: a.metrics, Options: web.Options{PublicURL: a.cfg.PublicURL, SecureCookies: isHTTPS(a.cfg.PublicURL),
 			FeedArmed: a.cfg.FeedArmed, FeedMaxBody: a.cfg.FeedMaxBody, FeedMaxBatch: a.cfg.FeedMaxBatch,
 			FeedRatePerMin: a.cfg.FeedRatePerMin, TrustedProxies: a.cfg.TrustedProxies}}
@@ -123,22 +150,29 @@ func serve(ctx context.Context, cfg *Config, logOut io.Writer) error {
 	if err := migrateDB(ctx, a.db, a.log); err != nil {
 		return err
 	}
+	done := make(chan struct{})
+	deps := a.deps()
+	deps.Done = done
 	var handler *echo.Echo
 	if cfg.Role == "worker" {
-		handler = web.NewOps(a.deps())
+		handler = web.NewOps(deps)
 	} else {
-		handler = web.New(a.deps())
+		handler = web.New(deps)
 	}
 	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", cfg.Addr, err)
 	}
 	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second}
+	srv.RegisterOnShutdown(func() { close(done) })
 	if withWorkers {
 		if err := a.river.Start(context.WithoutCancel(ctx)); err != nil {
 			return fmt.Errorf("start river: %w", err)
 		}
 	}
+	hubCtx, stopHub := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopHub()
+	go a.hub.Run(hubCtx)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	a.log.Info("anvil is serving", "addr", ln.Addr().String(), "role", cfg.Role, "public_url", cfg.PublicURL)

@@ -31,6 +31,7 @@ type Config struct {
 	WorkDir           string
 	LogLevel          string
 	RunConcurrency    int
+	LogMaxBytes       int64
 	Role              string
 }
 
@@ -76,6 +77,7 @@ func loadConfig(getenv func(string) string) (*Config, error) {
 		LogLevel:       str("ANVIL_LOG_LEVEL", "info"),
 		Role:           "all",
 		RunConcurrency: integer("ANVIL_RUN_CONCURRENCY", 8, 1, 256),
+		LogMaxBytes:    int64(integer("ANVIL_LOG_MAX_BYTES", 10<<20, 4096, 1<<30)),
 	}
 	switch v := strings.ToLower(str("ANVIL_FEED_ARMED", "false")); v {
 	case "true", "1", "yes":

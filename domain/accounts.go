@@ -216,7 +216,7 @@ func (a *Accounts) Login(ctx context.Context, email, password string) (string, *
 	u := new(User)
 	err := a.s.DB.NewSelect().Model(u).Where("lower(email) = lower(?)", strings.TrimSpace(email)).Scan(ctx)
 	if isNoRows(err) {
-		CheckPassword(dummyHash, password)
+		CheckPassword(dummyHash(), password)
 		return "", nil, bad
 	}
 	if err != nil {

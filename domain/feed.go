@@ -1,10 +1,305 @@
 package domain
 
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/uptrace/bun"
+
+	"anvil/domain/event"
+)
+
 // Feed owns the Anvil Feed ingest: connections, bindings and event storage
-// (seed 004).
+// (seed 004), and the first steps of the incident store the events group
+// into.
 type Feed struct {
 	s *Store
+	// StoreTimeout bounds one ingest's storage: a store that hangs becomes
+	// a 503 the sender retries, never a request that waits for ever.
+	StoreTimeout time.Duration
+	// OnQueued is the hook through which an incident that the `auto` policy
+	// moved to QUEUED gets its repair run. It runs inside the ingest's
+	// transaction, so whatever it enqueues exists exactly when the incident
+	// commits. Issue 7 sets it; nil means no repair run is started yet (the
+	// incident stays QUEUED and is visible as such).
+	OnQueued func(ctx context.Context, tx bun.Tx, projectID uuid.UUID, incidentIDs []uuid.UUID) error
+	// scrub is event.Scrub; a test seam, because no validated event makes
+	// the real scrubber give up (Validate already bounds what it cannot walk).
+	scrub func(*event.Event) error
 }
 
 // NewFeed builds the service.
-func NewFeed(s *Store) *Feed { return &Feed{s: s} }
+func NewFeed(s *Store) *Feed { return &Feed{s: s, StoreTimeout: 10 * time.Second, scrub: event.Scrub} }
+
+// Repair policies of a binding (DESIGN.md §5).
+const (
+	PolicyOff     = "off"     // events refused as binding_disabled
+	PolicyObserve = "observe" // incidents, no repair
+	PolicyApprove = "approve" // repair waits for a person
+	PolicyAuto    = "auto"    // repair queued at once
+)
+
+// WildcardEnvironment is the binding that admits every environment without
+// a binding of its own.
+const WildcardEnvironment = "*"
+
+// FeedConnection is one sender's credential for one project, as listed
+// (never its token).
+type FeedConnection struct {
+	bun.BaseModel `bun:"table:feed_connections"`
+	ID            uuid.UUID  `bun:"id,pk,type:uuid,default:gen_random_uuid()" json:"connection_id"`
+	OrgID         uuid.UUID  `bun:"org_id" json:"-"`
+	ProjectID     uuid.UUID  `bun:"project_id" json:"project_id"`
+	Name          string     `bun:"name" json:"name"`
+	Prefix        string     `bun:"prefix" json:"prefix"`
+	Hash          []byte     `bun:"hash" json:"-"`
+	CreatedAt     time.Time  `bun:"created_at,nullzero,default:now()" json:"created_at"`
+	LastUsedAt    *time.Time `bun:"last_used_at" json:"last_used_at"`
+	RevokedAt     *time.Time `bun:"revoked_at" json:"revoked_at"`
+}
+
+// FeedBinding admits a project's events of one environment (or '*').
+type FeedBinding struct {
+	bun.BaseModel `bun:"table:feed_bindings"`
+	ProjectID     uuid.UUID `bun:"project_id,pk" json:"-"`
+	Environment   string    `bun:"environment,pk" json:"environment"`
+	RepairPolicy  string    `bun:"repair_policy" json:"repair_policy"`
+	CreatedAt     time.Time `bun:"created_at" json:"created_at"`
+	UpdatedAt     time.Time `bun:"updated_at" json:"updated_at"`
+}
+
+// environmentRE is the event's rule for an environment label (see
+// event.Validate), so that every binding can match some event.
+var environmentRE = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,63}$`)
+
+// NormalizeEnvironment checks a binding's environment: a label as events
+// spell it (compared case-insensitively, stored lower-case) or '*'.
+func NormalizeEnvironment(env string) (string, error) {
+	env = strings.ToLower(strings.TrimSpace(env))
+	if env == WildcardEnvironment {
+		return env, nil
+	}
+	if !environmentRE.MatchString(env) {
+		return "", Invalid("invalid_environment", "environment %q must be a label (letters, digits, '.', '_', '-', at most 64, starting with a letter or digit) or '*'", clipString(env, 80))
+	}
+	return env, nil
+}
+
+func validPolicy(p string) error {
+	switch p {
+	case PolicyOff, PolicyObserve, PolicyApprove, PolicyAuto:
+		return nil
+	}
+	return Invalid("invalid_repair_policy", "repair_policy must be one of off, observe, approve, auto; got %q", clipString(p, 40))
+}
+
+func clipString(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}
+
+// project returns a project of the caller's organisation (404 otherwise).
+func (f *Feed) project(ctx context.Context, p *Principal, id uuid.UUID) (*Project, error) {
+	pr := new(Project)
+	err := f.s.DB.NewSelect().Model(pr).Where("id = ? AND org_id = ?", id, p.OrgID).Scan(ctx)
+	if isNoRows(err) {
+		return nil, NotFound("project")
+	}
+	if err != nil {
+		return nil, fmt.Errorf("feed: project %s: %w", id, err)
+	}
+	return pr, nil
+}
+
+// CreateConnection issues a connection for a project and returns it with its
+// token, which exists in plaintext only in this return value.
+func (f *Feed) CreateConnection(ctx context.Context, p *Principal, projectID uuid.UUID, name string) (*FeedConnection, string, error) {
+	if err := requireWrite(p); err != nil {
+		return nil, "", err
+	}
+	name = strings.TrimSpace(name)
+	switch {
+	case name == "":
+		return nil, "", Invalid("invalid_name", "connection name is required")
+	case len(name) > 100:
+		return nil, "", Invalid("invalid_name", "connection name must be at most 100 characters")
+	}
+	pr, err := f.project(ctx, p, projectID)
+	if err != nil {
+		return nil, "", err
+	}
+	tok, lookup, hash := newToken(ServerTokenPrefix)
+	c := &FeedConnection{OrgID: pr.OrgID, ProjectID: pr.ID, Name: name, Prefix: lookup, Hash: hash, CreatedAt: f.s.Now()}
+	if _, err := f.s.DB.NewInsert().Model(c).Returning("*").Exec(ctx); err != nil {
+		return nil, "", fmt.Errorf("feed: create connection: %w", err)
+	}
+	return c, tok, nil
+}
+
+// ListConnections lists a project's connections, live ones first.
+func (f *Feed) ListConnections(ctx context.Context, p *Principal, projectID uuid.UUID) ([]FeedConnection, error) {
+	if _, err := f.project(ctx, p, projectID); err != nil {
+		return nil, err
+	}
+	cs := []FeedConnection{}
+	err := f.s.DB.NewSelect().Model(&cs).Where("project_id = ? AND org_id = ?", projectID, p.OrgID).
+		OrderExpr("revoked_at IS NOT NULL, created_at DESC").Scan(ctx)
+	return cs, err
+}
+
+// RevokeConnection revokes one connection; its next request is a 401. It
+// returns the connection's project. Revoking twice is no error.
+func (f *Feed) RevokeConnection(ctx context.Context, p *Principal, id uuid.UUID) (uuid.UUID, error) {
+	if err := requireWrite(p); err != nil {
+		return uuid.Nil, err
+	}
+	var projectID uuid.UUID
+	err := f.s.DB.NewRaw(`UPDATE feed_connections SET revoked_at = COALESCE(revoked_at, ?)
+		WHERE id = ? AND org_id = ? RETURNING project_id`, f.s.Now(), id, p.OrgID).Scan(ctx, &projectID)
+	if isNoRows(err) {
+		return uuid.Nil, NotFound("connection")
+	}
+	if err != nil {
+		return uuid.Nil, fmt.Errorf("feed: revoke connection %s: %w", id, err)
+	}
+	return projectID, nil
+}
+
+// PutBinding creates or changes the binding of a project's environment.
+func (f *Feed) PutBinding(ctx context.Context, p *Principal, projectID uuid.UUID, environment, policy string) (*FeedBinding, error) {
+	if err := requireWrite(p); err != nil {
+		return nil, err
+	}
+	env, err := NormalizeEnvironment(environment)
+	if err != nil {
+		return nil, err
+	}
+	policy = strings.ToLower(strings.TrimSpace(policy))
+	if err := validPolicy(policy); err != nil {
+		return nil, err
+	}
+	if _, err := f.project(ctx, p, projectID); err != nil {
+		return nil, err
+	}
+	now := f.s.Now()
+	b := &FeedBinding{ProjectID: projectID, Environment: env, RepairPolicy: policy, CreatedAt: now, UpdatedAt: now}
+	_, err = f.s.DB.NewInsert().Model(b).
+		On("CONFLICT (project_id, environment) DO UPDATE").
+		Set("repair_policy = EXCLUDED.repair_policy, updated_at = EXCLUDED.updated_at").
+		Returning("*").Exec(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("feed: put binding: %w", err)
+	}
+	return b, nil
+}
+
+// ListBindings lists a project's bindings, the wildcard last.
+func (f *Feed) ListBindings(ctx context.Context, p *Principal, projectID uuid.UUID) ([]FeedBinding, error) {
+	if _, err := f.project(ctx, p, projectID); err != nil {
+		return nil, err
+	}
+	bs := []FeedBinding{}
+	err := f.s.DB.NewSelect().Model(&bs).Where("project_id = ?", projectID).
+		OrderExpr("environment = '*', environment").Scan(ctx)
+	return bs, err
+}
+
+// DeleteBinding removes a binding: the environment's events are then
+// refused as no_binding (unless a wildcard binding admits them).
+func (f *Feed) DeleteBinding(ctx context.Context, p *Principal, projectID uuid.UUID, environment string) error {
+	if err := requireWrite(p); err != nil {
+		return err
+	}
+	env, err := NormalizeEnvironment(environment)
+	if err != nil {
+		return err
+	}
+	if _, err := f.project(ctx, p, projectID); err != nil {
+		return err
+	}
+	res, err := f.s.DB.NewDelete().Model((*FeedBinding)(nil)).Where("project_id = ? AND environment = ?", projectID, env).Exec(ctx)
+	if err != nil {
+		return fmt.Errorf("feed: delete binding: %w", err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return NotFound("binding")
+	}
+	return nil
+}
+
+// FeedSender is a resolved, live connection: who is sending (the token
+// carries its organisation and project; nothing in the URL or body is ever
+// read for that) and the project's bindings at the time of the request.
+type FeedSender struct {
+	ConnectionID uuid.UUID
+	OrgID        uuid.UUID
+	ProjectID    uuid.UUID
+	bindings     map[string]string // environment (or '*') → repair policy
+}
+
+// senderQuery resolves a token prefix together with its project's bindings,
+// in one round trip. It is sent through database/sql with $n placeholders
+// and a constant text, so pgx prepares it once per connection.
+const senderQuery = `SELECT c.id, c.org_id, c.project_id, c.hash, c.revoked_at IS NOT NULL, c.last_used_at,
+	COALESCE((SELECT json_object_agg(b.environment, b.repair_policy) FROM feed_bindings b WHERE b.project_id = c.project_id), '{}')
+	FROM feed_connections c WHERE c.prefix = $1`
+
+// Authenticate resolves a bearer server token. Every way of failing —
+// malformed, unknown prefix, wrong secret, revoked — is the same
+// ErrUnauthorized, after the same work, so the answer tells an attacker
+// nothing about which prefixes exist. Other errors are store failures.
+func (f *Feed) Authenticate(ctx context.Context, bearer string) (*FeedSender, error) {
+	lookup, hash, ok := splitToken(ServerTokenPrefix, bearer)
+	if !ok {
+		return nil, ErrUnauthorized
+	}
+	ctx, cancel := context.WithTimeout(ctx, f.StoreTimeout)
+	defer cancel()
+	var (
+		snd      FeedSender
+		stored   []byte
+		revoked  bool
+		lastUsed sql.NullTime
+		bindings []byte
+	)
+	err := f.s.DB.DB.QueryRowContext(ctx, senderQuery, lookup).
+		Scan(&snd.ConnectionID, &snd.OrgID, &snd.ProjectID, &stored, &revoked, &lastUsed, &bindings)
+	if isNoRows(err) {
+		hashEqual(hash, hash) // the same comparison as a found prefix costs
+		return nil, ErrUnauthorized
+	}
+	if err != nil {
+		return nil, fmt.Errorf("feed: resolve token: %w", err)
+	}
+	if !hashEqual(stored, hash) || revoked {
+		return nil, ErrUnauthorized
+	}
+	if err := json.Unmarshal(bindings, &snd.bindings); err != nil {
+		return nil, fmt.Errorf("feed: bindings of %s: %w", snd.ProjectID, err)
+	}
+	// last_used_at at minute resolution: at most one write per connection
+	// per minute, whatever the request rate.
+	now := f.s.Now()
+	if !lastUsed.Valid || now.Sub(lastUsed.Time) >= time.Minute {
+		_, _ = f.s.DB.DB.ExecContext(ctx, `UPDATE feed_connections SET last_used_at = $1 WHERE id = $2`, now, snd.ConnectionID)
+	}
+	return &snd, nil
+}
+
+// policyFor returns the binding's policy for an environment: the exact
+// binding, else the wildcard; ok is false when neither exists.
+func (snd *FeedSender) policyFor(env string) (string, bool) {
+	if p, ok := snd.bindings[env]; ok {
+		return p, true
+	}
+	p, ok := snd.bindings[WildcardEnvironment]
+	return p, ok
+}

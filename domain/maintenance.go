@@ -60,4 +60,7 @@ func (s *Store) RotateSecrets(ctx context.Context) (int, error) {
 // expression of its additional authenticated data.
 var sealedColumns = []struct{ table, id, col, aad string }{
 	{"projects", "id::text", "provider_token_enc", "'project:' || id || ':provider_token'"},
+	// Webhook secrets; the AAD matches secretAAD and signingTokenAAD.
+	{"project_webhooks", "project_id::text || ':' || provider", "secret_enc", "'webhook:' || project_id || ':' || provider || ':secret'"},
+	{"project_webhooks", "project_id::text || ':' || provider", "signing_token_enc", "'webhook:' || project_id || ':' || provider || ':signing_token'"},
 }

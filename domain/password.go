@@ -6,16 +6,18 @@ import (
 	"encoding/base64"
 	"fmt"
 	"strings"
+	"sync"
 
 	"golang.org/x/crypto/argon2"
 )
 
-// argon2id parameters (RFC 9106's second recommended option, with a memory
-// cost a small server can afford per login).
+// argon2id parameters: OWASP's recommended minimum (19 MiB, 2 passes, one
+// lane). Stored hashes carry their parameters, so raising them later keeps
+// old hashes verifiable.
 const (
 	argonTime    = 2
-	argonMemory  = 64 * 1024
-	argonThreads = 2
+	argonMemory  = 19 * 1024
+	argonThreads = 1
 	argonKeyLen  = 32
 )
 
@@ -55,5 +57,10 @@ func CheckPassword(encoded, pw string) bool {
 }
 
 // dummyHash is checked when a login names no known user, so that the answer
-// takes as long as for a wrong password and does not reveal which emails exist.
-var dummyHash, _ = HashPassword("anvil-dummy-password")
+// takes as long as for a wrong password and does not reveal which emails
+// exist. Made on first use: hashing at start would cost every process the
+// memory of one argon2 run.
+var dummyHash = sync.OnceValue(func() string {
+	h, _ := HashPassword("anvil-dummy-password")
+	return h
+})

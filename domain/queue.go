@@ -34,9 +34,12 @@ func (ExecuteRunArgs) InsertOpts() river.InsertOpts {
 }
 
 // ReconcileRunArgs brings one run's run_index row up to date. Unique per run
-// while waiting or running, so bursts of changes coalesce.
+// and sync target while waiting or running, so bursts of changes coalesce;
+// the target keeps a terminal update from being swallowed by a metadata
+// update that is already running (River keeps running jobs unique too).
 type ReconcileRunArgs struct {
-	RunID uuid.UUID `json:"run_id" river:"unique"`
+	RunID  uuid.UUID `json:"run_id" river:"unique"`
+	Target string    `json:"target" river:"unique"`
 }
 
 // Kind implements river.JobArgs.
@@ -124,46 +127,71 @@ func (q *Queue) changed(ctx context.Context, tx bun.Tx, r *Run, cols ...string) 
 	if _, err := tx.NewUpdate().Model(r).Column(cols...).WherePK().Exec(ctx); err != nil {
 		return fmt.Errorf("update run %s: %w", r.ID, err)
 	}
-	if err := q.s.insertJob(ctx, tx, ReconcileRunArgs{RunID: r.ID}, nil); err != nil {
+	if err := q.s.insertJob(ctx, tx, ReconcileRunArgs{RunID: r.ID, Target: next}, nil); err != nil {
 		return err
 	}
 	return q.publish(ctx, tx, r)
 }
 
 // acceptTx accepts a run into p's queue; the caller holds p's lock.
+//
+// It is the hot path of every trigger, so it does its work in few round
+// trips: one query for the queue's state; the run's jobs in one insert; the
+// position advanced and the run inserted in one statement. A run accepted
+// into an idle queue is promoted at once (no pending run can exist without
+// an active one: every terminalization promotes in its own transaction).
 func (q *Queue) acceptTx(ctx context.Context, tx bun.Tx, p *Project, spec AcceptSpec) (*Run, error) {
-	var queued int
-	if err := tx.NewRaw(`SELECT count(*) FROM project_runs WHERE project_id = ? AND position IS NOT NULL`, p.ID).Scan(ctx, &queued); err != nil {
-		return nil, fmt.Errorf("count queued runs: %w", err)
+	var st struct {
+		Queued int  `bun:"queued"`
+		Active bool `bun:"active"`
 	}
-	if queued >= MaxQueued {
+	if err := tx.NewRaw(`SELECT count(*) FILTER (WHERE position IS NOT NULL) AS queued,
+			COALESCE(bool_or(state <> 'pending'), false) AS active
+		FROM project_runs WHERE project_id = ? AND state IN ('pending', 'executable', 'starting', 'running', 'cancel_requested', 'canceling')`,
+		p.ID).Scan(ctx, &st); err != nil {
+		return nil, fmt.Errorf("read queue state: %w", err)
+	}
+	if st.Queued >= MaxQueued {
 		return nil, ErrQueueFull
 	}
-	p.NextPosition++
-	if _, err := tx.NewRaw(`UPDATE projects SET next_position = ? WHERE id = ?`, p.NextPosition, p.ID).Exec(ctx); err != nil {
-		return nil, fmt.Errorf("advance position: %w", err)
-	}
 	now := q.s.Now()
-	pos := p.NextPosition
 	r := &Run{ID: uuid.New(), ProjectID: p.ID, OrgID: p.OrgID, State: StatePending, Trigger: spec.Trigger,
-		Branch: spec.Branch, CommitSHA: spec.CommitSHA, Position: &pos, TriggeredBy: spec.TriggeredBy,
+		Branch: spec.Branch, CommitSHA: spec.CommitSHA, TriggeredBy: spec.TriggeredBy,
 		Provider: spec.Provider, DeliveryID: spec.DeliveryID, IncidentID: spec.IncidentID,
 		SyncStatus: SyncNeedsCreate, QueuedAt: now, UpdatedAt: now}
-	if _, err := tx.NewInsert().Model(r).Exec(ctx); err != nil {
+	params := []river.InsertManyParams{{Args: ReconcileRunArgs{RunID: r.ID, Target: SyncNeedsCreate}}}
+	promote := !st.Active && st.Queued == 0
+	if promote {
+		params = append(params, river.InsertManyParams{Args: ExecuteRunArgs{RunID: r.ID}})
+	}
+	if q.s.jobs == nil {
+		return nil, fmt.Errorf("domain: no job inserter configured")
+	}
+	res, err := q.s.jobs.InsertManyTx(ctx, tx.Tx, params)
+	if err != nil {
+		return nil, fmt.Errorf("enqueue jobs of run %s: %w", r.ID, err)
+	}
+	if promote {
+		r.State, r.PromotedAt, r.JobID = StateExecutable, &now, &res[1].Job.ID
+	}
+	err = tx.NewRaw(`WITH pos AS (UPDATE projects SET next_position = next_position + 1 WHERE id = ? RETURNING next_position)
+		INSERT INTO project_runs (id, project_id, org_id, state, trigger, branch, commit_sha, position, triggered_by,
+			provider, delivery_id, incident_id, job_id, d1_sync_status, queued_at, promoted_at, updated_at)
+		SELECT ?, ?, ?, ?, ?, ?, ?, pos.next_position, ?, ?, ?, ?, ?, ?, ?, ?, ? FROM pos
+		RETURNING position`,
+		p.ID, r.ID, r.ProjectID, r.OrgID, r.State, r.Trigger, r.Branch, r.CommitSHA, r.TriggeredBy,
+		r.Provider, r.DeliveryID, r.IncidentID, r.JobID, r.SyncStatus, r.QueuedAt, r.PromotedAt, r.UpdatedAt).Scan(ctx, &r.Position)
+	if err != nil {
 		return nil, fmt.Errorf("insert run: %w", err)
 	}
-	if err := q.s.insertJob(ctx, tx, ReconcileRunArgs{RunID: r.ID}, nil); err != nil {
-		return nil, err
-	}
+	p.NextPosition = *r.Position
 	if err := q.publish(ctx, tx, r); err != nil {
 		return nil, err
 	}
-	if err := q.promoteTx(ctx, tx, p); err != nil {
-		return nil, err
-	}
-	// The promotion may have changed this very run.
-	if err := tx.NewSelect().Model(r).WherePK().Scan(ctx); err != nil {
-		return nil, err
+	if !promote && !st.Active {
+		// Pending runs without an active one should not exist; heal rather
+		// than strand them.
+		return r, q.promoteTx(ctx, tx, p)
 	}
 	return r, nil
 }

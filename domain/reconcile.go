@@ -60,8 +60,11 @@ func (q *Queue) Reconcile(ctx context.Context, runID uuid.UUID) (pending bool, e
 		if !ok || !SyncTransitionAllowed(r.SyncStatus, next) {
 			return fmt.Errorf("reconcile %s: no move from %s", r.ID, r.SyncStatus)
 		}
-		_, err := tx.NewRaw(`UPDATE project_runs SET d1_sync_status = ? WHERE id = ?`, next, r.ID).Exec(ctx)
-		return err
+		if _, err := tx.NewRaw(`UPDATE project_runs SET d1_sync_status = ? WHERE id = ?`, next, r.ID).Exec(ctx); err != nil {
+			return err
+		}
+		// Lists read run_index: tell them it moved.
+		return q.publish(ctx, tx, r)
 	})
 	if err != nil {
 		return false, err
@@ -144,21 +147,36 @@ func (q *Queue) Watchdog(ctx context.Context) (WatchdogReport, error) {
 			q.s.Log.Warn("runner lost; run terminalized by the watchdog", "run_id", id)
 		}
 	}
-	// Sweep: reconciliation that a racing change could not enqueue (its
-	// unique job was still running) is enqueued again.
-	var stale []uuid.UUID
-	if err := q.s.DB.NewRaw(`SELECT id FROM project_runs WHERE d1_sync_status NOT IN ('current', 'done') AND updated_at < ? LIMIT 1000`,
-		now.Add(-5*time.Second)).Scan(ctx, &stale); err != nil {
-		return rep, fmt.Errorf("watchdog: find unsynced runs: %w", err)
+	n, err := q.SweepUnsynced(ctx, 5*time.Second)
+	rep.Resynced = n
+	return rep, err
+}
+
+// SweepUnsynced re-enqueues reconciliation of runs whose read model has
+// been behind for longer than age: a change that raced a running unique
+// reconcile job of the same target could not enqueue its own.
+func (q *Queue) SweepUnsynced(ctx context.Context, age time.Duration) (int, error) {
+	var stale []struct {
+		ID     uuid.UUID `bun:"id"`
+		Status string    `bun:"d1_sync_status"`
 	}
-	for _, id := range stale {
-		err := q.s.inTx(ctx, func(ctx context.Context, tx bun.Tx) error {
-			return q.s.insertJob(ctx, tx, ReconcileRunArgs{RunID: id}, nil)
-		})
-		if err != nil {
-			return rep, err
+	if err := q.s.DB.NewRaw(`SELECT id, d1_sync_status FROM project_runs WHERE d1_sync_status NOT IN ('current', 'done') AND updated_at < ? LIMIT 1000`,
+		q.s.Now().Add(-age)).Scan(ctx, &stale); err != nil {
+		return 0, fmt.Errorf("sweep: find unsynced runs: %w", err)
+	}
+	if len(stale) == 0 {
+		return 0, nil
+	}
+	err := q.s.inTx(ctx, func(ctx context.Context, tx bun.Tx) error {
+		for _, r := range stale {
+			if err := q.s.insertJob(ctx, tx, ReconcileRunArgs{RunID: r.ID, Target: r.Status}, nil); err != nil {
+				return err
+			}
 		}
-		rep.Resynced++
+		return nil
+	})
+	if err != nil {
+		return 0, err
 	}
-	return rep, nil
+	return len(stale), nil
 }

@@ -19,6 +19,7 @@ import (
 // caller's transaction so the work exists exactly when the change commits.
 type JobInserter interface {
 	InsertTx(ctx context.Context, tx *sql.Tx, args river.JobArgs, opts *river.InsertOpts) (*rivertype.JobInsertResult, error)
+	InsertManyTx(ctx context.Context, tx *sql.Tx, params []river.InsertManyParams) ([]*rivertype.JobInsertResult, error)
 }
 
 // Store is the shared state of every domain service.

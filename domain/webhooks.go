@@ -1,7 +1,24 @@
 package domain
 
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/uptrace/bun"
+
+	"anvil/domain/forge"
+)
+
 // Webhooks owns webhook configuration, secret custody and the delivery
-// ledger (seed 000 §7–11).
+// ledger (seed 000 §7–11). The web tier verifies raw deliveries with the
+// material VerificationMaterial hands it in memory, and then calls Deliver
+// with the verified, normalized payload only.
 type Webhooks struct {
 	s     *Store
 	queue *Queue
@@ -9,3 +26,629 @@ type Webhooks struct {
 
 // NewWebhooks builds the service.
 func NewWebhooks(s *Store, q *Queue) *Webhooks { return &Webhooks{s: s, queue: q} }
+
+// Providers is the order in which pages and lists show the providers.
+var Providers = []forge.Provider{forge.GitHub, forge.GitLab, forge.Gitea}
+
+// DeliveryRetention is how long a delivery stays in the ledger, and so the
+// window in which a redelivery of the same id is recognised (seed 000 §9).
+const DeliveryRetention = 72 * time.Hour
+
+// Secret length bounds for secrets a person brings. Generated secrets are 64
+// hex characters. Sixteen characters is the least we accept as a shared
+// HMAC key; 256 is far more than any forge's form allows.
+const (
+	minSecretLen = 16
+	maxSecretLen = 256
+)
+
+// webhookRow is one project_webhooks row. The sealed columns never leave the
+// domain.
+type webhookRow struct {
+	bun.BaseModel   `bun:"table:project_webhooks"`
+	ProjectID       uuid.UUID     `bun:"project_id,pk,type:uuid"`
+	Provider        string        `bun:"provider,pk"`
+	Enabled         bool          `bun:"enabled"`
+	SecretEnc       string        `bun:"secret_enc"`
+	SigningTokenEnc string        `bun:"signing_token_enc"`
+	Config          WebhookConfig `bun:"config,type:jsonb"`
+	CreatedAt       time.Time     `bun:"created_at"`
+	UpdatedAt       time.Time     `bun:"updated_at"`
+}
+
+// WebhookConfig is the provider config of a webhook. Its only option today
+// is GitLab's signing token: {"signing_token": true} makes anvil generate a
+// Standard-Webhooks token ("whsec_…"), returned once, and from then on every
+// GitLab delivery must carry a valid webhook-signature besides
+// X-Gitlab-Token. A flag rather than a token value, so that the token is
+// always generated with full entropy and only ever travels outwards, once.
+type WebhookConfig struct {
+	SigningToken bool `json:"signing_token"`
+}
+
+// WebhookConfigInput is a requested config change; nil fields are kept.
+type WebhookConfigInput struct {
+	SigningToken *bool `json:"signing_token"`
+}
+
+// WebhookInput is the body of PUT …/webhooks/:provider. Secret is only
+// allowed when the webhook is created: replacing a secret goes through
+// RotateSecret, which generates one, so a secret is never chosen twice.
+type WebhookInput struct {
+	Enabled *bool               `json:"enabled"`
+	Secret  *string             `json:"secret"`
+	Config  *WebhookConfigInput `json:"config"`
+}
+
+// Webhook is a webhook's state as lists and pages show it: never a secret.
+type Webhook struct {
+	ProjectID  uuid.UUID      `json:"project_id"`
+	Provider   forge.Provider `json:"provider"`
+	Configured bool           `json:"configured"`
+	Enabled    bool           `json:"enabled"`
+	Config     WebhookConfig  `json:"config"`
+	CreatedAt  *time.Time     `json:"created_at"`
+	UpdatedAt  *time.Time     `json:"updated_at"`
+}
+
+// WebhookSecrets is what create and rotate return, exactly once: the
+// plaintext the person pastes into the forge. Nothing else ever returns it.
+type WebhookSecrets struct {
+	Secret       string `json:"secret,omitempty"`
+	SigningToken string `json:"signing_token,omitempty"`
+}
+
+// WebhookResult is the answer of a change: the new state, whether it created
+// the row, and the secrets to show once (empty unless created or rotated).
+type WebhookResult struct {
+	Webhook Webhook
+	Created bool
+	Secrets WebhookSecrets
+}
+
+func (r *webhookRow) view() Webhook {
+	c, u := r.CreatedAt.UTC(), r.UpdatedAt.UTC()
+	return Webhook{ProjectID: r.ProjectID, Provider: forge.Provider(r.Provider), Configured: true, Enabled: r.Enabled,
+		Config: r.Config, CreatedAt: &c, UpdatedAt: &u}
+}
+
+// secretAAD and signingTokenAAD bind sealed values to their row; the same
+// expressions appear in sealedColumns for key rotation.
+func secretAAD(projectID uuid.UUID, p forge.Provider) []byte {
+	return []byte("webhook:" + projectID.String() + ":" + string(p) + ":secret")
+}
+
+func signingTokenAAD(projectID uuid.UUID, p forge.Provider) []byte {
+	return []byte("webhook:" + projectID.String() + ":" + string(p) + ":signing_token")
+}
+
+// parseProvider maps a provider name to a refusal a client can act on.
+func parseProvider(name string) (forge.Provider, error) {
+	p, err := forge.ParseProvider(name)
+	if err != nil {
+		return "", &Error{Kind: ErrNotFound, Code: "unknown_provider",
+			Message: fmt.Sprintf("provider %q is not supported; use github, gitlab or gitea (Forgejo uses gitea)", name)}
+	}
+	return p, nil
+}
+
+func errWebhookNotFound(p forge.Provider) error {
+	return &Error{Kind: ErrNotFound, Code: "webhook_not_found", Message: fmt.Sprintf("no %s webhook is configured for this project", p)}
+}
+
+// validateSecret checks a secret a person brings. The value is never echoed.
+func validateSecret(s string) error {
+	switch {
+	case len(s) < minSecretLen:
+		return Invalid("invalid_secret", "secret must be at least %d characters; leave it out to have a strong one generated", minSecretLen)
+	case len(s) > maxSecretLen:
+		return Invalid("invalid_secret", "secret must be at most %d characters", maxSecretLen)
+	case strings.TrimSpace(s) != s:
+		return Invalid("invalid_secret", "secret must not begin or end with whitespace (forges and proxies strip it from headers)")
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < 0x20 || s[i] == 0x7f {
+			return Invalid("invalid_secret", "secret must not contain control characters")
+		}
+	}
+	return nil
+}
+
+// withOwnProject takes the project lock for a principal's write, refusing
+// viewers and other organisations' projects (as not found).
+func (w *Webhooks) withOwnProject(ctx context.Context, pr *Principal, projectID uuid.UUID, fn func(ctx context.Context, tx bun.Tx, p *Project) error) error {
+	if err := requireWrite(pr); err != nil {
+		return err
+	}
+	return w.s.WithProject(ctx, projectID, func(ctx context.Context, tx bun.Tx, p *Project) error {
+		if p.OrgID != pr.OrgID {
+			return NotFound("project")
+		}
+		return fn(ctx, tx, p)
+	})
+}
+
+func (w *Webhooks) loadRow(ctx context.Context, db bun.IDB, projectID uuid.UUID, p forge.Provider) (*webhookRow, error) {
+	row := new(webhookRow)
+	err := db.NewSelect().Model(row).Where("project_id = ? AND provider = ?", projectID, string(p)).Scan(ctx)
+	if isNoRows(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("load %s webhook of %s: %w", p, projectID, err)
+	}
+	return row, nil
+}
+
+// seal encrypts a secret for its row.
+func (w *Webhooks) seal(plain string, aad []byte) (string, error) {
+	enc, err := w.s.Keys.Seal([]byte(plain), aad)
+	if err != nil {
+		return "", fmt.Errorf("seal webhook secret: %w", err)
+	}
+	return enc, nil
+}
+
+// Put creates the provider's webhook or updates it (seed 000 §10). On create
+// the body must say whether it is enabled and may bring a secret; without
+// one a secret is generated; either way it is returned once. On update only
+// enabled and config change, and a secret is refused: secrets change through
+// RotateSecret.
+func (w *Webhooks) Put(ctx context.Context, pr *Principal, projectID uuid.UUID, providerName string, in WebhookInput) (WebhookResult, error) {
+	var res WebhookResult
+	p, err := parseProvider(providerName)
+	if err != nil {
+		return res, err
+	}
+	if in.Config != nil && in.Config.SigningToken != nil && *in.Config.SigningToken && p != forge.GitLab {
+		return res, Invalid("invalid_config", "config.signing_token applies to gitlab webhooks only")
+	}
+	err = w.withOwnProject(ctx, pr, projectID, func(ctx context.Context, tx bun.Tx, proj *Project) error {
+		row, err := w.loadRow(ctx, tx, projectID, p)
+		if err != nil {
+			return err
+		}
+		now := w.s.Now()
+		if row != nil {
+			if in.Secret != nil {
+				return Invalid("secret_not_updatable", "a webhook's secret cannot be replaced by PUT; use POST /api/private/projects/%s/webhooks/%s/rotate-secret to generate a new one", projectID, p)
+			}
+			if in.Enabled != nil {
+				row.Enabled = *in.Enabled
+			}
+			if err := w.applyConfig(row, in.Config, &res.Secrets); err != nil {
+				return err
+			}
+			row.UpdatedAt = now
+			if _, err := tx.NewUpdate().Model(row).WherePK().Column("enabled", "signing_token_enc", "config", "updated_at").Exec(ctx); err != nil {
+				return fmt.Errorf("update %s webhook: %w", p, err)
+			}
+			res.Webhook = row.view()
+			return nil
+		}
+		if in.Enabled == nil {
+			return Invalid("missing_enabled", "enabled (true or false) is required to create a webhook")
+		}
+		secret := forge.GenerateSecret()
+		if in.Secret != nil {
+			if err := validateSecret(*in.Secret); err != nil {
+				return err
+			}
+			secret = *in.Secret
+		}
+		row = &webhookRow{ProjectID: projectID, Provider: string(p), Enabled: *in.Enabled, CreatedAt: now, UpdatedAt: now}
+		if row.SecretEnc, err = w.seal(secret, secretAAD(projectID, p)); err != nil {
+			return err
+		}
+		if err := w.applyConfig(row, in.Config, &res.Secrets); err != nil {
+			return err
+		}
+		if _, err := tx.NewInsert().Model(row).Exec(ctx); err != nil {
+			return fmt.Errorf("create %s webhook: %w", p, err)
+		}
+		res.Webhook, res.Created, res.Secrets.Secret = row.view(), true, secret
+		return nil
+	})
+	if err != nil {
+		return WebhookResult{}, err
+	}
+	return res, nil
+}
+
+// SetEnabled enables or disables an existing webhook and never creates one
+// (the settings page's toggle: a webhook deleted in another tab stays
+// deleted instead of coming back with a secret nobody saw).
+func (w *Webhooks) SetEnabled(ctx context.Context, pr *Principal, projectID uuid.UUID, providerName string, enabled bool) (Webhook, error) {
+	var out Webhook
+	p, err := parseProvider(providerName)
+	if err != nil {
+		return out, err
+	}
+	err = w.withOwnProject(ctx, pr, projectID, func(ctx context.Context, tx bun.Tx, proj *Project) error {
+		row, err := w.loadRow(ctx, tx, projectID, p)
+		if err != nil {
+			return err
+		}
+		if row == nil {
+			return errWebhookNotFound(p)
+		}
+		row.Enabled, row.UpdatedAt = enabled, w.s.Now()
+		if _, err := tx.NewUpdate().Model(row).WherePK().Column("enabled", "updated_at").Exec(ctx); err != nil {
+			return fmt.Errorf("update %s webhook: %w", p, err)
+		}
+		out = row.view()
+		return nil
+	})
+	return out, err
+}
+
+// applyConfig applies a config change; turning the signing token on
+// generates one (returned once in out), turning it off deletes it. Turning
+// it on when it is already on keeps the existing token: rotation is
+// RotateSecret's job.
+func (w *Webhooks) applyConfig(row *webhookRow, in *WebhookConfigInput, out *WebhookSecrets) error {
+	if in == nil || in.SigningToken == nil {
+		return nil
+	}
+	switch want := *in.SigningToken; {
+	case want && row.SigningTokenEnc == "":
+		tok := forge.GenerateSigningToken()
+		enc, err := w.seal(tok, signingTokenAAD(row.ProjectID, forge.Provider(row.Provider)))
+		if err != nil {
+			return err
+		}
+		row.SigningTokenEnc, out.SigningToken = enc, tok
+	case !want:
+		row.SigningTokenEnc = ""
+	}
+	row.Config.SigningToken = row.SigningTokenEnc != ""
+	return nil
+}
+
+// Delete hard-deletes the webhook row and its sealed secrets. The ledger
+// stays (it is history, and ages out in 72 h); deliveries are refused from
+// the moment this commits.
+func (w *Webhooks) Delete(ctx context.Context, pr *Principal, projectID uuid.UUID, providerName string) error {
+	p, err := parseProvider(providerName)
+	if err != nil {
+		return err
+	}
+	return w.withOwnProject(ctx, pr, projectID, func(ctx context.Context, tx bun.Tx, proj *Project) error {
+		res, err := tx.NewDelete().Model((*webhookRow)(nil)).Where("project_id = ? AND provider = ?", projectID, string(p)).Exec(ctx)
+		if err != nil {
+			return fmt.Errorf("delete %s webhook: %w", p, err)
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			return errWebhookNotFound(p)
+		}
+		return nil
+	})
+}
+
+// RotateSecret replaces the secret (and GitLab's signing token, when one is
+// configured) with newly generated ones and returns them once. There is no
+// overlap window: the old material stops verifying when this commits.
+func (w *Webhooks) RotateSecret(ctx context.Context, pr *Principal, projectID uuid.UUID, providerName string) (WebhookResult, error) {
+	var res WebhookResult
+	p, err := parseProvider(providerName)
+	if err != nil {
+		return res, err
+	}
+	err = w.withOwnProject(ctx, pr, projectID, func(ctx context.Context, tx bun.Tx, proj *Project) error {
+		row, err := w.loadRow(ctx, tx, projectID, p)
+		if err != nil {
+			return err
+		}
+		if row == nil {
+			return errWebhookNotFound(p)
+		}
+		res.Secrets.Secret = forge.GenerateSecret()
+		if row.SecretEnc, err = w.seal(res.Secrets.Secret, secretAAD(projectID, p)); err != nil {
+			return err
+		}
+		if row.SigningTokenEnc != "" {
+			res.Secrets.SigningToken = forge.GenerateSigningToken()
+			if row.SigningTokenEnc, err = w.seal(res.Secrets.SigningToken, signingTokenAAD(projectID, p)); err != nil {
+				return err
+			}
+		}
+		row.UpdatedAt = w.s.Now()
+		if _, err := tx.NewUpdate().Model(row).WherePK().Column("secret_enc", "signing_token_enc", "updated_at").Exec(ctx); err != nil {
+			return fmt.Errorf("rotate %s webhook secret: %w", p, err)
+		}
+		res.Webhook = row.view()
+		return nil
+	})
+	if err != nil {
+		return WebhookResult{}, err
+	}
+	return res, nil
+}
+
+// List returns every provider's webhook state for a project of the caller's
+// organisation, configured or not, in Providers order.
+func (w *Webhooks) List(ctx context.Context, pr *Principal, projectID uuid.UUID) ([]Webhook, error) {
+	if _, err := (&Projects{s: w.s}).Get(ctx, pr.OrgID, projectID); err != nil {
+		return nil, err
+	}
+	var rows []webhookRow
+	if err := w.s.DB.NewSelect().Model(&rows).Where("project_id = ?", projectID).Scan(ctx); err != nil {
+		return nil, fmt.Errorf("list webhooks: %w", err)
+	}
+	out := make([]Webhook, 0, len(Providers))
+	for _, p := range Providers {
+		wh := Webhook{ProjectID: projectID, Provider: p}
+		for i := range rows {
+			if rows[i].Provider == string(p) {
+				wh = rows[i].view()
+			}
+		}
+		out = append(out, wh)
+	}
+	return out, nil
+}
+
+// Material is a webhook's verification material, decrypted for one request
+// and held in memory only (seed 000 §11): the web tier verifies with it and
+// drops it. It never reaches a log (String hides it).
+type Material struct {
+	Provider forge.Provider
+	Enabled  bool
+	Secrets  forge.Secrets
+}
+
+// String keeps the material out of any log line that prints it.
+func (m Material) String() string {
+	return fmt.Sprintf("webhook material for %s (enabled %t, redacted)", m.Provider, m.Enabled)
+}
+
+// GoString makes %#v as safe as %v.
+func (m Material) GoString() string { return m.String() }
+
+// Errors of VerificationMaterial and Deliver that the public route answers
+// without recording anything.
+var (
+	// ErrWebhookNotConfigured: no (or a deleted) webhook for this provider.
+	ErrWebhookNotConfigured = &Error{Kind: ErrUnauthorized, Code: "webhook_not_configured",
+		Message: "no webhook for this provider is configured on this project"}
+	// ErrWebhookDisabled: the webhook exists but is disabled; a disabled
+	// webhook accepts nothing.
+	ErrWebhookDisabled = &Error{Kind: ErrForbidden, Code: "webhook_disabled",
+		Message: "this webhook is disabled in anvil; a disabled webhook accepts nothing (enable it in the project's webhook settings)"}
+)
+
+// VerificationMaterial loads and decrypts what the web tier needs to verify
+// a delivery for one project and provider. An unknown project is not found;
+// a missing or deleted webhook is ErrWebhookNotConfigured. A disabled
+// webhook's material is still returned, with Enabled false, so the web tier
+// can tell a caller who proves the secret that the webhook is disabled while
+// telling everybody else only that the delivery is unverified; Deliver
+// refuses it regardless.
+func (w *Webhooks) VerificationMaterial(ctx context.Context, projectID uuid.UUID, providerName string) (Material, error) {
+	p, err := parseProvider(providerName)
+	if err != nil {
+		return Material{}, err
+	}
+	var row struct {
+		Exists          bool   `bun:"exists"`
+		Enabled         *bool  `bun:"enabled"`
+		SecretEnc       string `bun:"secret_enc"`
+		SigningTokenEnc string `bun:"signing_token_enc"`
+	}
+	// One round trip: the project's existence and the webhook row together.
+	err = w.s.DB.NewRaw(`SELECT true AS exists, w.enabled, COALESCE(w.secret_enc, '') AS secret_enc,
+			COALESCE(w.signing_token_enc, '') AS signing_token_enc
+		FROM projects pr LEFT JOIN project_webhooks w ON w.project_id = pr.id AND w.provider = ?
+		WHERE pr.id = ?`, string(p), projectID).Scan(ctx, &row)
+	if isNoRows(err) {
+		return Material{}, NotFound("project")
+	}
+	if err != nil {
+		return Material{}, fmt.Errorf("load webhook material: %w", err)
+	}
+	if row.Enabled == nil {
+		return Material{}, ErrWebhookNotConfigured
+	}
+	m := Material{Provider: p, Enabled: *row.Enabled}
+	m.Secrets.Secret, err = w.s.Keys.Open(row.SecretEnc, secretAAD(projectID, p))
+	if err != nil {
+		return Material{}, fmt.Errorf("open %s webhook secret of %s: %w", p, projectID, err)
+	}
+	if row.SigningTokenEnc != "" {
+		tok, err := w.s.Keys.Open(row.SigningTokenEnc, signingTokenAAD(projectID, p))
+		if err != nil {
+			return Material{}, fmt.Errorf("open %s signing token of %s: %w", p, projectID, err)
+		}
+		m.Secrets.SigningToken = string(tok)
+	}
+	return m, nil
+}
+
+// deliveryEvent is the live event published for every delivery handled.
+type deliveryEvent struct {
+	Kind       string    `json:"kind"`
+	OrgID      uuid.UUID `json:"org_id"`
+	ProjectID  uuid.UUID `json:"project_id"`
+	Provider   string    `json:"provider"`
+	DeliveryID string    `json:"delivery_id"`
+	Outcome    string    `json:"outcome"`
+}
+
+// Delivery is one ledger row.
+type Delivery struct {
+	bun.BaseModel `bun:"table:project_webhook_deliveries"`
+	ProjectID     uuid.UUID  `bun:"project_id,pk,type:uuid" json:"project_id"`
+	Provider      string     `bun:"provider,pk" json:"provider"`
+	DeliveryID    string     `bun:"delivery_id,pk" json:"delivery_id"`
+	Outcome       string     `bun:"outcome" json:"outcome"`
+	Event         string     `bun:"event" json:"event"`
+	Kind          string     `bun:"kind" json:"kind"`
+	Ref           string     `bun:"ref" json:"ref"`
+	Branch        string     `bun:"branch" json:"branch"`
+	CommitSHA     string     `bun:"commit_sha" json:"commit_sha"`
+	RunID         *uuid.UUID `bun:"run_id,type:uuid" json:"run_id"`
+	ReceivedAt    time.Time  `bun:"received_at" json:"received_at"`
+	UpdatedAt     time.Time  `bun:"updated_at" json:"updated_at"`
+	Attempts      int        `bun:"attempts" json:"attempts"`
+}
+
+// DeliveryResult is what the public route answers: the stored outcome, the
+// run it made (accepted only) and whether it was replayed from the ledger.
+type DeliveryResult struct {
+	Outcome  forge.Outcome
+	RunID    *uuid.UUID
+	Replayed bool
+}
+
+// Deliver decides a verified, normalized delivery, under the project lock:
+//
+//   - a delivery id already in the ledger replays its stored outcome
+//     without reprocessing — except queue_full, which is re-evaluated (the
+//     2026-03-22 addendum) and, when accepted, becomes accepted with its run;
+//   - otherwise the payload is classified against the project's default
+//     branch; an accepted push becomes a run pinned to its commit SHA;
+//   - a full queue stores queue_full and returns an error of kind
+//     ErrWebhookQueueFull alongside the result (the route answers 503 with
+//     Retry-After), having committed the ledger row.
+//
+// The project lock serializes concurrent copies of one delivery, so they
+// make exactly one run; the ledger's primary key and ON CONFLICT back that
+// up. A missing or disabled webhook is refused here as well, and nothing is
+// recorded: it may have been deleted or disabled since it was verified.
+func (w *Webhooks) Deliver(ctx context.Context, projectID uuid.UUID, providerName string, pl forge.Payload) (DeliveryResult, error) {
+	var res DeliveryResult
+	p, err := parseProvider(providerName)
+	if err != nil {
+		return res, err
+	}
+	if pl.Provider != p || pl.DeliveryID == "" {
+		return res, Invalid("invalid_payload", "the payload does not belong to this %s delivery", p)
+	}
+	err = w.s.WithProject(ctx, projectID, func(ctx context.Context, tx bun.Tx, proj *Project) error {
+		var enabled bool
+		err := tx.NewRaw(`SELECT enabled FROM project_webhooks WHERE project_id = ? AND provider = ?`, projectID, string(p)).Scan(ctx, &enabled)
+		switch {
+		case isNoRows(err):
+			return ErrWebhookNotConfigured
+		case err != nil:
+			return fmt.Errorf("load webhook: %w", err)
+		case !enabled:
+			return ErrWebhookDisabled
+		}
+		now := w.s.Now()
+		prev := new(Delivery)
+		err = tx.NewSelect().Model(prev).Where("project_id = ? AND provider = ? AND delivery_id = ?", projectID, string(p), pl.DeliveryID).Scan(ctx)
+		if err != nil && !isNoRows(err) {
+			return fmt.Errorf("look up delivery: %w", err)
+		}
+		if err == nil && now.Sub(prev.ReceivedAt) >= DeliveryRetention {
+			// Past the dedupe window but not yet swept: a new delivery.
+			if _, err := tx.NewDelete().Model(prev).WherePK().Exec(ctx); err != nil {
+				return fmt.Errorf("drop expired delivery: %w", err)
+			}
+			err = sql.ErrNoRows
+		}
+		if err == nil && prev.Outcome != string(forge.OutcomeQueueFull) {
+			// A duplicate: the stored decision stands (seed 000 §9).
+			if _, err := tx.NewRaw(`UPDATE project_webhook_deliveries SET attempts = attempts + 1, updated_at = ?
+				WHERE project_id = ? AND provider = ? AND delivery_id = ?`, now, projectID, string(p), pl.DeliveryID).Exec(ctx); err != nil {
+				return fmt.Errorf("count duplicate delivery: %w", err)
+			}
+			res = DeliveryResult{Outcome: forge.Outcome(prev.Outcome), RunID: prev.RunID, Replayed: true}
+			return w.publish(ctx, tx, proj, p, pl.DeliveryID, res.Outcome)
+		}
+		res.Outcome = forge.Classify(pl, proj.DefaultBranch)
+		if res.Outcome == forge.OutcomeAccepted {
+			sha, prov, id := pl.CommitSHA, string(p), pl.DeliveryID
+			r, err := w.queue.AcceptTx(ctx, tx, proj, AcceptSpec{Trigger: TriggerWebhook, Branch: pl.Branch,
+				CommitSHA: &sha, Provider: &prov, DeliveryID: &id})
+			switch {
+			case err == nil:
+				res.RunID = &r.ID
+			case errors.Is(err, ErrQueueFull):
+				// acceptTx refuses before writing anything, so the
+				// transaction is still good for the ledger row.
+				res.Outcome = forge.OutcomeQueueFull
+			default:
+				return err
+			}
+		}
+		branch := pl.Branch
+		if branch == "" && pl.Kind == forge.KindBranchDelete {
+			branch = pl.Ref // Gitea's delete event names the branch bare
+		}
+		d := &Delivery{ProjectID: projectID, Provider: string(p), DeliveryID: pl.DeliveryID, Outcome: string(res.Outcome),
+			Event: pl.Event, Kind: string(pl.Kind), Ref: pl.Ref, Branch: branch, CommitSHA: pl.CommitSHA,
+			RunID: res.RunID, ReceivedAt: now, UpdatedAt: now, Attempts: 1}
+		// Only a queue_full row may be overwritten: every other stored
+		// outcome is terminal, whatever happens to the lock.
+		if _, err := tx.NewRaw(`INSERT INTO project_webhook_deliveries AS d
+				(project_id, provider, delivery_id, outcome, event, kind, ref, branch, commit_sha, run_id, received_at, updated_at, attempts)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1)
+			ON CONFLICT (project_id, provider, delivery_id) DO UPDATE
+			SET outcome = EXCLUDED.outcome, run_id = EXCLUDED.run_id, updated_at = EXCLUDED.updated_at, attempts = d.attempts + 1
+			WHERE d.outcome = 'queue_full'`,
+			d.ProjectID, d.Provider, d.DeliveryID, d.Outcome, d.Event, d.Kind, d.Ref, d.Branch, d.CommitSHA, d.RunID, now, now).
+			Exec(ctx); err != nil {
+			return fmt.Errorf("record delivery: %w", err)
+		}
+		return w.publish(ctx, tx, proj, p, pl.DeliveryID, res.Outcome)
+	})
+	if err != nil {
+		return DeliveryResult{}, err
+	}
+	if res.Outcome == forge.OutcomeQueueFull {
+		return res, &Error{Kind: ErrWebhookQueueFull, Code: "project_queue_full",
+			Message: fmt.Sprintf("the project's queue already holds %d runs; the delivery is recorded as queue_full and will be re-evaluated when it is sent again", MaxQueued)}
+	}
+	return res, nil
+}
+
+func (w *Webhooks) publish(ctx context.Context, tx bun.Tx, proj *Project, p forge.Provider, deliveryID string, o forge.Outcome) error {
+	b, err := json.Marshal(deliveryEvent{Kind: "delivery", OrgID: proj.OrgID, ProjectID: proj.ID, Provider: string(p), DeliveryID: deliveryID, Outcome: string(o)})
+	if err != nil {
+		return err
+	}
+	return notify(ctx, tx, string(b))
+}
+
+// MaxListedDeliveries bounds one page of the ledger.
+const MaxListedDeliveries = 200
+
+// ListDeliveries returns the latest deliveries of a project of the caller's
+// organisation, newest first; provider "" means every provider.
+func (w *Webhooks) ListDeliveries(ctx context.Context, pr *Principal, projectID uuid.UUID, providerName string, limit int) ([]Delivery, error) {
+	var p forge.Provider
+	if providerName != "" {
+		var err error
+		if p, err = parseProvider(providerName); err != nil {
+			return nil, err
+		}
+	}
+	if _, err := (&Projects{s: w.s}).Get(ctx, pr.OrgID, projectID); err != nil {
+		return nil, err
+	}
+	if limit <= 0 || limit > MaxListedDeliveries {
+		limit = MaxListedDeliveries
+	}
+	out := []Delivery{}
+	q := w.s.DB.NewSelect().Model(&out).Where("project_id = ?", projectID)
+	if p != "" {
+		q = q.Where("provider = ?", string(p))
+	}
+	if err := q.Order("received_at DESC", "delivery_id").Limit(int64(limit)).Scan(ctx); err != nil {
+		return nil, fmt.Errorf("list deliveries: %w", err)
+	}
+	return out, nil
+}
+
+// DeleteExpiredDeliveries removes ledger rows received more than
+// DeliveryRetention ago, returning how many went. It takes no project lock:
+// a row old enough to delete is no longer consulted for dedupe.
+func (w *Webhooks) DeleteExpiredDeliveries(ctx context.Context) (int64, error) {
+	res, err := w.s.DB.NewRaw(`DELETE FROM project_webhook_deliveries WHERE received_at < ?`, w.s.Now().Add(-DeliveryRetention)).Exec(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("delete expired deliveries: %w", err)
+	}
+	return res.RowsAffected()
+}

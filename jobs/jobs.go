@@ -10,12 +10,20 @@ import (
 	"github.com/riverqueue/river"
 
 	"anvil/domain"
+	"anvil/jobs/sandbox"
 )
 
 // Deps are what the workers need.
 type Deps struct {
 	Accounts *domain.Accounts
 	Queue    *domain.Queue
+	Projects *domain.Projects
+	Logs     *domain.Logs
+	Hub      *domain.Hub
+	Executor sandbox.Executor
+	WorkRoot string
+	Repair   RepairHandler
+	Webhooks *domain.Webhooks
 	Log      *slog.Logger
 }
 
@@ -24,6 +32,10 @@ func Register(w *river.Workers, d Deps) {
 	river.AddWorker(w, &PurgeSessionsWorker{accounts: d.Accounts, log: d.Log})
 	river.AddWorker(w, &ReconcileRunWorker{queue: d.Queue})
 	river.AddWorker(w, &RunWatchdogWorker{queue: d.Queue, log: d.Log})
+	river.AddWorker(w, &WebhookRetentionWorker{webhooks: d.Webhooks, log: d.Log})
+	river.AddWorker(w, &ExecuteRunWorker{Queue: d.Queue, Projects: d.Projects, Logs: d.Logs, Hub: d.Hub,
+		Executor: d.Executor, WorkRoot: d.WorkRoot, Repair: d.Repair, Log: d.Log,
+		Heartbeat: heartbeatInterval(d.Queue.HeartbeatTimeout()), ID: ExecutorID()})
 }
 
 // Periodic returns the periodic jobs; River runs them on the elected leader.
@@ -35,5 +47,20 @@ func Periodic(heartbeatTimeout time.Duration) []*river.PeriodicJob {
 		river.NewPeriodicJob(river.PeriodicInterval(watchdogInterval(heartbeatTimeout)),
 			func() (river.JobArgs, *river.InsertOpts) { return domain.WatchdogArgs{}, nil },
 			&river.PeriodicJobOpts{ID: "run_watchdog", RunOnStart: true}),
+		river.NewPeriodicJob(river.PeriodicInterval(time.Hour),
+			func() (river.JobArgs, *river.InsertOpts) { return domain.WebhookRetentionArgs{}, nil },
+			&river.PeriodicJobOpts{ID: "webhook_retention", RunOnStart: true}),
 	}
+}
+
+// heartbeatInterval beats several times per watchdog timeout.
+func heartbeatInterval(timeout time.Duration) time.Duration {
+	iv := timeout / 6
+	if iv < 200*time.Millisecond {
+		iv = 200 * time.Millisecond
+	}
+	if iv > 10*time.Second {
+		iv = 10 * time.Second
+	}
+	return iv
 }

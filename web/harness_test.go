@@ -36,6 +36,8 @@ type testBundle struct {
 	queue    *domain.Queue
 	webhooks *domain.Webhooks
 	feed     *domain.Feed
+	logs     *domain.Logs
+	hub      *domain.Hub
 	keys     *secret.Keyring
 	owner    domain.BootstrapResult // org "acme", owner@acme.test
 	password string
@@ -61,10 +63,16 @@ func setup(t *testing.T) *testBundle {
 	b := &testBundle{db: d, store: store, accounts: domain.NewAccounts(store), projects: domain.NewProjects(store), queue: domain.NewQueue(store, 0), keys: keys, password: testPassword, river: b0}
 	b.webhooks = domain.NewWebhooks(store, b.queue)
 	b.feed = domain.NewFeed(store)
+	b.logs = domain.NewLogs(store, 0)
+	b.hub = domain.NewHub(d.Pool, nil)
+	hubCtx, stopHub := context.WithCancel(context.Background())
+	go b.hub.Run(hubCtx)
+	t.Cleanup(stopHub)
+	done := make(chan struct{})
 	e := web.New(web.Deps{DB: d, Store: store, Accounts: b.accounts, Projects: b.projects, Queue: b.queue,
-		Webhooks: b.webhooks, Feed: b.feed, Keys: keys, Options: testOptions()})
+		Webhooks: b.webhooks, Feed: b.feed, Logs: b.logs, Hub: b.hub, Keys: keys, Options: testOptions(), Done: done})
 	b.srv = httptest.NewServer(e)
-	t.Cleanup(b.srv.Close)
+	t.Cleanup(func() { close(done); b.srv.Close() })
 	b.owner, err = b.accounts.Bootstrap(context.Background(), "acme", "owner@acme.test", testPassword)
 	if err != nil {
 		t.Fatal(err)

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net/http"
 	"strconv"
+	"strings"
 
 	"github.com/google/uuid"
 	"github.com/labstack/echo/v4"
@@ -105,7 +106,6 @@ func (s *Server) runNowSubmit(c echo.Context) error {
 	status := http.StatusOK
 	if de != nil {
 		q.Error, status = de.Message, http.StatusConflict
-		c.Response().Header().Set("HX-Reswap", "outerHTML")
 	}
 	return Render(c, status, views.Queue(q))
 }
@@ -149,6 +149,18 @@ func (s *Server) runProps(c echo.Context, id uuid.UUID, withLog bool) (views.Run
 	}
 	props := views.RunProps{Page: s.page(c, "Run · "+proj.Name, "projects"), Run: runRow(r.View()), ProjectID: proj.ID.String(),
 		ProjectName: proj.Name, CanWrite: p.CanWrite(), Unsandboxed: r.Sandboxed != nil && !*r.Sandboxed}
+	if withLog {
+		chunks, err := s.logs.Chunks(ctx, id, 0)
+		if err != nil {
+			return views.RunProps{}, err
+		}
+		var b strings.Builder
+		for _, ch := range chunks {
+			b.WriteString(ch.Body)
+			props.LogSeq = ch.Seq
+		}
+		props.Log = b.String()
+	}
 	return props, nil
 }
 
@@ -157,7 +169,7 @@ func (s *Server) runPage(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	props, err := s.runProps(c, id, true)
+	props, err := s.runProps(c, id, c.QueryParam("fragment") == "")
 	if err != nil {
 		return err
 	}
@@ -165,4 +177,9 @@ func (s *Server) runPage(c echo.Context) error {
 		return Render(c, http.StatusOK, views.RunHeader(props))
 	}
 	return Render(c, http.StatusOK, views.RunPage(props))
+}
+
+// runLogText serves the whole log as text for people (the API has its own).
+func (s *Server) runLogText(c echo.Context) error {
+	return s.apiRunLogs(c)
 }

@@ -34,12 +34,15 @@ type Server struct {
 	accounts *domain.Accounts
 	projects *domain.Projects
 	queue    *domain.Queue
+	logs     *domain.Logs
+	hub      *domain.Hub
 	webhooks *domain.Webhooks
 	feed     *domain.Feed
 	keys     *secret.Keyring
 	log      *slog.Logger
 	metrics  *Metrics
 	opts     Options
+	done     <-chan struct{}
 }
 
 // Deps are what New needs.
@@ -49,12 +52,17 @@ type Deps struct {
 	Accounts *domain.Accounts
 	Projects *domain.Projects
 	Queue    *domain.Queue
+	Logs     *domain.Logs
+	Hub      *domain.Hub
 	Webhooks *domain.Webhooks
 	Feed     *domain.Feed
 	Keys     *secret.Keyring
 	Log      *slog.Logger
 	Metrics  *Metrics
 	Options  Options
+	// Done is closed when the server shuts down, ending live streams
+	// (http.Server.Shutdown waits for them otherwise).
+	Done <-chan struct{}
 }
 
 func newServer(d Deps) *Server {
@@ -64,8 +72,8 @@ func newServer(d Deps) *Server {
 	if d.Metrics == nil {
 		d.Metrics = NewMetrics(d.DB)
 	}
-	return &Server{db: d.DB, store: d.Store, accounts: d.Accounts, projects: d.Projects, queue: d.Queue, webhooks: d.Webhooks, feed: d.Feed, keys: d.Keys,
-		log: d.Log, metrics: d.Metrics, opts: d.Options}
+	return &Server{db: d.DB, store: d.Store, accounts: d.Accounts, projects: d.Projects, queue: d.Queue, logs: d.Logs, hub: d.Hub, webhooks: d.Webhooks, feed: d.Feed, keys: d.Keys,
+		log: d.Log, metrics: d.Metrics, opts: d.Options, done: d.Done}
 }
 
 func (s *Server) base() *echo.Echo {
@@ -105,6 +113,8 @@ func New(d Deps) *echo.Echo {
 	pages.POST("/projects/:projectId/runs", s.runNowSubmit)
 	pages.GET("/projects/:projectId/queue", s.projectQueueFragment)
 	pages.GET("/runs/:runId", s.runPage)
+	pages.GET("/runs/:runId/log.txt", s.runLogText)
+	pages.GET("/events", s.events)
 	pages.POST("/runs/:runId/cancel", s.runCancelSubmit)
 	pages.GET("/settings", s.settingsPage)
 	pages.POST("/settings/tokens", s.tokenCreateSubmit)
@@ -120,6 +130,7 @@ func New(d Deps) *echo.Echo {
 	api.POST("/projects/:projectId/runs", s.apiRunCreate)
 	api.GET("/runs/:runId", s.apiRunGet)
 	api.POST("/runs/:runId/cancel", s.apiRunCancel)
+	api.GET("/runs/:runId/logs", s.apiRunLogs)
 
 	s.registerWebhooks(e, pages, api)
 	s.registerFeed(e, pages, api)

@@ -1,0 +1,485 @@
+package domain
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/uptrace/bun"
+
+	"anvil/domain/event"
+)
+
+// ErrFeedStore marks a failure of the store while ingesting: the database
+// refused, broke the connection or did not answer within StoreTimeout. The
+// ingest answers it with 503 and Retry-After, and the sender repeats the
+// whole batch — safe, because the dedupe key counts every event once.
+var ErrFeedStore = errors.New("feed store unavailable")
+
+// IngestResult is the answer to one request: every event of the body has
+// exactly one verdict, its id echoed as the sender spelled it.
+type IngestResult struct {
+	Accepted []string          `json:"accepted"`
+	Rejected []event.Rejection `json:"rejected"`
+}
+
+// prepared is an event that passed every per-event check and is ready to be
+// stored.
+type prepared struct {
+	ev      event.Event
+	key     string // CanonicalID: the event half of the dedupe key
+	policy  string
+	fp      string
+	payload string
+}
+
+// Ingest judges, scrubs and stores one request's events for a resolved
+// sender, and groups the new ones into incidents — all before it returns, so
+// the 202 that follows is a promise already kept.
+//
+// Per event, in this order: Validate; the binding of the token's project for
+// the event's environment (exact, else '*'; none → no_binding, policy off →
+// binding_disabled); user.ip_hash from clientAddr (the sender's value was
+// never read); Scrub (redaction_failed); Fingerprint. A panic in any of it is
+// that event's internal_error, not the batch's.
+//
+// Storage is one transaction for the whole batch, so either every accepted
+// event is stored or none is. On a store failure the error wraps
+// ErrFeedStore and the result holds no accepted events (nothing got
+// through) and the rejections already decided.
+func (f *Feed) Ingest(ctx context.Context, snd *FeedSender, clientAddr string, raws []json.RawMessage) (IngestResult, error) {
+	now := f.s.Now()
+	res := IngestResult{Accepted: make([]string, 0, len(raws)), Rejected: []event.Rejection{}}
+	evs := make([]prepared, 0, len(raws))
+	for _, raw := range raws {
+		p, rej := f.prepare(raw, snd, clientAddr, now)
+		if rej != nil {
+			res.Rejected = append(res.Rejected, *rej)
+			continue
+		}
+		evs = append(evs, p)
+	}
+	if len(evs) == 0 {
+		return res, nil
+	}
+	sctx, cancel := context.WithTimeout(ctx, f.StoreTimeout)
+	defer cancel()
+	if err := f.s.inTx(sctx, func(ctx context.Context, tx bun.Tx) error { return f.storeBatch(ctx, tx, snd, evs, now) }); err != nil {
+		return res, fmt.Errorf("%w: %w", ErrFeedStore, err)
+	}
+	for _, p := range evs {
+		res.Accepted = append(res.Accepted, p.ev.EventID)
+	}
+	return res, nil
+}
+
+// prepare runs the per-event pipeline on one element.
+func (f *Feed) prepare(raw json.RawMessage, snd *FeedSender, clientAddr string, now time.Time) (p prepared, rej *event.Rejection) {
+	var id *string
+	defer func() {
+		if r := recover(); r != nil {
+			f.s.Log.Error("feed: event pipeline panicked", "project_id", snd.ProjectID, "panic", fmt.Sprint(r))
+			rej = &event.Rejection{EventID: id, ReasonCode: event.InternalError, Message: "the event could not be processed because of a fault on our side"}
+		}
+	}()
+	ev, rej := event.Validate(raw)
+	if rej != nil {
+		return p, rej
+	}
+	id = &ev.EventID
+	policy, ok := snd.policyFor(ev.Environment)
+	if !ok {
+		return p, &event.Rejection{EventID: id, ReasonCode: event.NoBinding, Message: fmt.Sprintf("no binding for environment '%s'", ev.Environment)}
+	}
+	if policy == PolicyOff {
+		return p, &event.Rejection{EventID: id, ReasonCode: event.BindingDisabled, Message: fmt.Sprintf("the binding for environment '%s' has repair policy off; the event was not kept", ev.Environment)}
+	}
+	ev.User.IPHash = event.IPHash(clientAddr, now, snd.ConnectionID.String())
+	if err := f.scrub(&ev); err != nil {
+		return p, &event.Rejection{EventID: id, ReasonCode: event.RedactionFailed, Message: err.Error()}
+	}
+	payload, err := json.Marshal(&ev)
+	if err != nil {
+		return p, &event.Rejection{EventID: id, ReasonCode: event.InternalError, Message: "the event could not be encoded for storage"}
+	}
+	return prepared{ev: ev, key: ev.CanonicalID(), policy: policy, fp: event.Fingerprint(&ev), payload: string(payload)}, nil
+}
+
+// group is the new events of one incident within a batch.
+type group struct {
+	env, fp  string
+	policy   string
+	title    string
+	exType   string
+	id       uuid.UUID
+	status   string // current status of an existing incident
+	existing bool
+	n        int64
+	latest   string // event_id of the newest new event, as spelled
+	release  string
+}
+
+type groupKey struct{ env, fp string }
+
+type transition struct {
+	incident   uuid.UUID
+	from       *string
+	to         string
+	actor      string
+	actorID    string
+	reason     string
+	intoQueued bool
+}
+
+// storeBatch writes a batch in tx. Lock order is fixed — incidents sorted
+// by (environment, fingerprint), events by key — so concurrent batches of a
+// project never deadlock. It takes no project lock: the ingest changes no
+// queue state, and each incident row is serialized by its own row lock, so
+// senders of one project do not wait for each other.
+func (f *Feed) storeBatch(ctx context.Context, tx bun.Tx, snd *FeedSender, evs []prepared, now time.Time) error {
+	groups := map[groupKey]*group{}
+	var keys []groupKey
+	for i := range evs {
+		k := groupKey{evs[i].ev.Environment, evs[i].fp}
+		if groups[k] == nil {
+			g := &group{env: k.env, fp: k.fp, policy: evs[i].policy, title: evs[i].ev.Title}
+			if evs[i].ev.Exception != nil {
+				g.exType = evs[i].ev.Exception.Type
+			}
+			groups[k] = g
+			keys = append(keys, k)
+		}
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		if keys[i].env != keys[j].env {
+			return keys[i].env < keys[j].env
+		}
+		return keys[i].fp < keys[j].fp
+	})
+	// Find the incidents without locking them: their ids never change, and
+	// the row locks are taken only after the events are in, so concurrent
+	// batches of one fault wait for each other as briefly as possible.
+	if err := lockIncidents(ctx, tx, snd.ProjectID, keys, groups, false); err != nil {
+		return err
+	}
+	for _, k := range keys {
+		if g := groups[k]; !g.existing {
+			g.id = uuid.New()
+		}
+	}
+
+	// The dedupe insert: the first spelling of a key in the batch is the one
+	// stored; the database says which keys are new.
+	order := make([]int, 0, len(evs))
+	seen := make(map[string]bool, len(evs))
+	for i := range evs {
+		if !seen[evs[i].key] {
+			seen[evs[i].key] = true
+			order = append(order, i)
+		}
+	}
+	sort.Slice(order, func(a, b int) bool { return evs[order[a]].key < evs[order[b]].key })
+	var (
+		ks, envs, fps, ids, payloads = make([]string, len(order)), make([]string, len(order)), make([]string, len(order)), make([]string, len(order)), make([]string, len(order))
+		occurred                     = make([]time.Time, len(order))
+	)
+	for j, i := range order {
+		p := &evs[i]
+		ks[j], envs[j], fps[j], payloads[j], occurred[j] = p.key, p.ev.Environment, p.fp, p.payload, p.ev.Timestamp
+		ids[j] = groups[groupKey{p.ev.Environment, p.fp}].id.String()
+	}
+	rows, err := tx.Tx.QueryContext(ctx, `INSERT INTO feed_events
+		(org_id, event_id_key, project_id, connection_id, environment, fingerprint, incident_id, received_at, occurred_at, payload)
+		SELECT $1, u.k, $2, $3, u.e, u.f, u.i, $4, u.o, u.p::jsonb
+		FROM unnest($5::text[], $6::text[], $7::text[], $8::uuid[], $9::timestamptz[], $10::text[]) AS u(k, e, f, i, o, p)
+		ON CONFLICT (org_id, event_id_key) DO NOTHING
+		RETURNING event_id_key`,
+		snd.OrgID, snd.ProjectID, snd.ConnectionID, now, ks, envs, fps, ids, occurred, payloads)
+	if err != nil {
+		return fmt.Errorf("insert events: %w", err)
+	}
+	fresh := make(map[string]bool, len(order))
+	for rows.Next() {
+		var k string
+		if err := rows.Scan(&k); err != nil {
+			rows.Close()
+			return fmt.Errorf("insert events: %w", err)
+		}
+		fresh[k] = true
+	}
+	if err := rows.Close(); err != nil {
+		return fmt.Errorf("insert events: %w", err)
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("insert events: %w", err)
+	}
+	if len(fresh) == 0 {
+		return nil // every event was a resend: accepted, counted already
+	}
+	// Count the new events per incident, in batch order so that the latest
+	// event and release are the last ones the sender listed.
+	for i := range evs {
+		p := &evs[i]
+		if !fresh[p.key] {
+			continue
+		}
+		delete(fresh, p.key) // a key spelled twice in the batch counts once
+		g := groups[groupKey{p.ev.Environment, p.fp}]
+		g.n++
+		g.latest = p.ev.EventID
+		if p.ev.Release != "" {
+			g.release = p.ev.Release
+		}
+	}
+
+	var counted []groupKey
+	for _, k := range keys {
+		if g := groups[k]; g.existing && g.n > 0 {
+			counted = append(counted, k)
+		}
+	}
+	if len(counted) > 0 { // lock them and read their current status
+		if err := lockIncidents(ctx, tx, snd.ProjectID, counted, groups, true); err != nil {
+			return err
+		}
+	}
+	var trs []transition
+	var created, updated []*group
+	for _, k := range keys {
+		g := groups[k]
+		switch {
+		case g.n == 0:
+		case g.existing:
+			updated = append(updated, g)
+		default:
+			created = append(created, g)
+		}
+	}
+	lost, err := insertIncidents(ctx, tx, snd, created, now)
+	if err != nil {
+		return err
+	}
+	for _, g := range created {
+		if lost[g] {
+			continue
+		}
+		trs = append(trs, newIncidentTransitions(g)...)
+	}
+	if len(lost) > 0 {
+		// Another batch created these incidents after our lock: count our
+		// events on them instead, like any existing incident.
+		var lk []groupKey
+		for g := range lost {
+			lk = append(lk, groupKey{g.env, g.fp})
+		}
+		sort.Slice(lk, func(i, j int) bool { return lk[i].env < lk[j].env || (lk[i].env == lk[j].env && lk[i].fp < lk[j].fp) })
+		old := map[*group]uuid.UUID{}
+		for g := range lost {
+			old[g] = g.id
+		}
+		if err := lockIncidents(ctx, tx, snd.ProjectID, lk, groups, true); err != nil {
+			return err
+		}
+		for g, was := range old {
+			if !g.existing {
+				return fmt.Errorf("incident %s/%s vanished while grouping", g.env, g.fp)
+			}
+			if _, err := tx.Tx.ExecContext(ctx, `UPDATE feed_events SET incident_id = $1 WHERE org_id = $2 AND incident_id = $3`, g.id, snd.OrgID, was); err != nil {
+				return fmt.Errorf("regroup events: %w", err)
+			}
+			updated = append(updated, g)
+		}
+	}
+	moreTrs, err := updateIncidents(ctx, tx, updated, now)
+	if err != nil {
+		return err
+	}
+	trs = append(trs, moreTrs...)
+	if err := insertTransitions(ctx, tx, trs, now); err != nil {
+		return err
+	}
+	if f.OnQueued != nil {
+		var queued []uuid.UUID
+		for _, t := range trs {
+			if t.intoQueued {
+				queued = append(queued, t.incident)
+			}
+		}
+		if len(queued) > 0 {
+			if err := f.OnQueued(ctx, tx, snd.ProjectID, queued); err != nil {
+				return fmt.Errorf("request repair: %w", err)
+			}
+		}
+	}
+	return f.afterBatch(ctx, tx, snd)
+}
+
+// afterBatch publishes the batch to live views. The production card's
+// refresh (RefreshCardArgs) belongs here too, once issue 7 registers its
+// worker.
+func (f *Feed) afterBatch(ctx context.Context, tx bun.Tx, snd *FeedSender) error {
+	payload := fmt.Sprintf(`{"kind":"incident","org_id":%q,"project_id":%q}`, snd.OrgID, snd.ProjectID)
+	if _, err := tx.Tx.ExecContext(ctx, `SELECT pg_notify($1, $2)`, EventsChannel, payload); err != nil {
+		return fmt.Errorf("notify: %w", err)
+	}
+	return nil
+}
+
+// lockIncidents finds (and with forUpdate locks, in key order) the existing
+// incidents of keys, marking their groups existing with their id and status.
+func lockIncidents(ctx context.Context, tx bun.Tx, projectID uuid.UUID, keys []groupKey, groups map[groupKey]*group, forUpdate bool) error {
+	envs, fps := make([]string, len(keys)), make([]string, len(keys))
+	for i, k := range keys {
+		envs[i], fps[i] = k.env, k.fp
+	}
+	q := `SELECT i.id, i.environment, i.fingerprint, i.status FROM incidents i
+		JOIN unnest($2::text[], $3::text[]) AS u(e, f) ON i.environment = u.e AND i.fingerprint = u.f
+		WHERE i.project_id = $1`
+	if forUpdate {
+		q += ` ORDER BY i.environment, i.fingerprint FOR UPDATE OF i`
+	}
+	rows, err := tx.Tx.QueryContext(ctx, q, projectID, envs, fps)
+	if err != nil {
+		return fmt.Errorf("lock incidents: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var (
+			id             uuid.UUID
+			env, fp, state string
+		)
+		if err := rows.Scan(&id, &env, &fp, &state); err != nil {
+			return fmt.Errorf("lock incidents: %w", err)
+		}
+		if g := groups[groupKey{env, fp}]; g != nil {
+			g.id, g.status, g.existing = id, state, true
+		}
+	}
+	return rows.Err()
+}
+
+// insertIncidents creates the incidents of new groups at the status their
+// policy sends them to. It returns the groups that another batch created in
+// the meantime (the insert found them and did nothing).
+func insertIncidents(ctx context.Context, tx bun.Tx, snd *FeedSender, gs []*group, now time.Time) (map[*group]bool, error) {
+	if len(gs) == 0 {
+		return nil, nil
+	}
+	n := len(gs)
+	ids, envs, fps, titles, types, states, latest, rels := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+	counts := make([]int64, n)
+	byID := make(map[string]*group, n)
+	for i, g := range gs {
+		ids[i], envs[i], fps[i], titles[i], types[i] = g.id.String(), g.env, g.fp, g.title, g.exType
+		states[i], latest[i], rels[i], counts[i] = PolicyTarget(g.policy), g.latest, g.release, g.n
+		byID[ids[i]] = g
+	}
+	rows, err := tx.Tx.QueryContext(ctx, `INSERT INTO incidents
+		(id, org_id, project_id, environment, fingerprint, title, exception_type, status, event_count,
+		 first_seen, last_seen, latest_event_id, release, created_at, updated_at)
+		SELECT u.id, $1, $2, u.e, u.f, u.t, u.x, u.s, u.n, $3, $3, u.l, u.r, $3, $3
+		FROM unnest($4::uuid[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[], $10::bigint[], $11::text[], $12::text[])
+		     AS u(id, e, f, t, x, s, n, l, r)
+		ON CONFLICT (project_id, environment, fingerprint) DO NOTHING
+		RETURNING id`, snd.OrgID, snd.ProjectID, now, ids, envs, fps, titles, types, states, counts, latest, rels)
+	if err != nil {
+		return nil, fmt.Errorf("insert incidents: %w", err)
+	}
+	defer rows.Close()
+	made := map[string]bool{}
+	for rows.Next() {
+		var id uuid.UUID
+		if err := rows.Scan(&id); err != nil {
+			return nil, fmt.Errorf("insert incidents: %w", err)
+		}
+		made[id.String()] = true
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("insert incidents: %w", err)
+	}
+	lost := map[*group]bool{}
+	for id, g := range byID {
+		if !made[id] {
+			lost[g] = true
+		}
+	}
+	return lost, nil
+}
+
+func strPtr(s string) *string { return &s }
+
+// newIncidentTransitions records how a new incident reached its status:
+// observed, triaged once grouped, then the binding's policy.
+func newIncidentTransitions(g *group) []transition {
+	trs := []transition{
+		{incident: g.id, to: IncidentObserved, actor: ActorSystem, reason: "first event"},
+		{incident: g.id, from: strPtr(IncidentObserved), to: IncidentTriaged, actor: ActorSystem, reason: "grouped by fingerprint"},
+	}
+	return append(trs, policyTransition(g)...)
+}
+
+// policyTransition moves a triaged incident on by its binding's policy.
+func policyTransition(g *group) []transition {
+	target := PolicyTarget(g.policy)
+	if target == IncidentTriaged {
+		return nil
+	}
+	return []transition{{incident: g.id, from: strPtr(IncidentTriaged), to: target, actor: ActorPolicy, actorID: "binding:" + g.env,
+		reason: "repair policy " + g.policy, intoQueued: target == IncidentQueued}}
+}
+
+// updateIncidents counts new events on existing incidents. A CLOSED incident
+// that gets a new event regressed: it reopens (TRIAGED, then the policy). An
+// IGNORED one, and every other status, only counts.
+func updateIncidents(ctx context.Context, tx bun.Tx, gs []*group, now time.Time) ([]transition, error) {
+	if len(gs) == 0 {
+		return nil, nil
+	}
+	var trs []transition
+	n := len(gs)
+	ids, latest, rels, states := make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+	counts := make([]int64, n)
+	for i, g := range gs {
+		ids[i], latest[i], rels[i], counts[i], states[i] = g.id.String(), g.latest, g.release, g.n, g.status
+		if g.status == IncidentClosed {
+			trs = append(trs, transition{incident: g.id, from: strPtr(IncidentClosed), to: IncidentTriaged, actor: ActorSystem,
+				reason: "regression: a new event arrived on a closed incident"})
+			trs = append(trs, policyTransition(g)...)
+			states[i] = PolicyTarget(g.policy)
+		}
+	}
+	_, err := tx.Tx.ExecContext(ctx, `UPDATE incidents AS i SET
+		event_count = i.event_count + u.n, last_seen = GREATEST(i.last_seen, $1), latest_event_id = u.l,
+		release = CASE WHEN u.r <> '' THEN u.r ELSE i.release END, status = u.s, updated_at = $1
+		FROM unnest($2::uuid[], $3::bigint[], $4::text[], $5::text[], $6::text[]) AS u(id, n, l, r, s)
+		WHERE i.id = u.id`, now, ids, counts, latest, rels, states)
+	if err != nil {
+		return nil, fmt.Errorf("update incidents: %w", err)
+	}
+	return trs, nil
+}
+
+func insertTransitions(ctx context.Context, tx bun.Tx, trs []transition, now time.Time) error {
+	if len(trs) == 0 {
+		return nil
+	}
+	n := len(trs)
+	ids, tos, actors, actorIDs, reasons := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+	froms := make([]*string, n)
+	for i, t := range trs {
+		ids[i], froms[i], tos[i], actors[i], actorIDs[i], reasons[i] = t.incident.String(), t.from, t.to, t.actor, t.actorID, t.reason
+	}
+	// ORDER BY ord keeps the bigserial ids in lifecycle order.
+	_, err := tx.Tx.ExecContext(ctx, `INSERT INTO incident_transitions (incident_id, from_status, to_status, actor_kind, actor_id, reason, at)
+		SELECT u.i, u.f, u.t, u.a, u.ai, u.r, $1
+		FROM unnest($2::uuid[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[]) WITH ORDINALITY AS u(i, f, t, a, ai, r, ord)
+		ORDER BY u.ord`, now, ids, froms, tos, actors, actorIDs, reasons)
+	if err != nil {
+		return fmt.Errorf("insert transitions: %w", err)
+	}
+	return nil
+}

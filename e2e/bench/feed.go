@@ -1,0 +1,258 @@
+package main
+
+// Issue 6's figures: the Anvil Feed ingest under load against a real
+// `anvil serve`, beside a raw COPY of the same rows into the same Postgres.
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+)
+
+func init() {
+	register("issue6/ingest", feedBenchIngest)
+}
+
+const (
+	feedBenchSenders = 8   // concurrent senders, one connection each
+	feedBenchBatches = 100 // batches per sender (below the 600/min budget)
+	feedBenchBatch   = 50  // events per batch
+)
+
+// feedBenchAPI calls the private API with a bearer token.
+func feedBenchAPI(ctx context.Context, method, url, token string, body any, want int, out any) error {
+	raw, _ := json.Marshal(body)
+	req, _ := http.NewRequestWithContext(ctx, method, url, bytes.NewReader(raw))
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Content-Type", "application/json")
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	if res.StatusCode != want {
+		return fmt.Errorf("%s %s: %d %s", method, url, res.StatusCode, b)
+	}
+	if out != nil {
+		return json.Unmarshal(b, out)
+	}
+	return nil
+}
+
+// feedBenchEvent is a realistic event: the seed's example with a stack of
+// eight frames, one of ten faults.
+func feedBenchEvent(i int) map[string]any {
+	frames := make([]any, 8)
+	for f := range frames {
+		frames[f] = map[string]any{"file": fmt.Sprintf("src/shop/Service%d.java", f), "line": 10 + f, "function": fmt.Sprintf("call%d", i%10),
+			"context_code": "var sum = cart.total();", "in_app": f < 4}
+	}
+	return map[string]any{"schema_version": "1.0", "event_id": uuid.NewString(), "timestamp": time.Now().UTC().Format(time.RFC3339),
+		"title": fmt.Sprintf("NullPointerException in CheckoutService (order %d)", i), "level": "error", "environment": "production",
+		"service": "shop-api", "language": "java", "sdk": map[string]any{"name": "anvil-feed-java", "version": "0.1.0", "runtime": "jdk-25"},
+		"exception": map[string]any{"type": fmt.Sprintf("java.lang.NullPointerException%d", i%10), "message": "Cannot invoke \"Cart.total()\" because \"cart\" is null; Authorization: Bearer abc.def.ghi",
+			"stacktrace": frames},
+		"release": "2026.9.3", "request": map[string]any{"method": "POST", "url": "https://shop.example/api/checkout?session=123", "status_code": 500},
+		"user": map[string]any{"id": "u-4711"}, "breadcrumbs": []any{"cart.add sku=A1", "checkout.start"}, "tags": map[string]any{"tier": "gold"}}
+}
+
+func feedBenchIngest(ctx context.Context, env *benchEnv) error {
+	dbURL, err := env.newDatabase(ctx)
+	if err != nil {
+		return err
+	}
+	if _, err := env.run(ctx, dbURL, "", "migrate"); err != nil {
+		return err
+	}
+	pat, err := env.bootstrap(ctx, dbURL, "bench", "bench@feed.test", "correct horse battery")
+	if err != nil {
+		return err
+	}
+	p, err := env.serve(ctx, dbURL)
+	if err != nil {
+		return err
+	}
+	defer p.stop()
+	var project struct {
+		ID string `json:"id"`
+	}
+	if err := feedBenchAPI(ctx, "POST", p.URL+"/api/private/projects", pat, map[string]any{"slug": "shop", "name": "Shop",
+		"repo_url": "https://git.example/shop.git", "default_branch": "main", "run_command": "true"}, 201, &project); err != nil {
+		return err
+	}
+	if err := feedBenchAPI(ctx, "PUT", p.URL+"/api/private/projects/"+project.ID+"/bindings/production", pat,
+		map[string]any{"repair_policy": "observe"}, 200, nil); err != nil {
+		return err
+	}
+	tokens := make([]string, feedBenchSenders)
+	for i := range tokens {
+		var c struct {
+			Token string `json:"token"`
+		}
+		if err := feedBenchAPI(ctx, "POST", p.URL+"/api/private/projects/"+project.ID+"/connections", pat, map[string]any{"name": fmt.Sprintf("sender-%d", i)}, 201, &c); err != nil {
+			return err
+		}
+		tokens[i] = c.Token
+	}
+
+	// Bodies are built before the clock starts; the COPY below writes the
+	// same events.
+	bodies := make([][][]byte, feedBenchSenders)
+	var rows [][]any
+	n := 0
+	for s := range bodies {
+		bodies[s] = make([][]byte, feedBenchBatches+1) // +1 warm-up batch
+		for b := range bodies[s] {
+			evs := make([]any, feedBenchBatch)
+			for e := range evs {
+				ev := feedBenchEvent(n)
+				n++
+				evs[e] = ev
+				if b > 0 {
+					payload, _ := json.Marshal(ev)
+					rows = append(rows, []any{ev["event_id"], ev["environment"], payload})
+				}
+			}
+			bodies[s][b], _ = json.Marshal(evs)
+		}
+	}
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: feedBenchSenders * 2}}
+	post := func(token string, body []byte) (int, error) {
+		req, _ := http.NewRequestWithContext(ctx, "POST", p.URL+"/api/feed/events/batch", bytes.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+token)
+		req.Header.Set("Content-Type", "application/json")
+		res, err := client.Do(req)
+		if err != nil {
+			return 0, err
+		}
+		var out struct {
+			Accepted []string `json:"accepted"`
+		}
+		err = json.NewDecoder(res.Body).Decode(&out)
+		res.Body.Close()
+		if res.StatusCode != http.StatusAccepted {
+			return 0, fmt.Errorf("status %d", res.StatusCode)
+		}
+		return len(out.Accepted), err
+	}
+	for s := range tokens { // warm-up: connections, prepared statements, incidents
+		if _, err := post(tokens[s], bodies[s][0]); err != nil {
+			return fmt.Errorf("warm-up: %w", err)
+		}
+	}
+
+	var (
+		accepted  atomic.Int64
+		mu        sync.Mutex
+		latencies []time.Duration
+		firstErr  error
+		maxRSS    float64
+	)
+	stopRSS := make(chan struct{})
+	rssDone := make(chan struct{})
+	go func() {
+		defer close(rssDone)
+		for {
+			if m, err := procStatus(p.Pid()); err == nil && m["VmRSS"] > maxRSS {
+				maxRSS = m["VmRSS"]
+			}
+			select {
+			case <-stopRSS:
+				return
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
+	}()
+	var wg sync.WaitGroup
+	start := time.Now()
+	for s := range tokens {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			local := make([]time.Duration, 0, feedBenchBatches)
+			for b := 1; b <= feedBenchBatches; b++ {
+				t0 := time.Now()
+				k, err := post(tokens[s], bodies[s][b])
+				local = append(local, time.Since(t0))
+				if err != nil {
+					mu.Lock()
+					if firstErr == nil {
+						firstErr = err
+					}
+					mu.Unlock()
+					return
+				}
+				accepted.Add(int64(k))
+			}
+			mu.Lock()
+			latencies = append(latencies, local...)
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	close(stopRSS)
+	<-rssDone
+	if firstErr != nil {
+		return fmt.Errorf("ingest: %w", firstErr)
+	}
+	eps := float64(accepted.Load()) / elapsed.Seconds()
+	sort.Slice(latencies, func(i, j int) bool { return latencies[i] < latencies[j] })
+
+	// The raw COPY of the same rows into a table shaped like feed_events
+	// (same columns, unique key and index; no foreign keys).
+	copyRate, err := feedBenchCopy(ctx, dbURL, project.ID, rows)
+	if err != nil {
+		return err
+	}
+	env.note("issue6", "events_sent", float64(len(rows)))
+	env.reportAtLeast("issue6", "accepted_events_per_s", float64(int(eps)), 10000)
+	env.note("issue6", "raw_copy_rows_per_s", float64(int(copyRate)))
+	env.reportAtLeast("issue6", "ingest_to_copy_ratio", float64(int(eps/copyRate*100))/100, 0.5)
+	env.report("issue6", "batch_p50_ms", ms(percentile(latencies, 50)), 100)
+	env.report("issue6", "batch_p99_ms", ms(percentile(latencies, 99)), 100)
+	env.report("issue6", "server_rss_under_load_mb", maxRSS, 200)
+	return nil
+}
+
+// feedBenchCopy COPYs rows (event id, environment, payload) into a copy of
+// feed_events and returns rows per second.
+func feedBenchCopy(ctx context.Context, dbURL, projectID string, rows [][]any) (float64, error) {
+	conn, err := pgx.Connect(ctx, dbURL)
+	if err != nil {
+		return 0, err
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, `CREATE TABLE bench_copy (LIKE feed_events INCLUDING ALL)`); err != nil {
+		return 0, err
+	}
+	var orgID string
+	if err := conn.QueryRow(ctx, `SELECT org_id::text FROM projects WHERE id = $1`, projectID).Scan(&orgID); err != nil {
+		return 0, err
+	}
+	org, pid, conn0, inc := uuid.MustParse(orgID), uuid.MustParse(projectID), uuid.New(), uuid.New()
+	now := time.Now()
+	src := make([][]any, len(rows))
+	for i, r := range rows {
+		src[i] = []any{org, r[0], pid, conn0, r[1], "fp", inc, now, now, string(r[2].([]byte))}
+	}
+	start := time.Now()
+	n, err := conn.CopyFrom(ctx, pgx.Identifier{"bench_copy"},
+		[]string{"org_id", "event_id_key", "project_id", "connection_id", "environment", "fingerprint", "incident_id", "received_at", "occurred_at", "payload"},
+		pgx.CopyFromRows(src))
+	if err != nil {
+		return 0, fmt.Errorf("copy: %w", err)
+	}
+	return float64(n) / time.Since(start).Seconds(), nil
+}

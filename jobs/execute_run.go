@@ -1,0 +1,326 @@
+package jobs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/riverqueue/river"
+
+	"anvil/domain"
+	"anvil/jobs/sandbox"
+)
+
+// RepairHandler prepares and finishes repair runs: the command and
+// environment to run, and what to do with the working tree afterwards
+// (commit, push, pull request). Manual and webhook runs need none.
+type RepairHandler interface {
+	Prepare(ctx context.Context, run *domain.Run, proj *domain.Project, workspace string) (RepairPlan, error)
+	Finish(ctx context.Context, run *domain.Run, proj *domain.Project, workspace string, res sandbox.Result, log *domain.LogWriter) (domain.TerminalReport, error)
+}
+
+// RepairPlan is what a repair run executes.
+type RepairPlan struct {
+	Command       string
+	Env           map[string]string
+	ExtraReadOnly []string
+}
+
+// ExecuteRunWorker is the execution agent (the seed's queue consumer): it
+// claims a promoted run, checks the repository out into a fresh workspace,
+// runs the command in the sandbox with live logs and heartbeats, tears the
+// sandbox down and reports the terminal result. The queue service decides
+// everything; this worker only calls it.
+type ExecuteRunWorker struct {
+	river.WorkerDefaults[domain.ExecuteRunArgs]
+	Queue     *domain.Queue
+	Projects  *domain.Projects
+	Logs      *domain.Logs
+	Hub       *domain.Hub
+	Executor  sandbox.Executor
+	WorkRoot  string // this process's own workspace folder
+	Repair    RepairHandler
+	Log       *slog.Logger
+	Heartbeat time.Duration // how often to heartbeat; a fraction of the watchdog's timeout
+	ID        string        // executor id recorded on claimed runs
+}
+
+// Timeout disables River's job timeout: a run is bounded by its project's
+// run_timeout and the heartbeat watchdog, never by River (whose default
+// would kill every run after a minute).
+func (w *ExecuteRunWorker) Timeout(*river.Job[domain.ExecuteRunArgs]) time.Duration { return -1 }
+
+// Work executes one run.
+func (w *ExecuteRunWorker) Work(ctx context.Context, job *river.Job[domain.ExecuteRunArgs]) error {
+	run, proj, err := w.Queue.Claim(ctx, job.Args.RunID, w.ID)
+	if errors.Is(err, domain.ErrNotExecutable) || errors.Is(err, domain.ErrNotFound) {
+		return nil // canceled while queued, or already handled: nothing to do
+	}
+	if err != nil {
+		return err
+	}
+	rep := w.execute(ctx, run, proj)
+	// Report even when the job's context is gone (shutdown): the run must
+	// not wait for the watchdog when we can say what happened.
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	if _, err := w.Queue.ReportTerminal(rctx, run.ID, rep); err != nil {
+		if errors.Is(err, domain.ErrConflict) {
+			return nil // the watchdog terminalized it first (runner declared lost)
+		}
+		return fmt.Errorf("report terminal of run %s: %w", run.ID, err)
+	}
+	return nil
+}
+
+// execute runs everything between claim and terminal report and returns
+// the report; every path ends with the workspace removed.
+func (w *ExecuteRunWorker) execute(ctx context.Context, run *domain.Run, proj *domain.Project) domain.TerminalReport {
+	logw := w.Logs.Writer(ctx, run)
+	defer logw.Close(context.WithoutCancel(ctx))
+
+	// runCtx is canceled with a cause: ErrCanceled (a person asked),
+	// errRunnerStopping (shutdown) or the loss of this runner.
+	runCtx, stop := context.WithCancelCause(ctx)
+	defer stop(nil)
+	go w.watch(runCtx, run, stop)
+
+	ws, cleanup, err := sandbox.NewWorkspace(w.WorkRoot)
+	if err != nil {
+		logw.Printf("could not prepare a workspace: %v", err)
+		return failed(domain.ReasonSandbox, nil)
+	}
+	defer func() {
+		if err := cleanup(); err != nil {
+			w.Log.Error("workspace cleanup failed", "run_id", run.ID, "error", err)
+		}
+	}()
+
+	token, err := w.Projects.ProviderToken(proj)
+	if err != nil {
+		logw.Printf("could not decrypt the project's provider token")
+		return failed(domain.ReasonInfra, nil)
+	}
+	sha := ""
+	if run.CommitSHA != nil {
+		sha = *run.CommitSHA
+		logw.Printf("checking out %s at %s", run.Branch, sha)
+	} else {
+		logw.Printf("checking out the head of %s", run.Branch)
+	}
+	got, err := sandbox.Checkout(runCtx, proj.RepoURL, run.Branch, sha, token, ws, logw)
+	if err != nil {
+		if r, ok := w.stopped(runCtx, logw); ok {
+			return r
+		}
+		logw.Printf("checkout failed: %v", err)
+		return failed(domain.ReasonCheckout, nil)
+	}
+	if run.CommitSHA == nil {
+		if err := w.Queue.BackfillCommit(ctx, run.ID, got); err != nil {
+			w.Log.Warn("backfill commit", "run_id", run.ID, "error", err)
+		}
+		run.CommitSHA = &got
+	}
+
+	spec := sandbox.Spec{Workspace: ws, Command: proj.RunCommand, Limits: sandbox.DefaultLimits()}
+	if run.Trigger == domain.TriggerRepair {
+		if w.Repair == nil {
+			logw.Printf("this anvil cannot run repairs (no repair handler)")
+			return failed(domain.ReasonInfra, nil)
+		}
+		plan, err := w.Repair.Prepare(runCtx, run, proj, ws)
+		if err != nil {
+			logw.Printf("could not prepare the repair: %v", err)
+			return failed(domain.ReasonInfra, nil)
+		}
+		spec.Command, spec.Env, spec.ExtraReadOnly = plan.Command, plan.Env, plan.ExtraReadOnly
+	}
+
+	state, err := w.Queue.Start(ctx, run.ID, w.Executor.Sandboxed())
+	if err != nil {
+		logw.Printf("could not start: %v", err)
+		return failed(domain.ReasonInfra, nil)
+	}
+	if state == domain.StateCancelRequested {
+		stop(sandbox.ErrCanceled)
+		if r, ok := w.stopped(runCtx, logw); ok {
+			return r
+		}
+	}
+	if !w.Executor.Sandboxed() {
+		logw.Printf("WARNING: this run executes WITHOUT a sandbox (ANVIL_SANDBOX=process): no isolation from the host")
+	}
+	logw.Printf("$ %s", firstLine(spec.Command))
+
+	execCtx, cancelTimeout := context.WithTimeoutCause(runCtx, proj.RunTimeout(), sandbox.ErrTimeout)
+	defer cancelTimeout()
+	res, err := w.Executor.Run(execCtx, spec, logw)
+	switch {
+	case err != nil:
+		logw.Printf("the sandbox failed: %v", err)
+		return failed(domain.ReasonSandbox, nil)
+	case res.TimedOut || errors.Is(context.Cause(execCtx), sandbox.ErrTimeout) && res.Canceled:
+		logw.Printf("timed out after %s", proj.RunTimeout())
+		return failed(domain.ReasonTimeout, &res.ExitCode)
+	case res.Canceled:
+		if r, ok := w.stopped(runCtx, logw); ok {
+			return r
+		}
+	}
+	logw.Printf("exit code %d", res.ExitCode)
+	if run.Trigger == domain.TriggerRepair {
+		rep, err := w.Repair.Finish(ctx, run, proj, ws, res, logw)
+		if err != nil {
+			logw.Printf("repair: %v", err)
+			return failed(domain.ReasonInfra, &res.ExitCode)
+		}
+		return rep
+	}
+	code := res.ExitCode
+	if code == 0 {
+		return domain.TerminalReport{State: domain.StatePassed, ExitCode: &code}
+	}
+	return failed(domain.ReasonExitCode, &code)
+}
+
+// stopped turns a canceled run context into its report.
+func (w *ExecuteRunWorker) stopped(runCtx context.Context, logw *domain.LogWriter) (domain.TerminalReport, bool) {
+	switch cause := context.Cause(runCtx); {
+	case errors.Is(cause, sandbox.ErrCanceled):
+		logw.Printf("canceled")
+		return domain.TerminalReport{State: domain.StateCanceled}, true
+	case cause != nil:
+		logw.Printf("stopped: this runner is shutting down")
+		return failed(domain.ReasonRunnerLost, nil), true
+	}
+	return domain.TerminalReport{}, false
+}
+
+// watch heartbeats and learns of cancel requests within milliseconds
+// through live events (and at the latest at the next heartbeat).
+func (w *ExecuteRunWorker) watch(ctx context.Context, run *domain.Run, stop context.CancelCauseFunc) {
+	sub, leave := w.Hub.Subscribe(func(ev domain.LiveEvent) bool {
+		return ev.Kind == "resync" || (ev.Kind == "run" && ev.RunID == run.ID)
+	})
+	defer leave()
+	t := time.NewTicker(w.Heartbeat)
+	defer t.Stop()
+	check := func(beat bool) bool {
+		var state string
+		var err error
+		if beat {
+			state, err = w.Queue.Heartbeat(context.WithoutCancel(ctx), run.ID)
+		} else {
+			var r *domain.Run
+			r, err = w.Queue.RunByID(context.WithoutCancel(ctx), run.ID)
+			if err == nil {
+				state = r.State
+			}
+		}
+		if err != nil {
+			return true
+		}
+		switch {
+		case state == domain.StateCancelRequested:
+			if err := w.Queue.Canceling(context.WithoutCancel(ctx), run.ID); err != nil {
+				w.Log.Warn("canceling", "run_id", run.ID, "error", err)
+			}
+			stop(sandbox.ErrCanceled)
+			return false
+		case state == domain.StateCanceling:
+			stop(sandbox.ErrCanceled)
+			return false
+		case domain.IsTerminal(state):
+			// Declared lost by the watchdog: stop the work; the report will be refused.
+			stop(fmt.Errorf("run %s was terminalized elsewhere (%s)", run.ID, state))
+			return false
+		}
+		return true
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if !check(true) {
+				return
+			}
+		case ev := <-sub.C:
+			if ev.Status == domain.StatusCancelRequested || ev.Kind == "resync" {
+				if !check(false) {
+					return
+				}
+			}
+		}
+	}
+}
+
+func failed(reason string, code *int) domain.TerminalReport {
+	return domain.TerminalReport{State: domain.StateFailed, FailureReason: reason, ExitCode: code}
+}
+
+func firstLine(s string) string {
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		return s[:i] + " …"
+	}
+	return s
+}
+
+// ProcessWorkRoot returns this process's own workspace folder under root
+// and removes the folders of processes of this host that no longer exist
+// (a worker killed with SIGKILL leaves its workspace behind; its sandbox
+// died with it).
+func ProcessWorkRoot(root string) (string, error) {
+	host, _ := os.Hostname()
+	if host == "" {
+		host = "local"
+	}
+	if err := os.MkdirAll(root, 0o711); err != nil {
+		return "", err
+	}
+	entries, _ := os.ReadDir(root)
+	prefix := host + "-"
+	for _, e := range entries {
+		name := e.Name()
+		if !e.IsDir() || !strings.HasPrefix(name, prefix) {
+			continue
+		}
+		pid, err := strconv.Atoi(strings.TrimPrefix(name, prefix))
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		if syscall.Kill(pid, 0) == syscall.ESRCH {
+			_ = removeTree(filepath.Join(root, name))
+		}
+	}
+	dir := filepath.Join(root, prefix+strconv.Itoa(os.Getpid()))
+	return dir, os.MkdirAll(dir, 0o711)
+}
+
+func removeTree(dir string) error {
+	_ = filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err == nil && d.IsDir() {
+			_ = os.Chmod(p, 0o700)
+		}
+		return nil
+	})
+	return os.RemoveAll(dir)
+}
+
+// ExecutorID names this process for claimed runs.
+func ExecutorID() string {
+	host, _ := os.Hostname()
+	return host + ":" + strconv.Itoa(os.Getpid()) + ":" + uuid.NewString()[:8]
+}
+
+var _ io.Writer = (*domain.LogWriter)(nil)

@@ -1,0 +1,166 @@
+package jobs_test
+
+import (
+	"context"
+	"database/sql"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverdatabasesql"
+
+	"anvil/db"
+	"anvil/db/testdb"
+	"anvil/domain"
+	"anvil/domain/secret"
+	"anvil/jobs"
+	"anvil/jobs/jobstest"
+	"anvil/jobs/sandbox"
+)
+
+func TestMain(m *testing.M) { testdb.Main(m) }
+
+type testBundle struct {
+	db       *db.DB
+	store    *domain.Store
+	accounts *domain.Accounts
+	projects *domain.Projects
+	queue    *domain.Queue
+	logs     *domain.Logs
+	hub      *domain.Hub
+	river    *river.Client[*sql.Tx]
+	owner    *domain.Principal
+}
+
+type options struct {
+	heartbeatTimeout time.Duration
+	grace            time.Duration
+	mode             string
+}
+
+// setup starts a real River client working every job kind against a fresh
+// database, with a real sandbox executor.
+func setup(t *testing.T, o options) *testBundle {
+	t.Helper()
+	if o.heartbeatTimeout == 0 {
+		o.heartbeatTimeout = time.Minute
+	}
+	if o.grace == 0 {
+		o.grace = 500 * time.Millisecond
+	}
+	if o.mode == "" {
+		if err := sandbox.BwrapAvailable(); err != nil {
+			t.Skipf("bubblewrap cannot run here (%v); the process executor is tested separately", err)
+		}
+		o.mode = "bwrap"
+	}
+	d := testdb.New(t)
+	keys, _ := secret.NewKeyring(make([]byte, 32), nil)
+	store := domain.NewStore(d.Bun, keys, nil)
+	b := &testBundle{db: d, store: store, accounts: domain.NewAccounts(store), projects: domain.NewProjects(store),
+		queue: domain.NewQueue(store, o.heartbeatTimeout), logs: domain.NewLogs(store, 0), hub: domain.NewHub(d.Pool, nil)}
+	ctx, cancel := context.WithCancel(context.Background())
+	go b.hub.Run(ctx)
+	exe, err := sandbox.New(o.mode, o.grace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	root, err := jobs.ProcessWorkRoot(filepath.Join(os.TempDir(), "anvil-test-work", uuid.NewString()[:8]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	workers := river.NewWorkers()
+	jobs.Register(workers, jobs.Deps{Accounts: b.accounts, Queue: b.queue, Projects: b.projects, Logs: b.logs, Hub: b.hub,
+		Executor: exe, WorkRoot: root, Webhooks: domain.NewWebhooks(store, b.queue)})
+	client, err := river.NewClient(riverdatabasesql.NewWithPgxListener(d.SQL, d.Pool), &river.Config{
+		Workers: workers, Queues: map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: 4}, domain.RunsQueue: {MaxWorkers: 4}},
+		PeriodicJobs: jobs.Periodic(o.heartbeatTimeout), FetchCooldown: 5 * time.Millisecond, FetchPollInterval: 50 * time.Millisecond,
+		TestOnly: true,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	store.UseJobs(client)
+	b.river = client
+	if err := client.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		sctx, scancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer scancel()
+		_ = client.Stop(sctx)
+		cancel()
+		_ = os.RemoveAll(filepath.Dir(root))
+	})
+	res, err := b.accounts.Bootstrap(context.Background(), "acme", "owner@acme.test", "correct horse battery")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.owner, _ = b.accounts.Authenticate(context.Background(), res.Token)
+	return b
+}
+
+// gitRepo makes a bare repository and returns its URL and both commits.
+func gitRepo(t *testing.T) (string, string, string) {
+	r := jobstest.GitRepo(t)
+	return r.URL, r.Old, r.Head
+}
+
+func (b *testBundle) project(t *testing.T, slug, repo, command string, timeout int) *domain.Project {
+	t.Helper()
+	in := domain.ProjectInput{Slug: &slug, RepoURL: &repo, DefaultBranch: strp("main"), RunCommand: &command}
+	if timeout > 0 {
+		in.RunTimeoutSeconds = &timeout
+	}
+	p, err := b.projects.Create(context.Background(), b.owner, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func strp(s string) *string { return &s }
+
+// waitFor polls cond until it holds or the deadline passes.
+func waitFor(t *testing.T, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for time.Now().Before(deadline) {
+		if cond() {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("timed out after %s waiting for %s", within, what)
+}
+
+func (b *testBundle) run(t *testing.T, id uuid.UUID) *domain.Run {
+	t.Helper()
+	r, err := b.queue.RunByID(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func (b *testBundle) waitTerminal(t *testing.T, id uuid.UUID, within time.Duration) *domain.Run {
+	t.Helper()
+	var r *domain.Run
+	waitFor(t, within, "run "+id.String()+" to finish", func() bool {
+		r = b.run(t, id)
+		return domain.IsTerminal(r.State)
+	})
+	return r
+}
+
+func (b *testBundle) logText(t *testing.T, id uuid.UUID) string {
+	t.Helper()
+	s, err := b.logs.Text(context.Background(), b.owner.OrgID, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}

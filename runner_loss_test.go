@@ -1,0 +1,133 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"anvil/db/testdb"
+	"anvil/jobs/jobstest"
+	"anvil/jobs/sandbox"
+)
+
+// startAnvil starts the binary and stops it (SIGTERM) when the test ends.
+func startAnvil(t *testing.T, env []string, args ...string) (*exec.Cmd, string, *bytes.Buffer) {
+	t.Helper()
+	addr := freeAddr(t)
+	cmd := exec.Command(binary, append(args, "--addr", addr)...)
+	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH")}, env...)
+	logs := &bytes.Buffer{}
+	cmd.Stderr = logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		_ = cmd.Wait()
+	})
+	waitReady(t, addr)
+	return cmd, addr, logs
+}
+
+func apiCall(t *testing.T, token, method, url string, body any) map[string]any {
+	t.Helper()
+	var r io.Reader
+	if body != nil {
+		raw, _ := json.Marshal(body)
+		r = bytes.NewReader(raw)
+	}
+	req, _ := http.NewRequest(method, url, r)
+	req.Header.Set("Authorization", "Bearer "+token)
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	out := map[string]any{}
+	_ = json.NewDecoder(res.Body).Decode(&out)
+	if res.StatusCode >= 300 {
+		t.Fatalf("%s %s: %d %v", method, url, res.StatusCode, out)
+	}
+	return out
+}
+
+func pollUntil(t *testing.T, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for time.Now().Before(deadline) {
+		if cond() {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("timed out after %s waiting for %s", within, what)
+}
+
+// TestWorkerKilledRunnerLost kills a worker with SIGKILL in the middle of a
+// run: no sandbox survives it, the watchdog ends the run as runner_lost and
+// the next run starts on another worker.
+func TestWorkerKilledRunnerLost(t *testing.T) {
+	t.Parallel()
+	if err := sandbox.BwrapAvailable(); err != nil {
+		t.Skipf("bubblewrap cannot run here: %v", err)
+	}
+	env := []string{"ANVIL_DATABASE_URL=" + testdb.URLFor(testdb.Name(t)), "ANVIL_SECRET_KEY=" + testKey,
+		"ANVIL_HEARTBEAT_TIMEOUT=2s", "ANVIL_WORK_DIR=" + t.TempDir()}
+	if code, _, stderr := anvil(t, env, "", "migrate"); code != 0 {
+		t.Fatal(stderr)
+	}
+	_, out, _ := anvil(t, env, "a long enough password\n", "admin", "bootstrap", "--org", "acme", "--email", "o@acme.test")
+	var boot map[string]string
+	json.Unmarshal([]byte(out), &boot)
+	token := boot["token"]
+
+	_, web, _ := startAnvil(t, env, "serve", "--role", "web")
+	base := "http://" + web
+	repo := jobstest.GitRepo(t)
+	marker := fmt.Sprintf("%d", 300+time.Now().UnixNano()%1000)
+	p := apiCall(t, token, "POST", base+"/api/private/projects", map[string]any{"slug": "doomed", "repo_url": repo.URL,
+		"default_branch": "main", "run_command": "echo started; sleep " + marker})
+	pid := p["id"].(string)
+	first := apiCall(t, token, "POST", base+"/api/private/projects/"+pid+"/runs", nil)["run_id"].(string)
+	second := apiCall(t, token, "POST", base+"/api/private/projects/"+pid+"/runs", nil)["run_id"].(string)
+
+	worker, _, _ := startAnvil(t, env, "worker")
+	status := func(id string) map[string]any { return apiCall(t, token, "GET", base+"/api/private/runs/"+id, nil) }
+	pollUntil(t, 60*time.Second, "the first run to run", func() bool { return status(first)["status"] == "running" })
+	pollUntil(t, 10*time.Second, "the command to start", func() bool {
+		return exec.Command("pgrep", "-f", "sleep "+marker).Run() == nil
+	})
+
+	if err := worker.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = worker.Wait()
+	// The sandbox died with its parent.
+	pollUntil(t, 10*time.Second, "the sandbox to die with the worker", func() bool {
+		return exec.Command("pgrep", "-f", "sleep "+marker).Run() != nil
+	})
+
+	// Another worker's watchdog declares the runner lost and the queue moves.
+	startAnvil(t, env, "worker")
+	pollUntil(t, 30*time.Second, "runner_lost", func() bool {
+		r := status(first)
+		return r["status"] == "failed" && r["failure_reason"] == "runner_lost"
+	})
+	pollUntil(t, 60*time.Second, "the next run to start", func() bool { return status(second)["status"] == "running" })
+	apiCall(t, token, "POST", base+"/api/private/runs/"+second+"/cancel", nil)
+	pollUntil(t, 30*time.Second, "the second run to be canceled", func() bool { return status(second)["status"] == "canceled" })
+	if logs := strings.TrimSpace(fmt.Sprint(status(first)["exit_code"])); logs != "<nil>" {
+		t.Fatalf("a lost run has no exit code, got %s", logs)
+	}
+}

@@ -1,0 +1,148 @@
+package web
+
+import (
+	"fmt"
+	"html"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/labstack/echo/v4"
+
+	"anvil/domain"
+)
+
+// events streams live changes of the caller's organisation as Server-Sent
+// Events, named by kind (run, log, delivery, incident, card …), narrowed to
+// one project (?project=) or one run (?run=). For a run it also streams the
+// log: everything after ?after= first, then each new chunk as it is stored,
+// so a viewer who joins mid-run sees everything so far and then the rest.
+// Changes reach every web process through Postgres LISTEN/NOTIFY.
+func (s *Server) events(c echo.Context) error {
+	p := principal(c)
+	ctx := c.Request().Context()
+	var projectID, runID uuid.UUID
+	if v := c.QueryParam("project"); v != "" {
+		id, err := uuid.Parse(v)
+		if err != nil {
+			return domain.NotFound("project")
+		}
+		if _, err := s.projects.Get(ctx, p.OrgID, id); err != nil {
+			return err
+		}
+		projectID = id
+	}
+	if v := c.QueryParam("run"); v != "" {
+		id, err := uuid.Parse(v)
+		if err != nil {
+			return domain.NotFound("run")
+		}
+		if _, err := s.queue.RunGet(ctx, p.OrgID, id); err != nil {
+			return err
+		}
+		runID = id
+	}
+	after, _ := strconv.Atoi(c.QueryParam("after"))
+	if s.hub == nil {
+		return echo.NewHTTPError(http.StatusServiceUnavailable, "live events are not available")
+	}
+	sub, leave := s.hub.Subscribe(func(ev domain.LiveEvent) bool {
+		if ev.Kind == "resync" {
+			return true
+		}
+		if ev.OrgID != p.OrgID {
+			return false
+		}
+		if projectID != uuid.Nil && ev.ProjectID != projectID {
+			return false
+		}
+		return runID == uuid.Nil || ev.RunID == runID
+	})
+	defer leave()
+
+	w := c.Response()
+	w.Header().Set(echo.HeaderContentType, "text/event-stream")
+	w.Header().Set(echo.HeaderCacheControl, "no-cache")
+	w.Header().Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	fmt.Fprint(w, ": connected\n\n")
+	w.Flush()
+
+	sendLog := func() error {
+		if runID == uuid.Nil {
+			return nil
+		}
+		chunks, err := s.logs.Chunks(ctx, runID, after)
+		if err != nil {
+			return err
+		}
+		for _, ch := range chunks {
+			writeEvent(w, "log", html.EscapeString(ch.Body))
+			after = ch.Seq
+		}
+		if len(chunks) > 0 {
+			w.Flush()
+		}
+		return nil
+	}
+	if err := sendLog(); err != nil {
+		return nil
+	}
+	ping := time.NewTicker(15 * time.Second)
+	defer ping.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-s.done:
+			return nil
+		case <-ping.C:
+			fmt.Fprint(w, ": ping\n\n")
+			w.Flush()
+		case ev := <-sub.C:
+			if ev.Kind == "log" || ev.Kind == "run" || ev.Kind == "resync" {
+				if err := sendLog(); err != nil {
+					return nil
+				}
+			}
+			if ev.Kind != "log" {
+				kind := ev.Kind
+				if kind == "resync" {
+					kind = "run"
+				}
+				writeEvent(w, kind, string(ev.Raw))
+				w.Flush()
+			}
+		}
+	}
+}
+
+// writeEvent writes one SSE message; every line of data gets its own
+// "data:" field (the client joins them with newlines).
+func writeEvent(w http.ResponseWriter, name, data string) {
+	var b strings.Builder
+	b.WriteString("event: ")
+	b.WriteString(name)
+	b.WriteByte('\n')
+	for _, line := range strings.Split(data, "\n") {
+		b.WriteString("data: ")
+		b.WriteString(strings.TrimSuffix(line, "\r"))
+		b.WriteByte('\n')
+	}
+	b.WriteByte('\n')
+	_, _ = w.Write([]byte(b.String()))
+}
+
+func (s *Server) apiRunLogs(c echo.Context) error {
+	id, err := pathUUID(c, "runId", "run")
+	if err != nil {
+		return err
+	}
+	text, err := s.logs.Text(c.Request().Context(), principal(c).OrgID, id)
+	if err != nil {
+		return err
+	}
+	return c.Blob(http.StatusOK, "text/plain; charset=utf-8", []byte(text))
+}

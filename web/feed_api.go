@@ -1,0 +1,113 @@
+package web
+
+import (
+	"net/http"
+	"net/url"
+
+	"github.com/labstack/echo/v4"
+)
+
+// Connections and bindings in the private API (DESIGN.md §6). Viewers are
+// refused by the domain; another organisation's ids are 404s.
+
+// apiConnectionCreate: POST /api/private/projects/:projectId/connections
+// {name} → 201 {connection_id, token, …}. The token is in this answer only.
+func (s *Server) apiConnectionCreate(c echo.Context) error {
+	id, err := pathUUID(c, "projectId", "project")
+	if err != nil {
+		return err
+	}
+	var in struct {
+		Name string `json:"name"`
+	}
+	if err := bindJSON(c, &in); err != nil {
+		return err
+	}
+	conn, tok, err := s.feed.CreateConnection(c.Request().Context(), principal(c), id, in.Name)
+	if err != nil {
+		return err
+	}
+	c.Response().Header().Set("Cache-Control", "no-store")
+	return c.JSON(http.StatusCreated, map[string]any{"connection_id": conn.ID, "token": tok, "project_id": conn.ProjectID,
+		"name": conn.Name, "prefix": conn.Prefix, "created_at": conn.CreatedAt.UTC()})
+}
+
+// apiConnectionList: GET /api/private/projects/:projectId/connections.
+func (s *Server) apiConnectionList(c echo.Context) error {
+	id, err := pathUUID(c, "projectId", "project")
+	if err != nil {
+		return err
+	}
+	cs, err := s.feed.ListConnections(c.Request().Context(), principal(c), id)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, map[string]any{"connections": cs})
+}
+
+// apiConnectionRevoke: DELETE /api/private/connections/:connectionId → 204.
+func (s *Server) apiConnectionRevoke(c echo.Context) error {
+	id, err := pathUUID(c, "connectionId", "connection")
+	if err != nil {
+		return err
+	}
+	if _, err := s.feed.RevokeConnection(c.Request().Context(), principal(c), id); err != nil {
+		return err
+	}
+	return c.NoContent(http.StatusNoContent)
+}
+
+// bindingEnv is the :environment path parameter, unescaped ('*' may arrive
+// as %2A).
+func bindingEnv(c echo.Context) string {
+	v := c.Param("environment")
+	if u, err := url.PathUnescape(v); err == nil {
+		return u
+	}
+	return v
+}
+
+// apiBindingPut: PUT /api/private/projects/:projectId/bindings/:environment
+// {repair_policy} → 200 the binding.
+func (s *Server) apiBindingPut(c echo.Context) error {
+	id, err := pathUUID(c, "projectId", "project")
+	if err != nil {
+		return err
+	}
+	var in struct {
+		RepairPolicy string `json:"repair_policy"`
+	}
+	if err := bindJSON(c, &in); err != nil {
+		return err
+	}
+	b, err := s.feed.PutBinding(c.Request().Context(), principal(c), id, bindingEnv(c), in.RepairPolicy)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, b)
+}
+
+// apiBindingList: GET /api/private/projects/:projectId/bindings.
+func (s *Server) apiBindingList(c echo.Context) error {
+	id, err := pathUUID(c, "projectId", "project")
+	if err != nil {
+		return err
+	}
+	bs, err := s.feed.ListBindings(c.Request().Context(), principal(c), id)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, map[string]any{"bindings": bs})
+}
+
+// apiBindingDelete: DELETE /api/private/projects/:projectId/bindings/:environment → 204.
+func (s *Server) apiBindingDelete(c echo.Context) error {
+	id, err := pathUUID(c, "projectId", "project")
+	if err != nil {
+		return err
+	}
+	if err := s.feed.DeleteBinding(c.Request().Context(), principal(c), id, bindingEnv(c)); err != nil {
+		return err
+	}
+	return c.NoContent(http.StatusNoContent)
+}

@@ -1,0 +1,174 @@
+package web
+
+import (
+	"errors"
+	"net/http"
+
+	"github.com/google/uuid"
+	"github.com/labstack/echo/v4"
+
+	"anvil/domain"
+	"anvil/domain/forge"
+	"anvil/views"
+)
+
+// pageDeliveries is how many ledger rows the settings page shows.
+const pageDeliveries = 50
+
+var providerLabels = map[forge.Provider]string{forge.GitHub: "GitHub", forge.GitLab: "GitLab", forge.Gitea: "Gitea / Forgejo"}
+
+func (s *Server) webhookCard(c echo.Context, w domain.Webhook) views.WebhookCard {
+	p := principal(c)
+	return views.WebhookCard{ProjectID: w.ProjectID.String(), Provider: string(w.Provider), Label: providerLabels[w.Provider],
+		Configured: w.Configured, Enabled: w.Enabled, SigningToken: w.Config.SigningToken,
+		URL: s.webhookURL(w.ProjectID.String(), string(w.Provider)), CanWrite: p.CanWrite(), CSRF: s.csrfToken(p)}
+}
+
+func (s *Server) deliveriesProps(c echo.Context, projectID uuid.UUID) (views.DeliveriesProps, error) {
+	ds, err := s.webhooks.ListDeliveries(c.Request().Context(), principal(c), projectID, "", pageDeliveries)
+	if err != nil {
+		return views.DeliveriesProps{}, err
+	}
+	out := views.DeliveriesProps{ProjectID: projectID.String()}
+	for _, d := range ds {
+		row := views.DeliveryRow{Provider: d.Provider, DeliveryID: d.DeliveryID, Outcome: d.Outcome, Event: d.Event,
+			Branch: d.Branch, CommitSHA: d.CommitSHA, Attempts: d.Attempts, ReceivedAt: d.ReceivedAt}
+		if d.RunID != nil {
+			row.RunID = d.RunID.String()
+		}
+		out.Rows = append(out.Rows, row)
+	}
+	return out, nil
+}
+
+// renderWebhooks answers a page action: the changed card alone for htmx, the
+// whole page otherwise. reveal is the plaintext to show once.
+func (s *Server) renderWebhooks(c echo.Context, projectID uuid.UUID, changed forge.Provider, reveal *views.WebhookReveal, cardErr string) error {
+	ctx := c.Request().Context()
+	pr := principal(c)
+	proj, err := s.projects.Get(ctx, pr.OrgID, projectID)
+	if err != nil {
+		return err
+	}
+	ws, err := s.webhooks.List(ctx, pr, projectID)
+	if err != nil {
+		return err
+	}
+	props := views.WebhooksProps{Page: s.page(c, "Webhooks · "+proj.Name, "projects"), ProjectID: projectID.String(), ProjectName: proj.Name}
+	for _, w := range ws {
+		card := s.webhookCard(c, w)
+		if w.Provider == changed {
+			card.Reveal, card.Error = reveal, cardErr
+			if isHTMX(c) {
+				return Render(c, http.StatusOK, views.WebhookCardView(card))
+			}
+		}
+		props.Cards = append(props.Cards, card)
+	}
+	if props.Deliveries, err = s.deliveriesProps(c, projectID); err != nil {
+		return err
+	}
+	return Render(c, http.StatusOK, views.WebhooksPage(props))
+}
+
+func (s *Server) webhooksPage(c echo.Context) error {
+	id, err := pathUUID(c, "projectId", "project")
+	if err != nil {
+		return err
+	}
+	return s.renderWebhooks(c, id, "", nil, "")
+}
+
+func (s *Server) webhookDeliveriesFragment(c echo.Context) error {
+	id, err := pathUUID(c, "projectId", "project")
+	if err != nil {
+		return err
+	}
+	d, err := s.deliveriesProps(c, id)
+	if err != nil {
+		return err
+	}
+	return Render(c, http.StatusOK, views.Deliveries(d))
+}
+
+// webhookAction runs one page action and re-renders; refusals a person can
+// act on (invalid, conflict) are shown on the card, the rest go to the error
+// handler.
+func (s *Server) webhookAction(c echo.Context, act func(id uuid.UUID, provider string) (*views.WebhookReveal, error)) error {
+	id, err := pathUUID(c, "projectId", "project")
+	if err != nil {
+		return err
+	}
+	provider, err := forge.ParseProvider(c.Param("provider"))
+	if err != nil {
+		return domain.NotFound("provider")
+	}
+	reveal, err := act(id, string(provider))
+	var de *domain.Error
+	if err != nil && errors.As(err, &de) && (de.Kind == domain.ErrInvalid || de.Kind == domain.ErrConflict) {
+		return s.renderWebhooks(c, id, provider, nil, de.Message)
+	}
+	if err != nil {
+		return err
+	}
+	return s.renderWebhooks(c, id, provider, reveal, "")
+}
+
+func revealOf(r domain.WebhookResult, rotated bool) *views.WebhookReveal {
+	if r.Secrets.Secret == "" && r.Secrets.SigningToken == "" {
+		return nil
+	}
+	return &views.WebhookReveal{Secret: r.Secrets.Secret, SigningToken: r.Secrets.SigningToken, Rotated: rotated}
+}
+
+// webhookCreateSubmit creates an enabled webhook with a generated secret
+// (and, for GitLab when asked, a signing token) and shows them once.
+func (s *Server) webhookCreateSubmit(c echo.Context) error {
+	return s.webhookAction(c, func(id uuid.UUID, provider string) (*views.WebhookReveal, error) {
+		enabled := true
+		in := domain.WebhookInput{Enabled: &enabled}
+		if c.FormValue("signing_token") == "true" {
+			on := true
+			in.Config = &domain.WebhookConfigInput{SigningToken: &on}
+		}
+		res, err := s.webhooks.Put(c.Request().Context(), principal(c), id, provider, in)
+		if err == nil && !res.Created {
+			// Created meanwhile (another tab): never a second reveal.
+			return nil, nil
+		}
+		return revealOf(res, false), err
+	})
+}
+
+func (s *Server) webhookEnabledSubmit(c echo.Context) error {
+	return s.webhookAction(c, func(id uuid.UUID, provider string) (*views.WebhookReveal, error) {
+		var enabled bool
+		switch c.FormValue("enabled") {
+		case "true":
+			enabled = true
+		case "false":
+		default:
+			return nil, domain.Invalid("invalid_enabled", "enabled must be true or false")
+		}
+		_, err := s.webhooks.SetEnabled(c.Request().Context(), principal(c), id, provider, enabled)
+		return nil, err
+	})
+}
+
+func (s *Server) webhookRotateSubmit(c echo.Context) error {
+	return s.webhookAction(c, func(id uuid.UUID, provider string) (*views.WebhookReveal, error) {
+		res, err := s.webhooks.RotateSecret(c.Request().Context(), principal(c), id, provider)
+		return revealOf(res, true), err
+	})
+}
+
+func (s *Server) webhookDeleteSubmit(c echo.Context) error {
+	return s.webhookAction(c, func(id uuid.UUID, provider string) (*views.WebhookReveal, error) {
+		err := s.webhooks.Delete(c.Request().Context(), principal(c), id, provider)
+		var de *domain.Error
+		if errors.As(err, &de) && de.Code == "webhook_not_found" {
+			return nil, nil // already gone: the card shows "not configured"
+		}
+		return nil, err
+	})
+}
