@@ -25,20 +25,22 @@ import (
 
 // app is the wired program: database, services, River and (for serve) HTTP.
 type app struct {
-	cfg      *Config
-	log      *slog.Logger
-	db       *db.DB
-	keys     *secret.Keyring
-	store    *domain.Store
-	accounts *domain.Accounts
-	projects *domain.Projects
-	queue    *domain.Queue
-	webhooks *domain.Webhooks
-	feed     *domain.Feed
-	logs     *domain.Logs
-	hub      *domain.Hub
-	river    *river.Client[*sql.Tx]
-	metrics  *web.Metrics
+	cfg       *Config
+	log       *slog.Logger
+	db        *db.DB
+	keys      *secret.Keyring
+	store     *domain.Store
+	accounts  *domain.Accounts
+	projects  *domain.Projects
+	queue     *domain.Queue
+	webhooks  *domain.Webhooks
+	feed      *domain.Feed
+	incidents *domain.Incidents
+	cards     *domain.Cards
+	logs      *domain.Logs
+	hub       *domain.Hub
+	river     *river.Client[*sql.Tx]
+	metrics   *web.Metrics
 }
 
 func newLogger(cfg *Config, w io.Writer) *slog.Logger {
@@ -92,6 +94,8 @@ func newApp(ctx context.Context, cfg *Config, logOut io.Writer, withWorkers bool
 	a.queue = domain.NewQueue(a.store, cfg.HeartbeatTimeout)
 	a.webhooks = domain.NewWebhooks(a.store, a.queue)
 	a.feed = domain.NewFeed(a.store)
+	a.incidents, a.cards = domain.NewIncidents(a.store, a.queue), domain.NewCards(a.store)
+	a.feed.OnQueued = a.incidents.RequestRepairs
 	a.logs = domain.NewLogs(a.store, cfg.LogMaxBytes)
 	a.hub = domain.NewHub(d.Pool, log)
 	a.metrics = web.NewMetrics(d)
@@ -111,7 +115,8 @@ func newApp(ctx context.Context, cfg *Config, logOut io.Writer, withWorkers bool
 		}
 		log.Info("run executor ready", "executor", exec.Name(), "sandboxed", exec.Sandboxed(), "workspaces", root)
 		jobs.Register(workers, jobs.Deps{Accounts: a.accounts, Queue: a.queue, Projects: a.projects, Logs: a.logs,
-			Hub: a.hub, Executor: exec, WorkRoot: root, Webhooks: a.webhooks, Log: log})
+			Hub: a.hub, Executor: exec, WorkRoot: root, Webhooks: a.webhooks, Log: log,
+			Cards: a.cards, Incidents: a.incidents, Repair: jobs.NewRepair(a.incidents, a.projects)})
 		rcfg.Workers = workers
 		rcfg.Queues = map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: 10}, domain.RunsQueue: {MaxWorkers: cfg.RunConcurrency}}
 		rcfg.PeriodicJobs = jobs.Periodic(cfg.HeartbeatTimeout)
@@ -129,7 +134,7 @@ func newApp(ctx context.Context, cfg *Config, logOut io.Writer, withWorkers bool
 func (a *app) close() { a.db.Close() }
 
 func (a *app) deps() web.Deps {
-	return web.Deps{DB: a.db, Store: a.store, Accounts: a.accounts, Projects: a.projects, Queue: a.queue, Logs: a.logs, Hub: a.hub, Webhooks: a.webhooks, Feed: a.feed, Keys: a.keys, Log: a.log,
+	return web.Deps{DB: a.db, Store: a.store, Accounts: a.accounts, Projects: a.projects, Queue: a.queue, Logs: a.logs, Hub: a.hub, Webhooks: a.webhooks, Feed: a.feed, Incidents: a.incidents, Cards: a.cards, Keys: a.keys, Log: a.log,
 		Metrics: a.metrics, Options: web.Options{PublicURL: a.cfg.PublicURL, SecureCookies: isHTTPS(a.cfg.PublicURL),
 			FeedArmed: a.cfg.FeedArmed, FeedMaxBody: a.cfg.FeedMaxBody, FeedMaxBatch: a.cfg.FeedMaxBatch,
 			FeedRatePerMin: a.cfg.FeedRatePerMin, TrustedProxies: a.cfg.TrustedProxies}}

@@ -318,15 +318,15 @@ func (f *Feed) storeBatch(ctx context.Context, tx bun.Tx, snd *FeedSender, evs [
 	return f.afterBatch(ctx, tx, snd)
 }
 
-// afterBatch publishes the batch to live views. The production card's
-// refresh (RefreshCardArgs) belongs here too, once issue 7 registers its
-// worker.
+// afterBatch publishes the batch to live views and enqueues the project's
+// production card refresh (a job of its own: a card failure never fails
+// the ingest).
 func (f *Feed) afterBatch(ctx context.Context, tx bun.Tx, snd *FeedSender) error {
 	payload := fmt.Sprintf(`{"kind":"incident","org_id":%q,"project_id":%q}`, snd.OrgID, snd.ProjectID)
-	if _, err := tx.Tx.ExecContext(ctx, `SELECT pg_notify($1, $2)`, EventsChannel, payload); err != nil {
+	if err := notify(ctx, tx, payload); err != nil {
 		return fmt.Errorf("notify: %w", err)
 	}
-	return nil
+	return EnqueueCardRefresh(ctx, f.s, tx, snd.ProjectID)
 }
 
 // lockIncidents finds (and with forUpdate locks, in key order) the existing

@@ -48,7 +48,10 @@ type testBundle struct {
 	river    *river.Client[*sql.Tx]
 }
 
-func setup(t *testing.T) *testBundle {
+func setup(t *testing.T) *testBundle { return setupTB(t) }
+
+// setupTB is setup for tests and benchmarks alike.
+func setupTB(t testing.TB) *testBundle {
 	t.Helper()
 	d := testdb.New(t)
 	keys, err := secret.NewKeyring(make([]byte, 32), nil)
@@ -78,7 +81,7 @@ func setup(t *testing.T) *testBundle {
 
 func strp(s string) *string { return &s }
 
-func (b *testBundle) project(t *testing.T, slug string) *domain.Project {
+func (b *testBundle) project(t testing.TB, slug string) *domain.Project {
 	t.Helper()
 	p, err := b.projects.Create(context.Background(), b.owner, domain.ProjectInput{Slug: strp(slug), RepoURL: strp("https://git.example/" + slug + ".git"),
 		DefaultBranch: strp("main"), RunCommand: strp("make test")})

@@ -159,22 +159,21 @@ func (q *Queue) acceptTx(ctx context.Context, tx bun.Tx, p *Project, spec Accept
 		Branch: spec.Branch, CommitSHA: spec.CommitSHA, TriggeredBy: spec.TriggeredBy,
 		Provider: spec.Provider, DeliveryID: spec.DeliveryID, IncidentID: spec.IncidentID,
 		SyncStatus: SyncNeedsCreate, QueuedAt: now, UpdatedAt: now}
-	params := []river.InsertManyParams{{Args: ReconcileRunArgs{RunID: r.ID, Target: SyncNeedsCreate}}}
 	promote := !st.Active && st.Queued == 0
 	if promote {
-		params = append(params, river.InsertManyParams{Args: ExecuteRunArgs{RunID: r.ID}})
+		res, err := q.s.jobs.InsertTx(ctx, tx.Tx, ExecuteRunArgs{RunID: r.ID}, nil)
+		if err != nil {
+			return nil, fmt.Errorf("enqueue execution of %s: %w", r.ID, err)
+		}
+		r.State, r.PromotedAt, r.JobID = StateExecutable, &now, &res.Job.ID
 	}
-	if q.s.jobs == nil {
-		return nil, fmt.Errorf("domain: no job inserter configured")
-	}
-	res, err := q.s.jobs.InsertManyTx(ctx, tx.Tx, params)
-	if err != nil {
-		return nil, fmt.Errorf("enqueue jobs of run %s: %w", r.ID, err)
-	}
-	if promote {
-		r.State, r.PromotedAt, r.JobID = StateExecutable, &now, &res[1].Job.ID
-	}
-	err = tx.NewRaw(`WITH pos AS (UPDATE projects SET next_position = next_position + 1 WHERE id = ? RETURNING next_position)
+	// The read model's create sync is done in this very transaction: the
+	// seed's D1 is another database, anvil's run_index is this one, so the
+	// queued row appears atomically with the run (needs_create → current)
+	// and acceptance costs no job. Later changes reconcile through
+	// reconcile_run jobs.
+	r.SyncStatus = SyncCurrent
+	err := tx.NewRaw(`WITH pos AS (UPDATE projects SET next_position = next_position + 1 WHERE id = ? RETURNING next_position)
 		INSERT INTO project_runs (id, project_id, org_id, state, trigger, branch, commit_sha, position, triggered_by,
 			provider, delivery_id, incident_id, job_id, d1_sync_status, queued_at, promoted_at, updated_at)
 		SELECT ?, ?, ?, ?, ?, ?, ?, pos.next_position, ?, ?, ?, ?, ?, ?, ?, ?, ? FROM pos
@@ -183,6 +182,12 @@ func (q *Queue) acceptTx(ctx context.Context, tx bun.Tx, p *Project, spec Accept
 		r.Provider, r.DeliveryID, r.IncidentID, r.JobID, r.SyncStatus, r.QueuedAt, r.PromotedAt, r.UpdatedAt).Scan(ctx, &r.Position)
 	if err != nil {
 		return nil, fmt.Errorf("insert run: %w", err)
+	}
+	if !SyncTransitionAllowed(SyncNeedsCreate, SyncCurrent) {
+		return nil, fmt.Errorf("sync: create path not allowed")
+	}
+	if err := UpsertIndex(ctx, tx, r); err != nil {
+		return nil, err
 	}
 	p.NextPosition = *r.Position
 	if err := q.publish(ctx, tx, r); err != nil {

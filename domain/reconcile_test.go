@@ -158,11 +158,11 @@ func TestReconcileJobsConvergeOnTruth(t *testing.T) {
 			t.Fatalf("%s: d1_sync_status %s, want %s", stage, cur.SyncStatus, wantSync)
 		}
 	}
-	if cur := b.run(t, r.ID); cur.SyncStatus != domain.SyncNeedsCreate {
-		t.Fatalf("new run: %s", cur.SyncStatus)
-	}
-	reconcileMany()
+	// Acceptance syncs the queued row in its own transaction (needs_create →
+	// current); replays change nothing.
 	check("accepted", domain.SyncCurrent)
+	reconcileMany()
+	check("accepted, replayed", domain.SyncCurrent)
 	b.queue.Claim(ctx, r.ID, "w")
 	if cur := b.run(t, r.ID); cur.SyncStatus != domain.SyncNeedsUpdate {
 		t.Fatalf("claimed: %s", cur.SyncStatus)
@@ -181,15 +181,15 @@ func TestReconcileJobsConvergeOnTruth(t *testing.T) {
 	reconcileMany()
 	check("replayed after done", domain.SyncDone)
 
-	// needs_create → needs_terminal_update: a run canceled before its first sync.
+	// A run canceled while queued: current → needs_terminal_update → done.
 	r2, _ := b.queue.AcceptManual(ctx, b.owner, p.ID, "")
 	b.queue.RequestCancel(ctx, b.owner, r2.ID)
 	if cur := b.run(t, r2.ID); cur.SyncStatus != domain.SyncNeedsTerminalUpdate {
-		t.Fatalf("canceled before sync: %s", cur.SyncStatus)
+		t.Fatalf("canceled while queued: %s", cur.SyncStatus)
 	}
 	r = r2
 	reconcileMany()
-	check("canceled before first sync", domain.SyncDone)
+	check("canceled while queued", domain.SyncDone)
 }
 
 func TestWatchdogRecoversLostRunners(t *testing.T) {

@@ -5,12 +5,14 @@ import (
 	"database/sql"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/rivertype"
 	"github.com/uptrace/bun"
+	"github.com/uptrace/bun/dialect/pgdialect"
 
 	"anvil/domain/secret"
 )
@@ -29,6 +31,7 @@ type Store struct {
 	Log  *slog.Logger
 	Now  func() time.Time
 	jobs JobInserter
+	pub  publisher
 }
 
 // NewStore builds the shared state; UseJobs must be called before anything
@@ -55,9 +58,15 @@ func (s *Store) insertJob(ctx context.Context, tx bun.Tx, args river.JobArgs, op
 	return nil
 }
 
-// inTx runs fn in a transaction.
+// inTx runs fn in a transaction. Live events that fn publishes with notify
+// are sent once the transaction has committed (see publisher).
 func (s *Store) inTx(ctx context.Context, fn func(ctx context.Context, tx bun.Tx) error) error {
-	return s.DB.RunInTx(ctx, nil, fn)
+	ev := &pendingEvents{}
+	err := s.DB.RunInTx(context.WithValue(ctx, pendingEventsKey{}, ev), nil, fn)
+	if err == nil && len(ev.payloads) > 0 {
+		s.pub.publish(s, ev.payloads)
+	}
+	return err
 }
 
 // WithProject is THE helper for every per-project mutation: one transaction
@@ -78,10 +87,74 @@ func (s *Store) WithProject(ctx context.Context, projectID uuid.UUID, fn func(ct
 	})
 }
 
-// notify publishes a live event to every web process through Postgres
-// NOTIFY; it is delivered when (and only if) tx commits.
+// notify publishes a live event to every web and worker process through
+// Postgres NOTIFY, once (and only if) the transaction commits.
+//
+// The NOTIFY is not sent inside the transaction: Postgres serializes the
+// commits of notifying transactions behind one lock held across the WAL
+// flush, which would cap every write path at one commit per fsync. Events
+// are queued and sent after the commit, batched, by the store's publisher.
 func notify(ctx context.Context, tx bun.IDB, payload string) error {
+	if ev, ok := ctx.Value(pendingEventsKey{}).(*pendingEvents); ok {
+		ev.payloads = append(ev.payloads, payload)
+		return nil
+	}
 	_, err := tx.ExecContext(ctx, "SELECT pg_notify(?, ?)", EventsChannel, payload)
+	return err
+}
+
+type pendingEventsKey struct{}
+
+// pendingEvents collects one transaction's live events.
+type pendingEvents struct{ payloads []string }
+
+// publisher sends committed live events in batches from one goroutine that
+// runs while there is something to send. A lost event only delays a page's
+// refresh (every consumer reads the truth on the next event or resync).
+type publisher struct {
+	mu      sync.Mutex
+	queue   []string
+	running bool
+}
+
+// maxPendingEvents bounds the queue when the database is unreachable.
+const maxPendingEvents = 10000
+
+func (p *publisher) publish(s *Store, payloads []string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.queue)+len(payloads) > maxPendingEvents {
+		return
+	}
+	p.queue = append(p.queue, payloads...)
+	if !p.running {
+		p.running = true
+		go p.run(s)
+	}
+}
+
+func (p *publisher) run(s *Store) {
+	for {
+		p.mu.Lock()
+		batch := p.queue
+		p.queue = nil
+		if len(batch) == 0 {
+			p.running = false
+			p.mu.Unlock()
+			return
+		}
+		p.mu.Unlock()
+		if err := s.sendEvents(batch); err != nil {
+			s.Log.Warn("live events: notify failed", "events", len(batch), "error", err)
+		}
+	}
+}
+
+// sendEvents sends a batch of payloads in one statement of its own.
+func (s *Store) sendEvents(payloads []string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, err := s.DB.ExecContext(ctx, "SELECT pg_notify(?, p) FROM unnest(?::text[]) AS p", EventsChannel, pgdialect.Array(payloads))
 	return err
 }
 

@@ -25,6 +25,10 @@ type Deps struct {
 	Repair   RepairHandler
 	Webhooks *domain.Webhooks
 	Log      *slog.Logger
+	// Cards and Incidents serve the card refresh and the `auto` policy's
+	// repair dispatch (issue 7).
+	Cards     *domain.Cards
+	Incidents *domain.Incidents
 }
 
 // Register adds every worker to the bundle.
@@ -33,6 +37,9 @@ func Register(w *river.Workers, d Deps) {
 	river.AddWorker(w, &ReconcileRunWorker{queue: d.Queue})
 	river.AddWorker(w, &RunWatchdogWorker{queue: d.Queue, log: d.Log})
 	river.AddWorker(w, &WebhookRetentionWorker{webhooks: d.Webhooks, log: d.Log})
+	river.AddWorker(w, &RefreshCardWorker{cards: d.Cards})
+	river.AddWorker(w, &RefreshCardAgainWorker{cards: d.Cards})
+	river.AddWorker(w, &DispatchRepairWorker{incidents: d.Incidents})
 	river.AddWorker(w, &ExecuteRunWorker{Queue: d.Queue, Projects: d.Projects, Logs: d.Logs, Hub: d.Hub,
 		Executor: d.Executor, WorkRoot: d.WorkRoot, Repair: d.Repair, Log: d.Log,
 		Heartbeat: heartbeatInterval(d.Queue.HeartbeatTimeout()), ID: ExecutorID()})

@@ -3,20 +3,46 @@ package web
 import (
 	"net/http"
 
+	"github.com/google/uuid"
 	"github.com/labstack/echo/v4"
 
 	"anvil/views"
 )
 
+// dashboard is the portfolio: one card per project with its production
+// card, last run, queue depth and 24-hour sparkline. ?fragment=cards
+// answers the live grid only (re-read on every card and run event).
 func (s *Server) dashboard(c echo.Context) error {
 	p := principal(c)
-	rows, err := s.projectRows(c)
+	ctx := c.Request().Context()
+	sums, err := s.projects.Summaries(ctx, p.OrgID)
 	if err != nil {
 		return err
 	}
-	return Render(c, http.StatusOK, views.Dashboard(views.DashboardProps{Page: s.page(c, "Dashboard", "dashboard"), Projects: rows, CanWrite: p.CanWrite()}))
-}
-
-func (s *Server) inbox(c echo.Context) error {
-	return Render(c, http.StatusOK, views.Inbox(views.InboxProps{Page: s.page(c, "Inbox", "inbox")}))
+	ids := make([]uuid.UUID, 0, len(sums))
+	for _, sm := range sums {
+		ids = append(ids, sm.ID)
+	}
+	cards, err := s.cards.ForProjects(ctx, ids)
+	if err != nil {
+		return err
+	}
+	props := views.DashboardProps{Page: s.page(c, "Dashboard", "dashboard"), CanWrite: p.CanWrite()}
+	for _, sm := range sums {
+		hourly, err := s.incidents.ProjectHourly(ctx, sm.ID)
+		if err != nil {
+			return err
+		}
+		card := cards[sm.ID]
+		pc := views.ProjectCard{ID: sm.ID.String(), Slug: sm.Slug, Name: sm.Name, DefaultBranch: sm.DefaultBranch,
+			LastStatus: sm.LastStatus, QueueDepth: sm.QueueDepth, Source: card.Source, External: card.External, Hourly: hourly}
+		for _, ci := range card.Incidents {
+			pc.Incidents = append(pc.Incidents, views.CardIncidentRow{ID: ci.ID, Title: ci.Title, State: ci.State, Since: ci.Since})
+		}
+		props.Cards = append(props.Cards, pc)
+	}
+	if c.QueryParam("fragment") == "cards" {
+		return Render(c, http.StatusOK, views.DashboardCards(props))
+	}
+	return Render(c, http.StatusOK, views.Dashboard(props))
 }

@@ -100,7 +100,12 @@ func TestFeedStoreOutage(t *testing.T) {
 		go func() { done <- sendFeed(t, f.srv.URL, batch, f.token, body) }()
 		// Wait until the batch is blocked inside its transaction, then cut it.
 		var killed bool
-		for i := 0; i < 500 && !killed; i++ {
+		for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline) && !killed; {
+			// Inside a transaction pg_stat_activity is a snapshot taken at
+			// its first read: clear it, or the waiter is never seen.
+			if _, err := admin.Exec(ctx, `SELECT pg_stat_clear_snapshot()`); err != nil {
+				t.Fatal(err)
+			}
 			err := admin.QueryRow(ctx, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity
 				WHERE datname = current_database() AND pid <> pg_backend_pid() AND wait_event_type = 'Lock' LIMIT 1`).Scan(&killed)
 			if err == pgx.ErrNoRows {

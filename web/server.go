@@ -41,8 +41,11 @@ type Server struct {
 	keys     *secret.Keyring
 	log      *slog.Logger
 	metrics  *Metrics
-	opts     Options
-	done     <-chan struct{}
+	// incidents and cards: the inbox, decisions and production cards.
+	incidents *domain.Incidents
+	cards     *domain.Cards
+	opts      Options
+	done      <-chan struct{}
 }
 
 // Deps are what New needs.
@@ -56,10 +59,14 @@ type Deps struct {
 	Hub      *domain.Hub
 	Webhooks *domain.Webhooks
 	Feed     *domain.Feed
-	Keys     *secret.Keyring
-	Log      *slog.Logger
-	Metrics  *Metrics
-	Options  Options
+	// Incidents and Cards default to fresh services on Store and Queue when
+	// nil (tests); the binary passes the ones its workers use.
+	Incidents *domain.Incidents
+	Cards     *domain.Cards
+	Keys      *secret.Keyring
+	Log       *slog.Logger
+	Metrics   *Metrics
+	Options   Options
 	// Done is closed when the server shuts down, ending live streams
 	// (http.Server.Shutdown waits for them otherwise).
 	Done <-chan struct{}
@@ -72,7 +79,13 @@ func newServer(d Deps) *Server {
 	if d.Metrics == nil {
 		d.Metrics = NewMetrics(d.DB)
 	}
-	return &Server{db: d.DB, store: d.Store, accounts: d.Accounts, projects: d.Projects, queue: d.Queue, logs: d.Logs, hub: d.Hub, webhooks: d.Webhooks, feed: d.Feed, keys: d.Keys,
+	if d.Incidents == nil && d.Store != nil && d.Queue != nil {
+		d.Incidents = domain.NewIncidents(d.Store, d.Queue)
+	}
+	if d.Cards == nil && d.Store != nil {
+		d.Cards = domain.NewCards(d.Store)
+	}
+	return &Server{incidents: d.Incidents, cards: d.Cards, db: d.DB, store: d.Store, accounts: d.Accounts, projects: d.Projects, queue: d.Queue, logs: d.Logs, hub: d.Hub, webhooks: d.Webhooks, feed: d.Feed, keys: d.Keys,
 		log: d.Log, metrics: d.Metrics, opts: d.Options, done: d.Done}
 }
 
@@ -134,5 +147,6 @@ func New(d Deps) *echo.Echo {
 
 	s.registerWebhooks(e, pages, api)
 	s.registerFeed(e, pages, api)
+	s.registerIncidents(e, pages, api)
 	return e
 }

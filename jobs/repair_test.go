@@ -1,0 +1,247 @@
+package jobs_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverdatabasesql"
+
+	"anvil/db/testdb"
+	"anvil/domain"
+	"anvil/domain/secret"
+	"anvil/jobs"
+	"anvil/jobs/jobstest"
+	"anvil/jobs/sandbox"
+)
+
+// forge is an in-test provider API: GitHub's, GitLab's and Gitea's
+// pull-request endpoints, answering with status (201 unless set).
+type forge struct {
+	srv    *httptest.Server
+	mu     sync.Mutex
+	status int
+	got    []map[string]any
+	paths  []string
+	auth   []string
+}
+
+func newForge(t *testing.T) *forge {
+	f := &forge{status: http.StatusCreated}
+	f.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var body map[string]any
+		_ = json.NewDecoder(r.Body).Decode(&body)
+		f.mu.Lock()
+		f.got, f.paths = append(f.got, body), append(f.paths, r.Method+" "+r.URL.EscapedPath())
+		f.auth = append(f.auth, r.Header.Get("Authorization")+r.Header.Get("Private-Token"))
+		status := f.status
+		f.mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(status)
+		if status >= 300 {
+			fmt.Fprint(w, `{"message":"Validation Failed"}`)
+			return
+		}
+		fmt.Fprintf(w, `{"number":7,"iid":7,"index":7,"html_url":%q,"web_url":%q}`, f.srv.URL+"/pr/7", f.srv.URL+"/pr/7")
+	}))
+	t.Cleanup(f.srv.Close)
+	return f
+}
+
+type repairBundle struct {
+	*testBundle
+	incidents *domain.Incidents
+	cards     *domain.Cards
+	feed      *domain.Feed
+}
+
+// setupRepair starts River with every worker, the repair handler included.
+func setupRepair(t *testing.T) *repairBundle {
+	t.Helper()
+	if err := sandbox.BwrapAvailable(); err != nil {
+		t.Skipf("bubblewrap cannot run here (%v)", err)
+	}
+	d := testdb.New(t)
+	keys, _ := secret.NewKeyring(make([]byte, 32), nil)
+	store := domain.NewStore(d.Bun, keys, nil)
+	b := &testBundle{db: d, store: store, accounts: domain.NewAccounts(store), projects: domain.NewProjects(store),
+		queue: domain.NewQueue(store, time.Minute), logs: domain.NewLogs(store, 0), hub: domain.NewHub(d.Pool, nil)}
+	rb := &repairBundle{testBundle: b, incidents: domain.NewIncidents(store, b.queue), cards: domain.NewCards(store), feed: domain.NewFeed(store)}
+	rb.feed.OnQueued = rb.incidents.RequestRepairs
+	ctx, cancel := context.WithCancel(context.Background())
+	go b.hub.Run(ctx)
+	exe, err := sandbox.New("bwrap", 500*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	root, err := jobs.ProcessWorkRoot(filepath.Join(os.TempDir(), "anvil-test-work", uuid.NewString()[:8]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	workers := river.NewWorkers()
+	jobs.Register(workers, jobs.Deps{Accounts: b.accounts, Queue: b.queue, Projects: b.projects, Logs: b.logs, Hub: b.hub,
+		Executor: exe, WorkRoot: root, Webhooks: domain.NewWebhooks(store, b.queue), Cards: rb.cards, Incidents: rb.incidents,
+		Repair: jobs.NewRepair(rb.incidents, b.projects)})
+	client, err := river.NewClient(riverdatabasesql.NewWithPgxListener(d.SQL, d.Pool), &river.Config{
+		Workers: workers, Queues: map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: 4}, domain.RunsQueue: {MaxWorkers: 4}},
+		FetchCooldown: 5 * time.Millisecond, FetchPollInterval: 50 * time.Millisecond, TestOnly: true,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	store.UseJobs(client)
+	b.river = client
+	if err := client.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		sctx, scancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer scancel()
+		_ = client.Stop(sctx)
+		cancel()
+		_ = os.RemoveAll(filepath.Dir(root))
+	})
+	res, err := b.accounts.Bootstrap(context.Background(), "acme", "owner@acme.test", "correct horse battery")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.owner, _ = b.accounts.Authenticate(context.Background(), res.Token)
+	return rb
+}
+
+// incident makes a project on repo with the given repair command and
+// provider, ingests one event and returns the incident waiting for approval.
+func (rb *repairBundle) incident(t *testing.T, repo, repair, provider, api string) (*domain.Project, *domain.Incident) {
+	t.Helper()
+	ctx := context.Background()
+	p, err := rb.projects.Create(ctx, rb.owner, domain.ProjectInput{Slug: strp("shop"), RepoURL: &repo, DefaultBranch: strp("main"),
+		RunCommand: strp("true"), RepairCommand: &repair, Provider: &provider, ProviderAPIURL: &api,
+		ProviderRepo: strp("acme/shop"), ProviderToken: strp("ghp_secret_token_value")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rb.feed.PutBinding(ctx, rb.owner, p.ID, "production", domain.PolicyApprove); err != nil {
+		t.Fatal(err)
+	}
+	_, tok, _ := rb.feed.CreateConnection(ctx, rb.owner, p.ID, "api")
+	snd, err := rb.feed.Authenticate(ctx, tok)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := json.Marshal(map[string]any{"schema_version": "1.0", "event_id": uuid.NewString(), "timestamp": time.Now().UTC().Format(time.RFC3339),
+		"title": "NullPointerException in Checkout", "level": "error", "environment": "production", "service": "api", "sdk": map[string]any{"name": "t"},
+		"exception": map[string]any{"type": "NPE", "message": "cart is null"}})
+	if _, err := rb.feed.Ingest(ctx, snd, "127.0.0.1", []json.RawMessage{raw}); err != nil {
+		t.Fatal(err)
+	}
+	pg, err := rb.incidents.List(ctx, rb.owner.OrgID, domain.IncidentFilter{ProjectID: p.ID})
+	if err != nil || len(pg.Incidents) != 1 {
+		t.Fatalf("incident: %v %+v", err, pg)
+	}
+	inc, _ := rb.incidents.Get(ctx, rb.owner.OrgID, pg.Incidents[0].ID)
+	return p, inc
+}
+
+// approveAndWait approves the incident and waits for its repair run's end
+// and for the incident to leave RUNNING.
+func (rb *repairBundle) approveAndWait(t *testing.T, inc *domain.Incident) (*domain.Incident, *domain.Run) {
+	t.Helper()
+	ctx := context.Background()
+	got, err := rb.incidents.Decide(ctx, rb.owner, inc.ID, "approve")
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := rb.waitTerminal(t, *got.RepairRunID, 60*time.Second)
+	after, _ := rb.incidents.Get(ctx, rb.owner.OrgID, inc.ID)
+	return after, run
+}
+
+func lsRemote(t *testing.T, repoURL, branch string) string {
+	t.Helper()
+	out, err := exec.Command("git", "ls-remote", strings.TrimPrefix(repoURL, "file://"), "refs/heads/"+branch).CombinedOutput()
+	if err != nil {
+		t.Fatalf("ls-remote: %v %s", err, out)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+func TestRepairOpensPullRequest(t *testing.T) {
+	t.Parallel()
+	for _, provider := range []string{"github", "gitlab", "gitea"} {
+		t.Run(provider, func(t *testing.T) {
+			t.Parallel()
+			rb := setupRepair(t)
+			f := newForge(t)
+			repo := jobstest.GitRepo(t)
+			cmd := `test -n "$ANVIL_TASK" && grep -q NullPointerException "$ANVIL_INCIDENT_FILE" && echo fixed >> README && echo repaired`
+			_, inc := rb.incident(t, repo.URL, cmd, provider, f.srv.URL)
+			after, run := rb.approveAndWait(t, inc)
+			if run.State != domain.StatePassed || after.Status != domain.IncidentPROpen || after.PRURL != f.srv.URL+"/pr/7" {
+				t.Fatalf("run %s (%v), incident %s %q; log:\n%s", run.State, run.FailureReason, after.Status, after.PRURL, rb.logText(t, run.ID))
+			}
+			branch := "anvil/repair/" + inc.ID.String()
+			if lsRemote(t, repo.URL, branch) == "" {
+				t.Fatalf("branch %s not pushed", branch)
+			}
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			if len(f.got) != 1 {
+				t.Fatalf("forge calls: %v", f.paths)
+			}
+			want := map[string][3]string{
+				"github": {"POST /repos/acme/shop/pulls", "head", "base"},
+				"gitlab": {"POST /api/v4/projects/acme%2Fshop/merge_requests", "source_branch", "target_branch"},
+				"gitea":  {"POST /api/v1/repos/acme/shop/pulls", "head", "base"},
+			}[provider]
+			if f.paths[0] != want[0] || f.got[0][want[1]] != branch || f.got[0][want[2]] != "main" || !strings.Contains(f.auth[0], "ghp_secret_token_value") {
+				t.Fatalf("request %s %v auth=%q", f.paths[0], f.got[0], f.auth[0])
+			}
+			if log := rb.logText(t, run.ID); strings.Contains(log, "ghp_secret_token_value") || !strings.Contains(log, "repaired") {
+				t.Fatalf("log:\n%s", log)
+			}
+		})
+	}
+}
+
+func TestRepairNeedsHuman(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name, cmd   string
+		forgeStatus int
+		reason      string
+		failure     string
+	}{
+		{"no change", "true", 201, "the repair command changed nothing", domain.ReasonRepairNoOp},
+		{"command fails", "echo nope; exit 3", 201, "the repair command failed with exit code 3", domain.ReasonExitCode},
+		{"provider 422", "echo fixed >> README", 422, "the pull request could not be opened", domain.ReasonRepairForge},
+		{"provider 500", "echo fixed >> README", 500, "the pull request could not be opened", domain.ReasonRepairForge},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			rb := setupRepair(t)
+			f := newForge(t)
+			f.status = c.forgeStatus
+			repo := jobstest.GitRepo(t)
+			_, inc := rb.incident(t, repo.URL, c.cmd, "github", f.srv.URL)
+			after, run := rb.approveAndWait(t, inc)
+			if run.State != domain.StateFailed || run.FailureReason == nil || *run.FailureReason != c.failure {
+				t.Fatalf("run %s %v; log:\n%s", run.State, run.FailureReason, rb.logText(t, run.ID))
+			}
+			if after.Status != domain.IncidentNeedsHuman || !strings.Contains(after.NeedsHumanReason, c.reason) || strings.Contains(after.NeedsHumanReason, "ghp_secret") {
+				t.Fatalf("incident %s %q", after.Status, after.NeedsHumanReason)
+			}
+		})
+	}
+}

@@ -1,0 +1,218 @@
+package web
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"sort"
+	"strings"
+
+	"github.com/google/uuid"
+	"github.com/labstack/echo/v4"
+
+	"anvil/domain"
+	"anvil/views"
+)
+
+func incidentRow(v domain.IncidentView) views.IncidentRow {
+	return views.IncidentRow{ID: v.ID.String(), ProjectID: v.ProjectID.String(), ProjectName: v.ProjectName, Title: v.Title,
+		ExceptionType: v.ExceptionType, Status: v.Status, Environment: v.Environment, EventCount: v.EventCount,
+		FirstSeen: v.FirstSeen, LastSeen: v.LastSeen, Release: v.Release, PRURL: v.PRURL,
+		NeedsHumanReason: v.NeedsHumanReason, Decisions: domain.DecisionsFor(v.Status)}
+}
+
+// inboxProps reads one inbox page for the request's filters.
+func (s *Server) inboxProps(c echo.Context) (views.InboxProps, error) {
+	p := principal(c)
+	ctx := c.Request().Context()
+	f, err := incidentFilter(c)
+	if err != nil {
+		return views.InboxProps{}, err
+	}
+	pg, err := s.incidents.List(ctx, p.OrgID, f)
+	if err != nil {
+		return views.InboxProps{}, err
+	}
+	props := views.InboxProps{Page: s.page(c, "Inbox", "inbox"), Statuses: domain.IncidentStatuses, Counts: pg.Counts,
+		Environments: pg.Environments, HasMore: pg.HasMore, CanWrite: p.CanWrite(),
+		Filter: views.InboxFilter{Status: strings.ToUpper(f.Status), Environment: strings.ToLower(f.Environment), Page: f.Page}}
+	if f.ProjectID != uuid.Nil {
+		props.Filter.ProjectID = f.ProjectID.String()
+	}
+	for _, v := range pg.Incidents {
+		props.Rows = append(props.Rows, incidentRow(v))
+	}
+	if c.QueryParam("fragment") == "" { // the full page's project filter
+		ps, err := s.projects.List(ctx, p.OrgID)
+		if err != nil {
+			return views.InboxProps{}, err
+		}
+		for _, pr := range ps {
+			props.Projects = append(props.Projects, views.Option{Value: pr.ID.String(), Label: pr.Name})
+		}
+	}
+	return props, nil
+}
+
+// inbox: GET /inbox (?project, status, environment, page); ?fragment=body
+// answers the live part only.
+func (s *Server) inbox(c echo.Context) error {
+	props, err := s.inboxProps(c)
+	if err != nil {
+		return err
+	}
+	if c.QueryParam("fragment") == "body" {
+		return Render(c, http.StatusOK, views.InboxBody(props))
+	}
+	return Render(c, http.StatusOK, views.Inbox(props))
+}
+
+// domainRefusal splits an error into a message to show in place (a
+// refusal a person can act on) or an error for the error handler.
+func domainRefusal(err error) (string, error) {
+	var de *domain.Error
+	if errors.As(err, &de) && de.Kind != domain.ErrNotFound && de.Kind != domain.ErrForbidden {
+		return de.Message, nil
+	}
+	return "", err
+}
+
+// incidentDecisionSubmit: POST /incidents/:id/decisions (htmx). From the
+// inbox (?from=inbox) it answers the inbox body, else the incident page's
+// live part; a refused decision is shown in place (200, so htmx swaps it).
+func (s *Server) incidentDecisionSubmit(c echo.Context) error {
+	id, err := pathUUID(c, "incidentId", "incident")
+	if err != nil {
+		return err
+	}
+	_, derr := s.incidents.Decide(c.Request().Context(), principal(c), id, c.FormValue("decision"))
+	msg, err := domainRefusal(derr)
+	if err != nil {
+		return err
+	}
+	if !isHTMX(c) {
+		if c.QueryParam("from") == "inbox" {
+			return redirect(c, "/inbox")
+		}
+		return redirect(c, "/incidents/"+id.String())
+	}
+	if c.QueryParam("from") == "inbox" {
+		props, err := s.inboxProps(c)
+		if err != nil {
+			return err
+		}
+		props.Error = msg
+		return Render(c, http.StatusOK, views.InboxBody(props))
+	}
+	props, err := s.incidentProps(c, id)
+	if err != nil {
+		return err
+	}
+	props.Error = msg
+	return Render(c, http.StatusOK, views.IncidentLive(props))
+}
+
+// inboxBulkSubmit: POST /inbox/bulk (ids=…&decision=ignore|close).
+func (s *Server) inboxBulkSubmit(c echo.Context) error {
+	form, err := c.FormParams()
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, "could not read the form")
+	}
+	var ids []uuid.UUID
+	for _, v := range form["ids"] {
+		id, err := uuid.Parse(v)
+		if err != nil {
+			return domain.Invalid("invalid_incident_id", "incident ids must be UUIDs")
+		}
+		ids = append(ids, id)
+	}
+	res, berr := s.incidents.DecideMany(c.Request().Context(), principal(c), ids, form.Get("decision"))
+	msg, err := domainRefusal(berr)
+	if err != nil {
+		return err
+	}
+	if !isHTMX(c) {
+		return redirect(c, "/inbox")
+	}
+	props, err := s.inboxProps(c)
+	if err != nil {
+		return err
+	}
+	props.Error = msg
+	if len(res.Refused) > 0 {
+		props.Error = fmt.Sprintf("%d incidents were left alone: %s", len(res.Refused), res.Refused[0].Message)
+	}
+	if msg == "" && len(res.Done) > 0 {
+		props.Notice = fmt.Sprintf("%d incidents: %s.", len(res.Done), form.Get("decision"))
+	}
+	return Render(c, http.StatusOK, views.InboxBody(props))
+}
+
+// incidentProps reads everything an incident's page shows.
+func (s *Server) incidentProps(c echo.Context, id uuid.UUID) (views.IncidentProps, error) {
+	p := principal(c)
+	ctx := c.Request().Context()
+	d, err := s.incidents.Detail(ctx, p.OrgID, id)
+	if err != nil {
+		return views.IncidentProps{}, err
+	}
+	d.Incident.ProjectName = d.ProjectName
+	props := views.IncidentProps{Page: s.page(c, d.Incident.Title, "inbox"), Incident: incidentRow(d.Incident),
+		Hourly: d.Hourly, CanWrite: p.CanWrite()}
+	if ev := d.Latest; ev != nil {
+		props.Service, props.UserID, props.Breadcrumbs = ev.Service, ev.User.ID, ev.Breadcrumbs
+		if ev.Exception != nil {
+			props.ExceptionMessage, props.FramesOmitted = ev.Exception.Message, ev.Exception.FramesOmitted
+			for _, f := range ev.Exception.Stacktrace {
+				props.Frames = append(props.Frames, views.FrameRow{File: f.File, Line: f.Line, Function: f.Function, Context: f.ContextCode, InApp: f.InApp})
+			}
+		}
+		if ev.Request != nil {
+			props.RequestMethod, props.RequestURL, props.RequestStatus = ev.Request.Method, ev.Request.URL, ev.Request.StatusCode
+		}
+		for k, v := range ev.Tags {
+			props.Tags = append(props.Tags, views.Option{Value: k, Label: v})
+		}
+		sort.Slice(props.Tags, func(i, j int) bool { return props.Tags[i].Value < props.Tags[j].Value })
+	}
+	for _, e := range d.Events {
+		props.Events = append(props.Events, views.EventRow{ID: e.EventID, ReceivedAt: e.ReceivedAt, Release: e.Release, Message: e.Message})
+	}
+	for _, t := range d.Transitions {
+		props.Transitions = append(props.Transitions, views.TransitionRow{From: t.From, To: t.To, ActorKind: t.ActorKind, Actor: t.Actor, Reason: t.Reason, At: t.At})
+	}
+	if r := d.RepairRun; r != nil {
+		rr := &views.RepairRow{ID: r.RunID.String(), Status: r.Status}
+		if r.FailureReason != nil {
+			rr.FailureReason = *r.FailureReason
+		}
+		chunks, err := s.logs.Chunks(ctx, r.RunID, 0)
+		if err != nil {
+			return views.IncidentProps{}, err
+		}
+		var b strings.Builder
+		for _, ch := range chunks {
+			b.WriteString(ch.Body)
+			rr.LogSeq = ch.Seq
+		}
+		rr.Log = b.String()
+		props.Repair = rr
+	}
+	return props, nil
+}
+
+// incidentPage: GET /incidents/:id; ?fragment=live answers the live part.
+func (s *Server) incidentPage(c echo.Context) error {
+	id, err := pathUUID(c, "incidentId", "incident")
+	if err != nil {
+		return err
+	}
+	props, err := s.incidentProps(c, id)
+	if err != nil {
+		return err
+	}
+	if c.QueryParam("fragment") == "live" {
+		return Render(c, http.StatusOK, views.IncidentLive(props))
+	}
+	return Render(c, http.StatusOK, views.IncidentPage(props))
+}
