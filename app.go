@@ -25,22 +25,13 @@ import (
 
 // app is the wired program: database, services, River and (for serve) HTTP.
 type app struct {
-	cfg       *Config
-	log       *slog.Logger
-	db        *db.DB
-	keys      *secret.Keyring
-	store     *domain.Store
-	accounts  *domain.Accounts
-	projects  *domain.Projects
-	queue     *domain.Queue
-	webhooks  *domain.Webhooks
-	feed      *domain.Feed
-	incidents *domain.Incidents
-	cards     *domain.Cards
-	logs      *domain.Logs
-	hub       *domain.Hub
-	river     *river.Client[*sql.Tx]
-	metrics   *web.Metrics
+	cfg  *Config
+	log  *slog.Logger
+	db   *db.DB
+	keys *secret.Keyring
+	*domain.Services
+	river   *river.Client[*sql.Tx]
+	metrics *web.Metrics
 }
 
 func newLogger(cfg *Config, w io.Writer) *slog.Logger {
@@ -88,16 +79,7 @@ func newApp(ctx context.Context, cfg *Config, logOut io.Writer, withWorkers bool
 		return nil, err
 	}
 	a := &app{cfg: cfg, log: log, db: d, keys: keys}
-	a.store = domain.NewStore(d.Bun, keys, log)
-	a.accounts = domain.NewAccounts(a.store)
-	a.projects = domain.NewProjects(a.store)
-	a.queue = domain.NewQueue(a.store, cfg.HeartbeatTimeout)
-	a.webhooks = domain.NewWebhooks(a.store, a.queue)
-	a.feed = domain.NewFeed(a.store)
-	a.incidents, a.cards = domain.NewIncidents(a.store, a.queue), domain.NewCards(a.store)
-	a.feed.OnQueued = a.incidents.RequestRepairs
-	a.logs = domain.NewLogs(a.store, cfg.LogMaxBytes)
-	a.hub = domain.NewHub(d.Pool, log)
+	a.Services = domain.NewServices(d.Bun, d.Pool, keys, log, domain.Options{HeartbeatTimeout: cfg.HeartbeatTimeout, LogMaxBytes: cfg.LogMaxBytes})
 	a.metrics = web.NewMetrics(d)
 
 	rcfg := &river.Config{Logger: riverLogger(cfg, logOut), FetchCooldown: 10 * time.Millisecond, FetchPollInterval: 200 * time.Millisecond}
@@ -114,9 +96,7 @@ func newApp(ctx context.Context, cfg *Config, logOut io.Writer, withWorkers bool
 			return nil, fmt.Errorf("workspace folder %s: %w", cfg.WorkDir, err)
 		}
 		log.Info("run executor ready", "executor", exec.Name(), "sandboxed", exec.Sandboxed(), "workspaces", root)
-		jobs.Register(workers, jobs.Deps{Accounts: a.accounts, Queue: a.queue, Projects: a.projects, Logs: a.logs,
-			Hub: a.hub, Executor: exec, WorkRoot: root, Webhooks: a.webhooks, Log: log,
-			Cards: a.cards, Incidents: a.incidents, Repair: jobs.NewRepair(a.incidents, a.projects)})
+		jobs.Register(workers, jobs.Deps{Services: a.Services, Executor: exec, WorkRoot: root, Log: log})
 		rcfg.Workers = workers
 		rcfg.Queues = map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: 10}, domain.RunsQueue: {MaxWorkers: cfg.RunConcurrency}}
 		rcfg.PeriodicJobs = jobs.Periodic(cfg.HeartbeatTimeout)
@@ -127,14 +107,14 @@ func newApp(ctx context.Context, cfg *Config, logOut io.Writer, withWorkers bool
 		return nil, fmt.Errorf("river client: %w", err)
 	}
 	a.river = client
-	a.store.UseJobs(client)
+	a.Store.UseJobs(client)
 	return a, nil
 }
 
 func (a *app) close() { a.db.Close() }
 
 func (a *app) deps() web.Deps {
-	return web.Deps{DB: a.db, Store: a.store, Accounts: a.accounts, Projects: a.projects, Queue: a.queue, Logs: a.logs, Hub: a.hub, Webhooks: a.webhooks, Feed: a.feed, Incidents: a.incidents, Cards: a.cards, Keys: a.keys, Log: a.log,
+	return web.Deps{DB: a.db, Services: a.Services, Keys: a.keys, Log: a.log,
 		Metrics: a.metrics, Options: web.Options{PublicURL: a.cfg.PublicURL, SecureCookies: isHTTPS(a.cfg.PublicURL),
 			FeedArmed: a.cfg.FeedArmed, FeedMaxBody: a.cfg.FeedMaxBody, FeedMaxBatch: a.cfg.FeedMaxBatch,
 			FeedRatePerMin: a.cfg.FeedRatePerMin, TrustedProxies: a.cfg.TrustedProxies}}
@@ -177,7 +157,7 @@ func serve(ctx context.Context, cfg *Config, logOut io.Writer) error {
 	}
 	hubCtx, stopHub := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopHub()
-	go a.hub.Run(hubCtx)
+	go a.Hub.Run(hubCtx)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	a.log.Info("anvil is serving", "addr", ln.Addr().String(), "role", cfg.Role, "public_url", cfg.PublicURL)

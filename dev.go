@@ -70,14 +70,14 @@ func cmdDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	pwFile := filepath.Join(*dir, "demo-password")
 	email := "demo@anvil.local"
-	has, err := a.accounts.HasUsers(ctx)
+	has, err := a.Accounts.HasUsers(ctx)
 	if err != nil {
 		a.close()
 		return err
 	}
 	if !has {
 		pw := base64.RawURLEncoding.EncodeToString(randomBytes(12))
-		if _, err := a.accounts.Bootstrap(ctx, "demo", email, pw); err != nil {
+		if _, err := a.Accounts.Bootstrap(ctx, "demo", email, pw); err != nil {
 			a.close()
 			return fmt.Errorf("bootstrap demo owner: %w", err)
 		}

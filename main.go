@@ -189,7 +189,7 @@ func cmdAdmin(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			return err
 		}
 		defer a.close()
-		res, err := a.accounts.Bootstrap(ctx, *org, *email, pw)
+		res, err := a.Accounts.Bootstrap(ctx, *org, *email, pw)
 		if err != nil {
 			return err
 		}
@@ -210,7 +210,7 @@ func cmdAdmin(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			return err
 		}
 		defer a.close()
-		n, err := a.store.RotateSecrets(ctx)
+		n, err := a.Store.RotateSecrets(ctx)
 		if err != nil {
 			return err
 		}

@@ -24,6 +24,7 @@ import (
 func TestMain(m *testing.M) { testdb.Main(m) }
 
 type testBundle struct {
+	services *domain.Services
 	db       *db.DB
 	store    *domain.Store
 	accounts *domain.Accounts
@@ -59,9 +60,10 @@ func setup(t *testing.T, o options) *testBundle {
 	}
 	d := testdb.New(t)
 	keys, _ := secret.NewKeyring(make([]byte, 32), nil)
-	store := domain.NewStore(d.Bun, keys, nil)
-	b := &testBundle{db: d, store: store, accounts: domain.NewAccounts(store), projects: domain.NewProjects(store),
-		queue: domain.NewQueue(store, o.heartbeatTimeout), logs: domain.NewLogs(store, 0), hub: domain.NewHub(d.Pool, nil)}
+	sv := domain.NewServices(d.Bun, d.Pool, keys, nil, domain.Options{HeartbeatTimeout: o.heartbeatTimeout})
+	store := sv.Store
+	b := &testBundle{services: sv, db: d, store: store, accounts: sv.Accounts, projects: sv.Projects,
+		queue: sv.Queue, logs: sv.Logs, hub: sv.Hub}
 	ctx, cancel := context.WithCancel(context.Background())
 	go b.hub.Run(ctx)
 	exe, err := sandbox.New(o.mode, o.grace)
@@ -73,8 +75,7 @@ func setup(t *testing.T, o options) *testBundle {
 		t.Fatal(err)
 	}
 	workers := river.NewWorkers()
-	jobs.Register(workers, jobs.Deps{Accounts: b.accounts, Queue: b.queue, Projects: b.projects, Logs: b.logs, Hub: b.hub,
-		Executor: exe, WorkRoot: root, Webhooks: domain.NewWebhooks(store, b.queue)})
+	jobs.Register(workers, jobs.Deps{Services: sv, Executor: exe, WorkRoot: root})
 	client, err := river.NewClient(riverdatabasesql.NewWithPgxListener(d.SQL, d.Pool), &river.Config{
 		Workers: workers, Queues: map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: 4}, domain.RunsQueue: {MaxWorkers: 4}},
 		PeriodicJobs: jobs.Periodic(o.heartbeatTimeout), FetchCooldown: 5 * time.Millisecond, FetchPollInterval: 50 * time.Millisecond,

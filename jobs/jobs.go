@@ -13,26 +13,21 @@ import (
 	"anvil/jobs/sandbox"
 )
 
-// Deps are what the workers need.
+// Deps are what the workers need: the domain's services, the sandbox
+// executor and this process's workspace folder.
 type Deps struct {
-	Accounts *domain.Accounts
-	Queue    *domain.Queue
-	Projects *domain.Projects
-	Logs     *domain.Logs
-	Hub      *domain.Hub
+	*domain.Services
 	Executor sandbox.Executor
 	WorkRoot string
-	Repair   RepairHandler
-	Webhooks *domain.Webhooks
 	Log      *slog.Logger
-	// Cards and Incidents serve the card refresh and the `auto` policy's
-	// repair dispatch (issue 7).
-	Cards     *domain.Cards
-	Incidents *domain.Incidents
 }
 
-// Register adds every worker to the bundle.
+// Register adds every worker to the bundle; repair runs are handled by
+// NewRepair over the same services.
 func Register(w *river.Workers, d Deps) {
+	if d.Log == nil {
+		d.Log = slog.Default()
+	}
 	river.AddWorker(w, &PurgeSessionsWorker{accounts: d.Accounts, log: d.Log})
 	river.AddWorker(w, &ReconcileRunWorker{queue: d.Queue})
 	river.AddWorker(w, &RunWatchdogWorker{queue: d.Queue, log: d.Log})
@@ -41,7 +36,7 @@ func Register(w *river.Workers, d Deps) {
 	river.AddWorker(w, &RefreshCardAgainWorker{cards: d.Cards})
 	river.AddWorker(w, &DispatchRepairWorker{incidents: d.Incidents})
 	river.AddWorker(w, &ExecuteRunWorker{Queue: d.Queue, Projects: d.Projects, Logs: d.Logs, Hub: d.Hub,
-		Executor: d.Executor, WorkRoot: d.WorkRoot, Repair: d.Repair, Log: d.Log,
+		Executor: d.Executor, WorkRoot: d.WorkRoot, Repair: NewRepair(d.Incidents, d.Projects), Log: d.Log,
 		Heartbeat: heartbeatInterval(d.Queue.HeartbeatTimeout()), ID: ExecutorID()})
 }
 

@@ -6,22 +6,15 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/riverqueue/river"
-	"github.com/riverqueue/river/riverdriver/riverdatabasesql"
 
-	"anvil/db/testdb"
 	"anvil/domain"
-	"anvil/domain/secret"
-	"anvil/jobs"
 	"anvil/jobs/jobstest"
 	"anvil/jobs/sandbox"
 )
@@ -72,51 +65,8 @@ func setupRepair(t *testing.T) *repairBundle {
 	if err := sandbox.BwrapAvailable(); err != nil {
 		t.Skipf("bubblewrap cannot run here (%v)", err)
 	}
-	d := testdb.New(t)
-	keys, _ := secret.NewKeyring(make([]byte, 32), nil)
-	store := domain.NewStore(d.Bun, keys, nil)
-	b := &testBundle{db: d, store: store, accounts: domain.NewAccounts(store), projects: domain.NewProjects(store),
-		queue: domain.NewQueue(store, time.Minute), logs: domain.NewLogs(store, 0), hub: domain.NewHub(d.Pool, nil)}
-	rb := &repairBundle{testBundle: b, incidents: domain.NewIncidents(store, b.queue), cards: domain.NewCards(store), feed: domain.NewFeed(store)}
-	rb.feed.OnQueued = rb.incidents.RequestRepairs
-	ctx, cancel := context.WithCancel(context.Background())
-	go b.hub.Run(ctx)
-	exe, err := sandbox.New("bwrap", 500*time.Millisecond)
-	if err != nil {
-		t.Fatal(err)
-	}
-	root, err := jobs.ProcessWorkRoot(filepath.Join(os.TempDir(), "anvil-test-work", uuid.NewString()[:8]))
-	if err != nil {
-		t.Fatal(err)
-	}
-	workers := river.NewWorkers()
-	jobs.Register(workers, jobs.Deps{Accounts: b.accounts, Queue: b.queue, Projects: b.projects, Logs: b.logs, Hub: b.hub,
-		Executor: exe, WorkRoot: root, Webhooks: domain.NewWebhooks(store, b.queue), Cards: rb.cards, Incidents: rb.incidents,
-		Repair: jobs.NewRepair(rb.incidents, b.projects)})
-	client, err := river.NewClient(riverdatabasesql.NewWithPgxListener(d.SQL, d.Pool), &river.Config{
-		Workers: workers, Queues: map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: 4}, domain.RunsQueue: {MaxWorkers: 4}},
-		FetchCooldown: 5 * time.Millisecond, FetchPollInterval: 50 * time.Millisecond, TestOnly: true,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	store.UseJobs(client)
-	b.river = client
-	if err := client.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		sctx, scancel := context.WithTimeout(context.Background(), 20*time.Second)
-		defer scancel()
-		_ = client.Stop(sctx)
-		cancel()
-		_ = os.RemoveAll(filepath.Dir(root))
-	})
-	res, err := b.accounts.Bootstrap(context.Background(), "acme", "owner@acme.test", "correct horse battery")
-	if err != nil {
-		t.Fatal(err)
-	}
-	b.owner, _ = b.accounts.Authenticate(context.Background(), res.Token)
+	b := setup(t, options{})
+	rb := &repairBundle{testBundle: b, incidents: b.services.Incidents, cards: b.services.Cards, feed: b.services.Feed}
 	return rb
 }
 

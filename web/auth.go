@@ -39,7 +39,7 @@ func (s *Server) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 			if !ok || !strings.EqualFold(scheme, "Bearer") {
 				return domain.ErrUnauthorized
 			}
-			p, err := s.accounts.Authenticate(ctx, strings.TrimSpace(tok))
+			p, err := s.Accounts.Authenticate(ctx, strings.TrimSpace(tok))
 			if err != nil {
 				return err
 			}
@@ -47,7 +47,7 @@ func (s *Server) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 			return next(c)
 		}
 		if ck, err := c.Cookie(sessionCookie); err == nil && ck.Value != "" {
-			p, err := s.accounts.Session(ctx, ck.Value)
+			p, err := s.Accounts.Session(ctx, ck.Value)
 			switch {
 			case err == nil:
 				c.Set(principalKey, p)

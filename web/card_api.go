@@ -18,7 +18,7 @@ func (s *Server) apiCardGet(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	card, err := s.cards.Get(c.Request().Context(), principal(c).OrgID, id)
+	card, err := s.Cards.Get(c.Request().Context(), principal(c).OrgID, id)
 	if err != nil {
 		return err
 	}
@@ -42,7 +42,7 @@ func (s *Server) apiDashboardPut(c echo.Context) error {
 	if in.External == nil {
 		return domain.Invalid("missing_external", `"external" is required: true hands the card to an external producer, false back to the incident store`)
 	}
-	cfg, err := s.cards.SetExternal(c.Request().Context(), principal(c), id, *in.External)
+	cfg, err := s.Cards.SetExternal(c.Request().Context(), principal(c), id, *in.External)
 	if err != nil {
 		return err
 	}
@@ -82,14 +82,14 @@ func (s *Server) dashboardIngest(c echo.Context) error {
 		}
 		return nil
 	}()
-	prod, err := s.cards.AuthorizeProducer(c.Request().Context(), c.Param("tenant"), c.Param("config"), tok)
+	prod, err := s.Cards.AuthorizeProducer(c.Request().Context(), c.Param("tenant"), c.Param("config"), tok)
 	if err != nil {
 		return err
 	}
 	if parseErr != nil {
 		return parseErr
 	}
-	if err := s.cards.ReplaceExternal(c.Request().Context(), prod, in.Incidents); err != nil {
+	if err := s.Cards.ReplaceExternal(c.Request().Context(), prod, in.Incidents); err != nil {
 		return err
 	}
 	return c.NoContent(http.StatusNoContent)

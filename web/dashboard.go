@@ -15,7 +15,7 @@ import (
 func (s *Server) dashboard(c echo.Context) error {
 	p := principal(c)
 	ctx := c.Request().Context()
-	sums, err := s.projects.Summaries(ctx, p.OrgID)
+	sums, err := s.Projects.Summaries(ctx, p.OrgID)
 	if err != nil {
 		return err
 	}
@@ -23,13 +23,13 @@ func (s *Server) dashboard(c echo.Context) error {
 	for _, sm := range sums {
 		ids = append(ids, sm.ID)
 	}
-	cards, err := s.cards.ForProjects(ctx, ids)
+	cards, err := s.Cards.ForProjects(ctx, ids)
 	if err != nil {
 		return err
 	}
 	props := views.DashboardProps{Page: s.page(c, "Dashboard", "dashboard"), CanWrite: p.CanWrite()}
 	for _, sm := range sums {
-		hourly, err := s.incidents.ProjectHourly(ctx, sm.ID)
+		hourly, err := s.Incidents.ProjectHourly(ctx, sm.ID)
 		if err != nil {
 			return err
 		}

@@ -29,7 +29,7 @@ func (s *Server) events(c echo.Context) error {
 		if err != nil {
 			return domain.NotFound("project")
 		}
-		if _, err := s.projects.Get(ctx, p.OrgID, id); err != nil {
+		if _, err := s.Projects.Get(ctx, p.OrgID, id); err != nil {
 			return err
 		}
 		projectID = id
@@ -39,16 +39,16 @@ func (s *Server) events(c echo.Context) error {
 		if err != nil {
 			return domain.NotFound("run")
 		}
-		if _, err := s.queue.RunGet(ctx, p.OrgID, id); err != nil {
+		if _, err := s.Queue.RunGet(ctx, p.OrgID, id); err != nil {
 			return err
 		}
 		runID = id
 	}
 	after, _ := strconv.Atoi(c.QueryParam("after"))
-	if s.hub == nil {
+	if s.Hub == nil {
 		return echo.NewHTTPError(http.StatusServiceUnavailable, "live events are not available")
 	}
-	sub, leave := s.hub.Subscribe(func(ev domain.LiveEvent) bool {
+	sub, leave := s.Hub.Subscribe(func(ev domain.LiveEvent) bool {
 		if ev.Kind == "resync" {
 			return true
 		}
@@ -74,7 +74,7 @@ func (s *Server) events(c echo.Context) error {
 		if runID == uuid.Nil {
 			return nil
 		}
-		chunks, err := s.logs.Chunks(ctx, runID, after)
+		chunks, err := s.Logs.Chunks(ctx, runID, after)
 		if err != nil {
 			return err
 		}
@@ -140,7 +140,7 @@ func (s *Server) apiRunLogs(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	text, err := s.logs.Text(c.Request().Context(), principal(c).OrgID, id)
+	text, err := s.Logs.Text(c.Request().Context(), principal(c).OrgID, id)
 	if err != nil {
 		return err
 	}

@@ -23,7 +23,7 @@ func (s *Server) apiConnectionCreate(c echo.Context) error {
 	if err := bindJSON(c, &in); err != nil {
 		return err
 	}
-	conn, tok, err := s.feed.CreateConnection(c.Request().Context(), principal(c), id, in.Name)
+	conn, tok, err := s.Feed.CreateConnection(c.Request().Context(), principal(c), id, in.Name)
 	if err != nil {
 		return err
 	}
@@ -38,7 +38,7 @@ func (s *Server) apiConnectionList(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	cs, err := s.feed.ListConnections(c.Request().Context(), principal(c), id)
+	cs, err := s.Feed.ListConnections(c.Request().Context(), principal(c), id)
 	if err != nil {
 		return err
 	}
@@ -51,7 +51,7 @@ func (s *Server) apiConnectionRevoke(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	if _, err := s.feed.RevokeConnection(c.Request().Context(), principal(c), id); err != nil {
+	if _, err := s.Feed.RevokeConnection(c.Request().Context(), principal(c), id); err != nil {
 		return err
 	}
 	return c.NoContent(http.StatusNoContent)
@@ -80,7 +80,7 @@ func (s *Server) apiBindingPut(c echo.Context) error {
 	if err := bindJSON(c, &in); err != nil {
 		return err
 	}
-	b, err := s.feed.PutBinding(c.Request().Context(), principal(c), id, bindingEnv(c), in.RepairPolicy)
+	b, err := s.Feed.PutBinding(c.Request().Context(), principal(c), id, bindingEnv(c), in.RepairPolicy)
 	if err != nil {
 		return err
 	}
@@ -93,7 +93,7 @@ func (s *Server) apiBindingList(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	bs, err := s.feed.ListBindings(c.Request().Context(), principal(c), id)
+	bs, err := s.Feed.ListBindings(c.Request().Context(), principal(c), id)
 	if err != nil {
 		return err
 	}
@@ -106,7 +106,7 @@ func (s *Server) apiBindingDelete(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := s.feed.DeleteBinding(c.Request().Context(), principal(c), id, bindingEnv(c)); err != nil {
+	if err := s.Feed.DeleteBinding(c.Request().Context(), principal(c), id, bindingEnv(c)); err != nil {
 		return err
 	}
 	return c.NoContent(http.StatusNoContent)

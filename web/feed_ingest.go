@@ -30,7 +30,7 @@ func (s *Server) feedIngest(single bool, lim *feedLimiter) echo.HandlerFunc {
 		if !ok {
 			return c.JSON(http.StatusRequestEntityTooLarge, tooLargeBody(s.opts.FeedMaxBody))
 		}
-		snd, err := s.feed.Authenticate(req.Context(), bearerToken(req))
+		snd, err := s.Feed.Authenticate(req.Context(), bearerToken(req))
 		if errors.Is(err, domain.ErrUnauthorized) {
 			return bareUnauthorized(c)
 		}
@@ -51,7 +51,7 @@ func (s *Server) feedIngest(single bool, lim *feedLimiter) echo.HandlerFunc {
 		if err != nil {
 			return c.JSON(http.StatusBadRequest, apiError{Error: "bad_request", Message: strings.TrimPrefix(err.Error(), event.ErrBadRequest.Error()+": ")})
 		}
-		res, err := s.feed.Ingest(req.Context(), snd, s.clientAddr(req), raws)
+		res, err := s.Feed.Ingest(req.Context(), snd, s.clientAddr(req), raws)
 		if err != nil {
 			s.log.Warn("feed: store failed; answering 503", "request_id", c.Get(requestIDKey), "project_id", snd.ProjectID, "error", err.Error())
 			return feedUnavailable(c, res)

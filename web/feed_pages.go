@@ -19,15 +19,15 @@ func (s *Server) feedProps(c echo.Context) (views.FeedProps, error) {
 	}
 	p := principal(c)
 	ctx := c.Request().Context()
-	pr, err := s.projects.Get(ctx, p.OrgID, id)
+	pr, err := s.Projects.Get(ctx, p.OrgID, id)
 	if err != nil {
 		return views.FeedProps{}, err
 	}
-	cs, err := s.feed.ListConnections(ctx, p, id)
+	cs, err := s.Feed.ListConnections(ctx, p, id)
 	if err != nil {
 		return views.FeedProps{}, err
 	}
-	bs, err := s.feed.ListBindings(ctx, p, id)
+	bs, err := s.Feed.ListBindings(ctx, p, id)
 	if err != nil {
 		return views.FeedProps{}, err
 	}
@@ -70,7 +70,7 @@ func (s *Server) feedConnectionCreateSubmit(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	_, tok, err := s.feed.CreateConnection(c.Request().Context(), principal(c), id, c.FormValue("name"))
+	_, tok, err := s.Feed.CreateConnection(c.Request().Context(), principal(c), id, c.FormValue("name"))
 	de, err := refusal(err)
 	if err != nil {
 		return err
@@ -97,7 +97,7 @@ func (s *Server) feedConnectionRevokeSubmit(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	projectID, err := s.feed.RevokeConnection(c.Request().Context(), principal(c), cid)
+	projectID, err := s.Feed.RevokeConnection(c.Request().Context(), principal(c), cid)
 	if err != nil {
 		return err
 	}
@@ -111,7 +111,7 @@ func (s *Server) feedBindingSubmit(c echo.Context) error {
 		return err
 	}
 	env, policy := c.FormValue("environment"), c.FormValue("repair_policy")
-	_, err = s.feed.PutBinding(c.Request().Context(), principal(c), id, env, policy)
+	_, err = s.Feed.PutBinding(c.Request().Context(), principal(c), id, env, policy)
 	de, err := refusal(err)
 	if err != nil {
 		return err
@@ -133,7 +133,7 @@ func (s *Server) feedBindingDeleteSubmit(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := s.feed.DeleteBinding(c.Request().Context(), principal(c), id, c.FormValue("environment")); err != nil {
+	if err := s.Feed.DeleteBinding(c.Request().Context(), principal(c), id, c.FormValue("environment")); err != nil {
 		return err
 	}
 	return redirect(c, "/projects/"+id.String()+"/feed")

@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"net/netip"
 	"regexp"
 	"strings"
@@ -17,41 +16,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/riverqueue/river"
-	"github.com/riverqueue/river/riverdriver/riverdatabasesql"
 
-	"anvil/db/testdb"
-	"anvil/domain"
-	"anvil/domain/secret"
-	"anvil/web"
 )
-
-// setupWith is setup with other web options (not armed, other proxies).
-func setupWith(t *testing.T, opts web.Options) *testBundle {
-	t.Helper()
-	d := testdb.New(t)
-	keys, err := secret.NewKeyring(make32(1), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	store := domain.NewStore(d.Bun, keys, nil)
-	client, err := river.NewClient(riverdatabasesql.New(d.SQL), &river.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	store.UseJobs(client)
-	b := &testBundle{db: d, store: store, accounts: domain.NewAccounts(store), projects: domain.NewProjects(store), queue: domain.NewQueue(store, 0), keys: keys, password: testPassword, river: client}
-	b.webhooks = domain.NewWebhooks(store, b.queue)
-	b.feed = domain.NewFeed(store)
-	b.srv = httptest.NewServer(web.New(web.Deps{DB: d, Store: store, Accounts: b.accounts, Projects: b.projects, Queue: b.queue,
-		Webhooks: b.webhooks, Feed: b.feed, Keys: keys, Options: opts}))
-	t.Cleanup(b.srv.Close)
-	b.owner, err = b.accounts.Bootstrap(context.Background(), "acme", "owner@acme.test", testPassword)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
-}
 
 // feedFix is a project with a connection and bindings.
 type feedFix struct {

@@ -30,6 +30,7 @@ func TestMain(m *testing.M) { testdb.Main(m) }
 type testBundle struct {
 	srv      *httptest.Server
 	db       *db.DB
+	services *domain.Services
 	store    *domain.Store
 	accounts *domain.Accounts
 	projects *domain.Projects
@@ -46,32 +47,29 @@ type testBundle struct {
 
 const testPassword = "correct horse battery"
 
-func setup(t *testing.T) *testBundle {
+func setup(t *testing.T) *testBundle { return setupWith(t, testOptions()) }
+
+// setupWith is setup with other web options (not armed, other proxies).
+func setupWith(t *testing.T, opts web.Options) *testBundle {
 	t.Helper()
 	d := testdb.New(t)
 	keys, err := secret.NewKeyring(make32(1), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	store := domain.NewStore(d.Bun, keys, nil)
+	sv := domain.NewServices(d.Bun, d.Pool, keys, nil, domain.Options{})
 	client, err := river.NewClient(riverdatabasesql.New(d.SQL), &river.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	store.UseJobs(client)
-	b0 := client
-	b := &testBundle{db: d, store: store, accounts: domain.NewAccounts(store), projects: domain.NewProjects(store), queue: domain.NewQueue(store, 0), keys: keys, password: testPassword, river: b0}
-	b.webhooks = domain.NewWebhooks(store, b.queue)
-	b.feed = domain.NewFeed(store)
-	b.logs = domain.NewLogs(store, 0)
-	b.hub = domain.NewHub(d.Pool, nil)
+	sv.Store.UseJobs(client)
+	b := &testBundle{db: d, services: sv, store: sv.Store, accounts: sv.Accounts, projects: sv.Projects, queue: sv.Queue,
+		webhooks: sv.Webhooks, feed: sv.Feed, logs: sv.Logs, hub: sv.Hub, keys: keys, password: testPassword, river: client}
 	hubCtx, stopHub := context.WithCancel(context.Background())
 	go b.hub.Run(hubCtx)
 	t.Cleanup(stopHub)
 	done := make(chan struct{})
-	e := web.New(web.Deps{DB: d, Store: store, Accounts: b.accounts, Projects: b.projects, Queue: b.queue,
-		Webhooks: b.webhooks, Feed: b.feed, Logs: b.logs, Hub: b.hub, Keys: keys, Options: testOptions(), Done: done})
-	b.srv = httptest.NewServer(e)
+	b.srv = httptest.NewServer(web.New(web.Deps{DB: d, Services: sv, Keys: keys, Options: opts, Done: done}))
 	t.Cleanup(func() { close(done); b.srv.Close() })
 	b.owner, err = b.accounts.Bootstrap(context.Background(), "acme", "owner@acme.test", testPassword)
 	if err != nil {

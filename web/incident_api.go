@@ -50,7 +50,7 @@ func (s *Server) apiIncidentList(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	pg, err := s.incidents.List(c.Request().Context(), principal(c).OrgID, f)
+	pg, err := s.Incidents.List(c.Request().Context(), principal(c).OrgID, f)
 	if err != nil {
 		return err
 	}
@@ -64,7 +64,7 @@ func (s *Server) apiIncidentGet(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	d, err := s.incidents.Detail(c.Request().Context(), principal(c).OrgID, id)
+	d, err := s.Incidents.Detail(c.Request().Context(), principal(c).OrgID, id)
 	if err != nil {
 		return err
 	}
@@ -84,7 +84,7 @@ func (s *Server) apiIncidentDecision(c echo.Context) error {
 	if err := bindJSON(c, &in); err != nil {
 		return err
 	}
-	inc, err := s.incidents.Decide(c.Request().Context(), principal(c), id, in.Decision)
+	inc, err := s.Incidents.Decide(c.Request().Context(), principal(c), id, in.Decision)
 	if err != nil {
 		return err
 	}

@@ -29,7 +29,7 @@ func (s *Server) inboxProps(c echo.Context) (views.InboxProps, error) {
 	if err != nil {
 		return views.InboxProps{}, err
 	}
-	pg, err := s.incidents.List(ctx, p.OrgID, f)
+	pg, err := s.Incidents.List(ctx, p.OrgID, f)
 	if err != nil {
 		return views.InboxProps{}, err
 	}
@@ -43,7 +43,7 @@ func (s *Server) inboxProps(c echo.Context) (views.InboxProps, error) {
 		props.Rows = append(props.Rows, incidentRow(v))
 	}
 	if c.QueryParam("fragment") == "" { // the full page's project filter
-		ps, err := s.projects.List(ctx, p.OrgID)
+		ps, err := s.Projects.List(ctx, p.OrgID)
 		if err != nil {
 			return views.InboxProps{}, err
 		}
@@ -85,7 +85,7 @@ func (s *Server) incidentDecisionSubmit(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	_, derr := s.incidents.Decide(c.Request().Context(), principal(c), id, c.FormValue("decision"))
+	_, derr := s.Incidents.Decide(c.Request().Context(), principal(c), id, c.FormValue("decision"))
 	msg, err := domainRefusal(derr)
 	if err != nil {
 		return err
@@ -126,7 +126,7 @@ func (s *Server) inboxBulkSubmit(c echo.Context) error {
 		}
 		ids = append(ids, id)
 	}
-	res, berr := s.incidents.DecideMany(c.Request().Context(), principal(c), ids, form.Get("decision"))
+	res, berr := s.Incidents.DecideMany(c.Request().Context(), principal(c), ids, form.Get("decision"))
 	msg, err := domainRefusal(berr)
 	if err != nil {
 		return err
@@ -152,7 +152,7 @@ func (s *Server) inboxBulkSubmit(c echo.Context) error {
 func (s *Server) incidentProps(c echo.Context, id uuid.UUID) (views.IncidentProps, error) {
 	p := principal(c)
 	ctx := c.Request().Context()
-	d, err := s.incidents.Detail(ctx, p.OrgID, id)
+	d, err := s.Incidents.Detail(ctx, p.OrgID, id)
 	if err != nil {
 		return views.IncidentProps{}, err
 	}
@@ -186,7 +186,7 @@ func (s *Server) incidentProps(c echo.Context, id uuid.UUID) (views.IncidentProp
 		if r.FailureReason != nil {
 			rr.FailureReason = *r.FailureReason
 		}
-		chunks, err := s.logs.Chunks(ctx, r.RunID, 0)
+		chunks, err := s.Logs.Chunks(ctx, r.RunID, 0)
 		if err != nil {
 			return views.IncidentProps{}, err
 		}

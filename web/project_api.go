@@ -46,7 +46,7 @@ func pathUUID(c echo.Context, name, what string) (uuid.UUID, error) {
 }
 
 func (s *Server) apiProjectList(c echo.Context) error {
-	ps, err := s.projects.List(c.Request().Context(), principal(c).OrgID)
+	ps, err := s.Projects.List(c.Request().Context(), principal(c).OrgID)
 	if err != nil {
 		return err
 	}
@@ -62,7 +62,7 @@ func (s *Server) apiProjectCreate(c echo.Context) error {
 	if err := bindJSON(c, &in); err != nil {
 		return err
 	}
-	p, err := s.projects.Create(c.Request().Context(), principal(c), in)
+	p, err := s.Projects.Create(c.Request().Context(), principal(c), in)
 	if err != nil {
 		return err
 	}
@@ -74,7 +74,7 @@ func (s *Server) apiProjectGet(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	p, err := s.projects.Get(c.Request().Context(), principal(c).OrgID, id)
+	p, err := s.Projects.Get(c.Request().Context(), principal(c).OrgID, id)
 	if err != nil {
 		return err
 	}
@@ -90,7 +90,7 @@ func (s *Server) apiProjectUpdate(c echo.Context) error {
 	if err := bindJSON(c, &in); err != nil {
 		return err
 	}
-	p, err := s.projects.Update(c.Request().Context(), principal(c), id, in)
+	p, err := s.Projects.Update(c.Request().Context(), principal(c), id, in)
 	if err != nil {
 		return err
 	}

@@ -13,7 +13,7 @@ import (
 )
 
 func (s *Server) projectRows(c echo.Context) ([]views.ProjectRow, error) {
-	sums, err := s.projects.Summaries(c.Request().Context(), principal(c).OrgID)
+	sums, err := s.Projects.Summaries(c.Request().Context(), principal(c).OrgID)
 	if err != nil {
 		return nil, err
 	}
@@ -95,7 +95,7 @@ func (s *Server) projectCreateSubmit(c echo.Context) error {
 	in, f, err := formInput(c, true)
 	if err == nil {
 		var p *domain.Project
-		p, err = s.projects.Create(c.Request().Context(), principal(c), in)
+		p, err = s.Projects.Create(c.Request().Context(), principal(c), in)
 		if err == nil {
 			s.flash(c, "project_created")
 			return redirect(c, "/projects/"+p.ID.String())
@@ -109,7 +109,7 @@ func (s *Server) projectEditPage(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	p, err := s.projects.Get(c.Request().Context(), principal(c).OrgID, id)
+	p, err := s.Projects.Get(c.Request().Context(), principal(c).OrgID, id)
 	if err != nil {
 		return err
 	}
@@ -130,7 +130,7 @@ func (s *Server) projectEditSubmit(c echo.Context) error {
 	in, f, err := formInput(c, false)
 	f.ID = id.String()
 	if err == nil {
-		_, err = s.projects.Update(c.Request().Context(), principal(c), id, in)
+		_, err = s.Projects.Update(c.Request().Context(), principal(c), id, in)
 		if err == nil {
 			s.flash(c, "project_saved")
 			return redirect(c, "/projects/"+id.String())
@@ -144,7 +144,7 @@ func (s *Server) projectPage(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	p, err := s.projects.Get(c.Request().Context(), principal(c).OrgID, id)
+	p, err := s.Projects.Get(c.Request().Context(), principal(c).OrgID, id)
 	if err != nil {
 		return err
 	}

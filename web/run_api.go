@@ -11,7 +11,7 @@ func (s *Server) apiQueue(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	v, err := s.queue.View(c.Request().Context(), principal(c).OrgID, id)
+	v, err := s.Queue.View(c.Request().Context(), principal(c).OrgID, id)
 	if err != nil {
 		return err
 	}
@@ -31,7 +31,7 @@ func (s *Server) apiRunCreate(c echo.Context) error {
 			return err
 		}
 	}
-	r, err := s.queue.AcceptManual(c.Request().Context(), principal(c), id, in.Branch)
+	r, err := s.Queue.AcceptManual(c.Request().Context(), principal(c), id, in.Branch)
 	if err != nil {
 		return err
 	}
@@ -43,7 +43,7 @@ func (s *Server) apiRunGet(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	r, err := s.queue.RunGet(c.Request().Context(), principal(c).OrgID, id)
+	r, err := s.Queue.RunGet(c.Request().Context(), principal(c).OrgID, id)
 	if err != nil {
 		return err
 	}
@@ -55,7 +55,7 @@ func (s *Server) apiRunCancel(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	r, err := s.queue.RequestCancel(c.Request().Context(), principal(c), id)
+	r, err := s.Queue.RequestCancel(c.Request().Context(), principal(c), id)
 	if err != nil {
 		return err
 	}

@@ -47,11 +47,11 @@ func indexedRow(ir domain.IndexedRun) views.RunRow {
 func (s *Server) queueProps(c echo.Context, projectID uuid.UUID) (views.QueueProps, error) {
 	p := principal(c)
 	ctx := c.Request().Context()
-	v, err := s.queue.View(ctx, p.OrgID, projectID)
+	v, err := s.Queue.View(ctx, p.OrgID, projectID)
 	if err != nil {
 		return views.QueueProps{}, err
 	}
-	recent, err := s.queue.RecentRuns(ctx, p.OrgID, projectID, 15)
+	recent, err := s.Queue.RecentRuns(ctx, p.OrgID, projectID, 15)
 	if err != nil {
 		return views.QueueProps{}, err
 	}
@@ -88,7 +88,7 @@ func (s *Server) runNowSubmit(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	_, aerr := s.queue.AcceptManual(c.Request().Context(), principal(c), id, "")
+	_, aerr := s.Queue.AcceptManual(c.Request().Context(), principal(c), id, "")
 	var de *domain.Error
 	if aerr != nil && !errors.As(aerr, &de) {
 		return aerr
@@ -115,7 +115,7 @@ func (s *Server) runCancelSubmit(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	r, err := s.queue.RequestCancel(c.Request().Context(), principal(c), id)
+	r, err := s.Queue.RequestCancel(c.Request().Context(), principal(c), id)
 	if err != nil {
 		return err
 	}
@@ -139,18 +139,18 @@ func (s *Server) runCancelSubmit(c echo.Context) error {
 func (s *Server) runProps(c echo.Context, id uuid.UUID, withLog bool) (views.RunProps, error) {
 	p := principal(c)
 	ctx := c.Request().Context()
-	r, err := s.queue.RunGet(ctx, p.OrgID, id)
+	r, err := s.Queue.RunGet(ctx, p.OrgID, id)
 	if err != nil {
 		return views.RunProps{}, err
 	}
-	proj, err := s.projects.Get(ctx, p.OrgID, r.ProjectID)
+	proj, err := s.Projects.Get(ctx, p.OrgID, r.ProjectID)
 	if err != nil {
 		return views.RunProps{}, err
 	}
 	props := views.RunProps{Page: s.page(c, "Run · "+proj.Name, "projects"), Run: runRow(r.View()), ProjectID: proj.ID.String(),
 		ProjectName: proj.Name, CanWrite: p.CanWrite(), Unsandboxed: r.Sandboxed != nil && !*r.Sandboxed}
 	if withLog {
-		chunks, err := s.logs.Chunks(ctx, id, 0)
+		chunks, err := s.Logs.Chunks(ctx, id, 0)
 		if err != nil {
 			return views.RunProps{}, err
 		}

@@ -29,44 +29,23 @@ type Options struct {
 
 // Server holds the dependencies of every handler.
 type Server struct {
-	db       *db.DB
-	store    *domain.Store
-	accounts *domain.Accounts
-	projects *domain.Projects
-	queue    *domain.Queue
-	logs     *domain.Logs
-	hub      *domain.Hub
-	webhooks *domain.Webhooks
-	feed     *domain.Feed
-	keys     *secret.Keyring
-	log      *slog.Logger
-	metrics  *Metrics
-	// incidents and cards: the inbox, decisions and production cards.
-	incidents *domain.Incidents
-	cards     *domain.Cards
-	opts      Options
-	done      <-chan struct{}
+	*domain.Services
+	db      *db.DB
+	keys    *secret.Keyring
+	log     *slog.Logger
+	metrics *Metrics
+	opts    Options
+	done    <-chan struct{}
 }
 
 // Deps are what New needs.
 type Deps struct {
 	DB       *db.DB
-	Store    *domain.Store
-	Accounts *domain.Accounts
-	Projects *domain.Projects
-	Queue    *domain.Queue
-	Logs     *domain.Logs
-	Hub      *domain.Hub
-	Webhooks *domain.Webhooks
-	Feed     *domain.Feed
-	// Incidents and Cards default to fresh services on Store and Queue when
-	// nil (tests); the binary passes the ones its workers use.
-	Incidents *domain.Incidents
-	Cards     *domain.Cards
-	Keys      *secret.Keyring
-	Log       *slog.Logger
-	Metrics   *Metrics
-	Options   Options
+	Services *domain.Services
+	Keys     *secret.Keyring
+	Log      *slog.Logger
+	Metrics  *Metrics
+	Options  Options
 	// Done is closed when the server shuts down, ending live streams
 	// (http.Server.Shutdown waits for them otherwise).
 	Done <-chan struct{}
@@ -79,14 +58,7 @@ func newServer(d Deps) *Server {
 	if d.Metrics == nil {
 		d.Metrics = NewMetrics(d.DB)
 	}
-	if d.Incidents == nil && d.Store != nil && d.Queue != nil {
-		d.Incidents = domain.NewIncidents(d.Store, d.Queue)
-	}
-	if d.Cards == nil && d.Store != nil {
-		d.Cards = domain.NewCards(d.Store)
-	}
-	return &Server{incidents: d.Incidents, cards: d.Cards, db: d.DB, store: d.Store, accounts: d.Accounts, projects: d.Projects, queue: d.Queue, logs: d.Logs, hub: d.Hub, webhooks: d.Webhooks, feed: d.Feed, keys: d.Keys,
-		log: d.Log, metrics: d.Metrics, opts: d.Options, done: d.Done}
+	return &Server{Services: d.Services, db: d.DB, keys: d.Keys, log: d.Log, metrics: d.Metrics, opts: d.Options, done: d.Done}
 }
 
 func (s *Server) base() *echo.Echo {

@@ -12,7 +12,7 @@ import (
 
 func (s *Server) loginPage(c echo.Context) error {
 	if ck, err := c.Cookie(sessionCookie); err == nil {
-		if _, err := s.accounts.Session(c.Request().Context(), ck.Value); err == nil {
+		if _, err := s.Accounts.Session(c.Request().Context(), ck.Value); err == nil {
 			return redirect(c, safeNext(c.QueryParam("next")))
 		}
 	}
@@ -22,7 +22,7 @@ func (s *Server) loginPage(c echo.Context) error {
 func (s *Server) loginSubmit(c echo.Context) error {
 	email, password := c.FormValue("email"), c.FormValue("password")
 	next := safeNext(c.FormValue("next"))
-	cookie, _, err := s.accounts.Login(c.Request().Context(), email, password)
+	cookie, _, err := s.Accounts.Login(c.Request().Context(), email, password)
 	if err != nil {
 		var de *domain.Error
 		if !errors.As(err, &de) {
@@ -42,7 +42,7 @@ func (s *Server) loginSubmit(c echo.Context) error {
 
 func (s *Server) logout(c echo.Context) error {
 	if ck, err := c.Cookie(sessionCookie); err == nil {
-		if err := s.accounts.Logout(c.Request().Context(), ck.Value); err != nil {
+		if err := s.Accounts.Logout(c.Request().Context(), ck.Value); err != nil {
 			return err
 		}
 	}

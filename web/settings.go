@@ -13,7 +13,7 @@ import (
 
 func (s *Server) settingsProps(c echo.Context) (views.SettingsProps, error) {
 	p := principal(c)
-	ts, err := s.accounts.ListTokens(c.Request().Context(), p)
+	ts, err := s.Accounts.ListTokens(c.Request().Context(), p)
 	if err != nil {
 		return views.SettingsProps{}, err
 	}
@@ -37,7 +37,7 @@ func (s *Server) settingsPage(c echo.Context) error {
 }
 
 func (s *Server) tokenCreateSubmit(c echo.Context) error {
-	tok, err := s.accounts.CreateToken(c.Request().Context(), principal(c), c.FormValue("name"))
+	tok, err := s.Accounts.CreateToken(c.Request().Context(), principal(c), c.FormValue("name"))
 	var de *domain.Error
 	if err != nil && !errors.As(err, &de) {
 		return err
@@ -60,7 +60,7 @@ func (s *Server) tokenRevokeSubmit(c echo.Context) error {
 	if err != nil {
 		return domain.NotFound("token")
 	}
-	if err := s.accounts.RevokeToken(c.Request().Context(), principal(c), id); err != nil {
+	if err := s.Accounts.RevokeToken(c.Request().Context(), principal(c), id); err != nil {
 		return err
 	}
 	s.flash(c, "token_revoked")

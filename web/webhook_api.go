@@ -52,7 +52,7 @@ func (s *Server) apiWebhookList(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	ws, err := s.webhooks.List(c.Request().Context(), principal(c), id)
+	ws, err := s.Webhooks.List(c.Request().Context(), principal(c), id)
 	if err != nil {
 		return err
 	}
@@ -73,7 +73,7 @@ func (s *Server) apiWebhookPut(c echo.Context) error {
 	if err := bindJSON(c, &in); err != nil {
 		return err
 	}
-	res, err := s.webhooks.Put(c.Request().Context(), principal(c), id, c.Param("provider"), in)
+	res, err := s.Webhooks.Put(c.Request().Context(), principal(c), id, c.Param("provider"), in)
 	if err != nil {
 		return err
 	}
@@ -89,7 +89,7 @@ func (s *Server) apiWebhookDelete(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := s.webhooks.Delete(c.Request().Context(), principal(c), id, c.Param("provider")); err != nil {
+	if err := s.Webhooks.Delete(c.Request().Context(), principal(c), id, c.Param("provider")); err != nil {
 		return err
 	}
 	return c.NoContent(http.StatusNoContent)
@@ -100,7 +100,7 @@ func (s *Server) apiWebhookRotate(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	res, err := s.webhooks.RotateSecret(c.Request().Context(), principal(c), id, c.Param("provider"))
+	res, err := s.Webhooks.RotateSecret(c.Request().Context(), principal(c), id, c.Param("provider"))
 	if err != nil {
 		return err
 	}
@@ -118,7 +118,7 @@ func (s *Server) apiWebhookDeliveries(c echo.Context) error {
 			return domain.Invalid("invalid_limit", "limit must be a whole number between 1 and %d", domain.MaxListedDeliveries)
 		}
 	}
-	ds, err := s.webhooks.ListDeliveries(c.Request().Context(), principal(c), id, c.Param("provider"), limit)
+	ds, err := s.Webhooks.ListDeliveries(c.Request().Context(), principal(c), id, c.Param("provider"), limit)
 	if err != nil {
 		return err
 	}

@@ -25,7 +25,7 @@ func (s *Server) webhookCard(c echo.Context, w domain.Webhook) views.WebhookCard
 }
 
 func (s *Server) deliveriesProps(c echo.Context, projectID uuid.UUID) (views.DeliveriesProps, error) {
-	ds, err := s.webhooks.ListDeliveries(c.Request().Context(), principal(c), projectID, "", pageDeliveries)
+	ds, err := s.Webhooks.ListDeliveries(c.Request().Context(), principal(c), projectID, "", pageDeliveries)
 	if err != nil {
 		return views.DeliveriesProps{}, err
 	}
@@ -46,11 +46,11 @@ func (s *Server) deliveriesProps(c echo.Context, projectID uuid.UUID) (views.Del
 func (s *Server) renderWebhooks(c echo.Context, projectID uuid.UUID, changed forge.Provider, reveal *views.WebhookReveal, cardErr string) error {
 	ctx := c.Request().Context()
 	pr := principal(c)
-	proj, err := s.projects.Get(ctx, pr.OrgID, projectID)
+	proj, err := s.Projects.Get(ctx, pr.OrgID, projectID)
 	if err != nil {
 		return err
 	}
-	ws, err := s.webhooks.List(ctx, pr, projectID)
+	ws, err := s.Webhooks.List(ctx, pr, projectID)
 	if err != nil {
 		return err
 	}
@@ -131,7 +131,7 @@ func (s *Server) webhookCreateSubmit(c echo.Context) error {
 			on := true
 			in.Config = &domain.WebhookConfigInput{SigningToken: &on}
 		}
-		res, err := s.webhooks.Put(c.Request().Context(), principal(c), id, provider, in)
+		res, err := s.Webhooks.Put(c.Request().Context(), principal(c), id, provider, in)
 		if err == nil && !res.Created {
 			// Created meanwhile (another tab): never a second reveal.
 			return nil, nil
@@ -150,21 +150,21 @@ func (s *Server) webhookEnabledSubmit(c echo.Context) error {
 		default:
 			return nil, domain.Invalid("invalid_enabled", "enabled must be true or false")
 		}
-		_, err := s.webhooks.SetEnabled(c.Request().Context(), principal(c), id, provider, enabled)
+		_, err := s.Webhooks.SetEnabled(c.Request().Context(), principal(c), id, provider, enabled)
 		return nil, err
 	})
 }
 
 func (s *Server) webhookRotateSubmit(c echo.Context) error {
 	return s.webhookAction(c, func(id uuid.UUID, provider string) (*views.WebhookReveal, error) {
-		res, err := s.webhooks.RotateSecret(c.Request().Context(), principal(c), id, provider)
+		res, err := s.Webhooks.RotateSecret(c.Request().Context(), principal(c), id, provider)
 		return revealOf(res, true), err
 	})
 }
 
 func (s *Server) webhookDeleteSubmit(c echo.Context) error {
 	return s.webhookAction(c, func(id uuid.UUID, provider string) (*views.WebhookReveal, error) {
-		err := s.webhooks.Delete(c.Request().Context(), principal(c), id, provider)
+		err := s.Webhooks.Delete(c.Request().Context(), principal(c), id, provider)
 		var de *domain.Error
 		if errors.As(err, &de) && de.Code == "webhook_not_found" {
 			return nil, nil // already gone: the card shows "not configured"

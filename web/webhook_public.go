@@ -72,7 +72,7 @@ func (s *Server) webhookDeliver(c echo.Context) error {
 		return refuse(c, http.StatusNotFound, "not_found", "project not found")
 	}
 	ctx := req.Context()
-	m, err := s.webhooks.VerificationMaterial(ctx, projectID, string(provider))
+	m, err := s.Webhooks.VerificationMaterial(ctx, projectID, string(provider))
 	if err != nil {
 		return s.deliveryRefusal(c, err)
 	}
@@ -99,7 +99,7 @@ func (s *Server) webhookDeliver(c echo.Context) error {
 			return err
 		}
 	}
-	res, err := s.webhooks.Deliver(ctx, projectID, string(provider), payload)
+	res, err := s.Webhooks.Deliver(ctx, projectID, string(provider), payload)
 	if errors.Is(err, domain.ErrWebhookQueueFull) {
 		c.Response().Header().Set("Retry-After", "60")
 		return c.JSON(http.StatusServiceUnavailable, deliveryAnswer{Outcome: string(forge.OutcomeQueueFull),

@@ -9,6 +9,8 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"io"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -29,6 +31,7 @@ func init() {
 
 // queueBench is the domain wired on its own fresh database.
 type queueBench struct {
+	sv    *domain.Services
 	db    *db.DB
 	store *domain.Store
 	queue *domain.Queue
@@ -50,14 +53,15 @@ func newQueueBench(ctx context.Context, env *benchEnv) (*queueBench, error) {
 		return nil, err
 	}
 	keys, _ := secret.NewKeyring(make([]byte, 32), nil)
-	store := domain.NewStore(d.Bun, keys, nil)
+	sv := domain.NewServices(d.Bun, d.Pool, keys, slog.New(slog.NewTextHandler(io.Discard, nil)), domain.Options{})
+	store := sv.Store
 	client, err := river.NewClient(riverdatabasesql.New(d.SQL), &river.Config{})
 	if err != nil {
 		d.Close()
 		return nil, err
 	}
 	store.UseJobs(client)
-	acc := domain.NewAccounts(store)
+	acc := sv.Accounts
 	res, err := acc.Bootstrap(ctx, "bench", "bench@anvil.test", "correct horse battery")
 	if err != nil {
 		d.Close()
@@ -68,7 +72,7 @@ func newQueueBench(ctx context.Context, env *benchEnv) (*queueBench, error) {
 		d.Close()
 		return nil, err
 	}
-	return &queueBench{db: d, store: store, queue: domain.NewQueue(store, time.Minute), owner: owner, river: client}, nil
+	return &queueBench{sv: sv, db: d, store: store, queue: sv.Queue, owner: owner, river: client}, nil
 }
 
 func (q *queueBench) projects(ctx context.Context, n int) ([]uuid.UUID, error) {

@@ -65,9 +65,7 @@ func benchInbox(ctx context.Context, env *benchEnv) error {
 	}
 	done := make(chan struct{})
 	defer close(done)
-	e := web.New(web.Deps{DB: qb.db, Store: qb.store, Accounts: acc, Projects: domain.NewProjects(qb.store), Queue: qb.queue,
-		Logs: domain.NewLogs(qb.store, 0), Feed: domain.NewFeed(qb.store), Webhooks: domain.NewWebhooks(qb.store, qb.queue),
-		Keys: qb.store.Keys, Done: done, Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Options: web.Options{PublicURL: "http://bench.test"}})
+	e := web.New(web.Deps{DB: qb.db, Services: qb.sv, Keys: qb.store.Keys, Done: done, Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Options: web.Options{PublicURL: "http://bench.test"}})
 	srv := httptest.NewServer(e)
 	defer srv.Close()
 	get := func(path string) (time.Duration, error) {
