@@ -82,7 +82,7 @@ func newApp(ctx context.Context, cfg *Config, logOut io.Writer, withWorkers bool
 	a.Services = domain.NewServices(d.Bun, d.Pool, keys, log, domain.Options{HeartbeatTimeout: cfg.HeartbeatTimeout, LogMaxBytes: cfg.LogMaxBytes})
 	a.metrics = web.NewMetrics(d)
 
-	rcfg := &river.Config{Logger: riverLogger(cfg, logOut), FetchCooldown: 10 * time.Millisecond, FetchPollInterval: 200 * time.Millisecond}
+	rcfg := &river.Config{Logger: riverLogger(cfg, logOut), FetchCooldown: 10 * time.Millisecond, FetchPollInterval: 100 * time.Millisecond}
 	if withWorkers {
 		workers := river.NewWorkers()
 		exec, err := sandbox.New(cfg.Sandbox, sandbox.DefaultGrace)

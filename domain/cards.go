@@ -127,6 +127,27 @@ func EnqueueCardRefresh(ctx context.Context, s *Store, tx bun.Tx, projectID uuid
 	return nil
 }
 
+// enqueueCardRefreshApart is EnqueueCardRefresh outside any transaction of
+// the caller: each insert commits on its own, so it locks one job row at a
+// time and cannot deadlock with River completing those rows.
+func enqueueCardRefreshApart(ctx context.Context, s *Store, projectID uuid.UUID) error {
+	var running bool
+	err := s.inTx(ctx, func(ctx context.Context, tx bun.Tx) error {
+		res, err := s.jobs.InsertTx(ctx, tx.Tx, RefreshCardArgs{ProjectID: projectID}, nil)
+		if err == nil {
+			running = res.UniqueSkippedAsDuplicate && res.Job != nil && res.Job.State == rivertype.JobStateRunning
+		}
+		return err
+	})
+	if err != nil || !running {
+		return err
+	}
+	return s.inTx(ctx, func(ctx context.Context, tx bun.Tx) error {
+		_, err := s.jobs.InsertTx(ctx, tx.Tx, RefreshCardAgainArgs{ProjectID: projectID}, nil)
+		return err
+	})
+}
+
 // Refresh replaces a project's card from the incident store: every incident
 // not CLOSED or IGNORED, mapped onto the card's states, oldest first — the
 // empty list included, so the last close clears the card. A card owned by
@@ -409,4 +430,34 @@ func (c *Cards) ReplaceExternal(ctx context.Context, prod *Producer, in *[]Exter
 		}
 		return publishCard(ctx, tx, prod.orgID, prod.projectID)
 	})
+}
+
+// CardSweepArgs is the periodic job that catches card refreshes lost
+// between an ingest's commit and its refresh enqueue (a crash there).
+type CardSweepArgs struct{}
+
+// Kind implements river.JobArgs.
+func (CardSweepArgs) Kind() string { return "card_sweep" }
+
+// SweepStale enqueues a refresh for every project whose incidents changed
+// after its card (recently: the sweep runs every minute) and whose card the
+// incident store owns. It returns how many it enqueued.
+func (c *Cards) SweepStale(ctx context.Context, window time.Duration) (int, error) {
+	var ids []uuid.UUID
+	err := c.s.DB.NewRaw(`SELECT DISTINCT i.project_id FROM incidents i
+		LEFT JOIN project_cards pc ON pc.project_id = i.project_id
+		WHERE i.updated_at > ? AND (pc.project_id IS NULL OR (NOT pc.external AND i.updated_at > pc.updated_at))
+		LIMIT 1000`, c.s.Now().Add(-window)).Scan(ctx, &ids)
+	if err != nil || len(ids) == 0 {
+		return 0, err
+	}
+	err = c.s.inTx(ctx, func(ctx context.Context, tx bun.Tx) error {
+		for _, id := range ids {
+			if err := EnqueueCardRefresh(ctx, c.s, tx, id); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	return len(ids), err
 }

@@ -71,6 +71,7 @@ func (f *Feed) Ingest(ctx context.Context, snd *FeedSender, clientAddr string, r
 	if err := f.s.inTx(sctx, func(ctx context.Context, tx bun.Tx) error { return f.storeBatch(ctx, tx, snd, evs, now) }); err != nil {
 		return res, fmt.Errorf("%w: %w", ErrFeedStore, err)
 	}
+	f.refreshCard(ctx, snd.ProjectID)
 	for _, p := range evs {
 		res.Accepted = append(res.Accepted, p.ev.EventID)
 	}
@@ -318,15 +319,26 @@ func (f *Feed) storeBatch(ctx context.Context, tx bun.Tx, snd *FeedSender, evs [
 	return f.afterBatch(ctx, tx, snd)
 }
 
-// afterBatch publishes the batch to live views and enqueues the project's
-// production card refresh (a job of its own: a card failure never fails
-// the ingest).
+// afterBatch publishes the batch to live views. The production card's
+// refresh is enqueued by Ingest after the commit (see refreshCard).
 func (f *Feed) afterBatch(ctx context.Context, tx bun.Tx, snd *FeedSender) error {
 	payload := fmt.Sprintf(`{"kind":"incident","org_id":%q,"project_id":%q}`, snd.OrgID, snd.ProjectID)
 	if err := notify(ctx, tx, payload); err != nil {
 		return fmt.Errorf("notify: %w", err)
 	}
-	return EnqueueCardRefresh(ctx, f.s, tx, snd.ProjectID)
+	return nil
+}
+
+// refreshCard enqueues the project's card refresh once the batch has
+// committed, in a short transaction of its own. Inside the batch it would
+// hold the project's one unique job row across the batch's incident locks,
+// serializing (and deadlocking) concurrent senders; and a card failure must
+// never fail an ingest. A refresh lost to a crash right here is caught by
+// the periodic card sweep (Cards.SweepStale).
+func (f *Feed) refreshCard(ctx context.Context, projectID uuid.UUID) {
+	if err := enqueueCardRefreshApart(context.WithoutCancel(ctx), f.s, projectID); err != nil {
+		f.s.Log.Warn("feed: card refresh not enqueued; the sweep will catch up", "project_id", projectID, "error", err)
+	}
 }
 
 // lockIncidents finds (and with forUpdate locks, in key order) the existing

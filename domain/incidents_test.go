@@ -517,3 +517,39 @@ func TestCardRefreshCoalesces(t *testing.T) {
 	}
 	var _ river.JobArgs = domain.RefreshCardAgainArgs{}
 }
+
+// TestCardSweepCatchesLostRefreshes: an ingest enqueues its card refresh
+// after the commit; when that enqueue is lost (a crash in between), the
+// periodic sweep finds the project and enqueues it.
+func TestCardSweepCatchesLostRefreshes(t *testing.T) {
+	t.Parallel()
+	ib := setupIncidents(t, domain.PolicyObserve)
+	ctx := context.Background()
+	ib.send(t, "lost")
+	jobs := func() int {
+		var n int
+		if err := ib.db.Bun.NewRaw(`SELECT count(*) FROM river_job WHERE kind = 'refresh_card' AND state = 'available'`).Scan(ctx, &n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	if jobs() != 1 {
+		t.Fatal("the ingest enqueued no card refresh")
+	}
+	// Lose it.
+	if _, err := ib.db.Bun.NewRaw(`DELETE FROM river_job WHERE kind = 'refresh_card'`).Exec(ctx); err != nil {
+		t.Fatal(err)
+	}
+	n, err := ib.cards.SweepStale(ctx, 3*time.Minute)
+	if err != nil || n != 1 || jobs() != 1 {
+		t.Fatalf("sweep: %d %v, %d jobs", n, err, jobs())
+	}
+	// Once the card is current the sweep finds nothing.
+	if err := ib.cards.Refresh(ctx, ib.proj.ID); err != nil {
+		t.Fatal(err)
+	}
+	ib.db.Bun.NewRaw(`DELETE FROM river_job WHERE kind = 'refresh_card'`).Exec(ctx)
+	if n, err := ib.cards.SweepStale(ctx, 3*time.Minute); err != nil || n != 0 {
+		t.Fatalf("sweep of a current card: %d %v", n, err)
+	}
+}

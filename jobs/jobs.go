@@ -35,6 +35,7 @@ func Register(w *river.Workers, d Deps) {
 	river.AddWorker(w, &RefreshCardWorker{cards: d.Cards})
 	river.AddWorker(w, &RefreshCardAgainWorker{cards: d.Cards})
 	river.AddWorker(w, &DispatchRepairWorker{incidents: d.Incidents})
+	river.AddWorker(w, &CardSweepWorker{cards: d.Cards, log: d.Log})
 	river.AddWorker(w, &ExecuteRunWorker{Queue: d.Queue, Projects: d.Projects, Logs: d.Logs, Hub: d.Hub,
 		Executor: d.Executor, WorkRoot: d.WorkRoot, Repair: NewRepair(d.Incidents, d.Projects), Log: d.Log,
 		Heartbeat: heartbeatInterval(d.Queue.HeartbeatTimeout()), ID: ExecutorID()})
@@ -46,6 +47,9 @@ func Periodic(heartbeatTimeout time.Duration) []*river.PeriodicJob {
 		river.NewPeriodicJob(river.PeriodicInterval(time.Hour),
 			func() (river.JobArgs, *river.InsertOpts) { return domain.PurgeSessionsArgs{}, nil },
 			&river.PeriodicJobOpts{ID: "purge_sessions", RunOnStart: true}),
+		river.NewPeriodicJob(river.PeriodicInterval(cardSweepEvery),
+			func() (river.JobArgs, *river.InsertOpts) { return domain.CardSweepArgs{}, nil },
+			&river.PeriodicJobOpts{ID: "card_sweep"}),
 		river.NewPeriodicJob(river.PeriodicInterval(watchdogInterval(heartbeatTimeout)),
 			func() (river.JobArgs, *river.InsertOpts) { return domain.WatchdogArgs{}, nil },
 			&river.PeriodicJobOpts{ID: "run_watchdog", RunOnStart: true}),

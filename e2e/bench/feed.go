@@ -11,6 +11,7 @@ import (
 	"io"
 	"net/http"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -142,7 +143,7 @@ func feedBenchIngest(ctx context.Context, env *benchEnv) error {
 		err = json.NewDecoder(res.Body).Decode(&out)
 		res.Body.Close()
 		if res.StatusCode != http.StatusAccepted {
-			return 0, fmt.Errorf("status %d", res.StatusCode)
+			return 0, fmt.Errorf("status %d\n%s", res.StatusCode, lastLines(p.logs.String(), 8))
 		}
 		return len(out.Accepted), err
 	}
@@ -255,4 +256,13 @@ func feedBenchCopy(ctx context.Context, dbURL, projectID string, rows [][]any) (
 		return 0, fmt.Errorf("copy: %w", err)
 	}
 	return float64(n) / time.Since(start).Seconds(), nil
+}
+
+// lastLines is the end of a server log, for errors.
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
 }

@@ -1,0 +1,55 @@
+package domain_test
+
+import (
+	"context"
+	"encoding/json"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"anvil/domain"
+)
+
+// BenchmarkIngestBatch ingests batches of 50 from 8 goroutines, for
+// profiling (make bench prints the figures end to end).
+func BenchmarkIngestBatch(b *testing.B) {
+	tb := setupTB(b)
+	ctx := context.Background()
+	feed := domain.NewFeed(tb.store)
+	p := tb.project(b, "shop")
+	if _, err := feed.PutBinding(ctx, tb.owner, p.ID, "production", domain.PolicyObserve); err != nil {
+		b.Fatal(err)
+	}
+	_, tok, _ := feed.CreateConnection(ctx, tb.owner, p.ID, "bench")
+	snd, err := feed.Authenticate(ctx, tok)
+	if err != nil {
+		b.Fatal(err)
+	}
+	mk := func(i int64) []json.RawMessage {
+		out := make([]json.RawMessage, 50)
+		for j := range out {
+			raw, _ := json.Marshal(map[string]any{"schema_version": "1.0", "event_id": uuid.NewString(), "timestamp": time.Now().UTC().Format(time.RFC3339),
+				"title": "NullPointerException in CheckoutService", "level": "error", "environment": "production", "service": "shop",
+				"sdk": map[string]any{"name": "anvil-feed-java", "version": "0.1.0"}, "exception": map[string]any{"type": "NPE" + string(rune('a'+(i+int64(j))%5)),
+					"message": "Cannot invoke \"Cart.total()\"", "stacktrace": []any{map[string]any{"file": "CheckoutService.java", "line": 88, "function": "charge", "in_app": true}}},
+				"request": map[string]any{"method": "POST", "url": "https://shop.example/api/checkout"}, "breadcrumbs": []any{"cart.add", "checkout.start"}})
+			out[j] = raw
+		}
+		return out
+	}
+	var n atomic.Int64
+	b.SetParallelism(4)
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			batch := mk(n.Add(1))
+			if _, err := feed.Ingest(ctx, snd, "127.0.0.1", batch); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+	b.ReportMetric(float64(b.N*50)/b.Elapsed().Seconds(), "events/s")
+}
