@@ -19,7 +19,8 @@ import (
 // (seed 004), and the first steps of the incident store the events group
 // into.
 type Feed struct {
-	s *Store
+	s     *Store
+	cards cardRefresher
 	// StoreTimeout bounds one ingest's storage: a store that hangs becomes
 	// a 503 the sender retries, never a request that waits for ever.
 	StoreTimeout time.Duration

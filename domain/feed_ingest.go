@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -329,15 +330,57 @@ func (f *Feed) afterBatch(ctx context.Context, tx bun.Tx, snd *FeedSender) error
 	return nil
 }
 
-// refreshCard enqueues the project's card refresh once the batch has
-// committed, in a short transaction of its own. Inside the batch it would
-// hold the project's one unique job row across the batch's incident locks,
-// serializing (and deadlocking) concurrent senders; and a card failure must
-// never fail an ingest. A refresh lost to a crash right here is caught by
-// the periodic card sweep (Cards.SweepStale).
-func (f *Feed) refreshCard(ctx context.Context, projectID uuid.UUID) {
-	if err := enqueueCardRefreshApart(context.WithoutCancel(ctx), f.s, projectID); err != nil {
-		f.s.Log.Warn("feed: card refresh not enqueued; the sweep will catch up", "project_id", projectID, "error", err)
+// refreshCard asks for the project's card refresh once the batch has
+// committed. Inside the batch the enqueue would hold the project's one
+// unique job row across the batch's incident locks, serializing (and
+// deadlocking) concurrent senders; and a card failure must never fail an
+// ingest. The requests of concurrent batches coalesce in cardRefresher; a
+// refresh lost to a crash is caught by the periodic card sweep.
+func (f *Feed) refreshCard(_ context.Context, projectID uuid.UUID) {
+	f.cards.request(f.s, projectID)
+}
+
+// cardRefresher coalesces card-refresh requests: the projects marked while
+// one enqueue round runs are enqueued together by the next round, each
+// after the commits that marked it, so the job (unique per project) always
+// reads them.
+type cardRefresher struct {
+	mu      sync.Mutex
+	dirty   map[uuid.UUID]struct{}
+	running bool
+}
+
+func (c *cardRefresher) request(s *Store, projectID uuid.UUID) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.dirty == nil {
+		c.dirty = map[uuid.UUID]struct{}{}
+	}
+	c.dirty[projectID] = struct{}{}
+	if !c.running {
+		c.running = true
+		go c.run(s)
+	}
+}
+
+func (c *cardRefresher) run(s *Store) {
+	for {
+		c.mu.Lock()
+		batch := c.dirty
+		c.dirty = nil
+		if len(batch) == 0 {
+			c.running = false
+			c.mu.Unlock()
+			return
+		}
+		c.mu.Unlock()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		for id := range batch {
+			if err := enqueueCardRefreshApart(ctx, s, id); err != nil {
+				s.Log.Warn("feed: card refresh not enqueued; the sweep will catch up", "project_id", id, "error", err)
+			}
+		}
+		cancel()
 	}
 }
 

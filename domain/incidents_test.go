@@ -533,8 +533,12 @@ func TestCardSweepCatchesLostRefreshes(t *testing.T) {
 		}
 		return n
 	}
-	if jobs() != 1 {
-		t.Fatal("the ingest enqueued no card refresh")
+	// The ingest asks for the refresh right after its commit.
+	for deadline := time.Now().Add(10 * time.Second); jobs() != 1; {
+		if time.Now().After(deadline) {
+			t.Fatal("the ingest enqueued no card refresh")
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 	// Lose it.
 	if _, err := ib.db.Bun.NewRaw(`DELETE FROM river_job WHERE kind = 'refresh_card'`).Exec(ctx); err != nil {

@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-
 )
 
 // feedFix is a project with a connection and bindings.
