@@ -33,11 +33,14 @@ verify: generate ## fail when generated code or CSS differ from what is committe
 	@git diff --exit-code -- views static || (echo "generated files are stale: run 'make generate' and commit" >&2; exit 1)
 	@test -z "$$(git status --porcelain -- views static)" || (git status --porcelain -- views static; echo "untracked generated files" >&2; exit 1)
 
+GOLANGCI_LINT := github.com/golangci/golangci-lint/v2/cmd/golangci-lint@v2.15.0
+
 .PHONY: lint
-lint: ## vet, gofmt and the import-direction check (depguard rules, see .ci/arrows.sh)
+lint: ## gofmt, vet and depguard's import directions (.golangci.yml): web → domain → db, jobs → domain
 	@test -z "$$(gofmt -l $$(git ls-files '*.go' | grep -v '_templ.go$$'))" || (gofmt -l $$(git ls-files '*.go' | grep -v '_templ.go$$'); echo "gofmt needed" >&2; exit 1)
 	$(GO) vet $(PKGS)
-	bash .ci/arrows.sh
+	$(GO) vet -tags e2e ./e2e/...
+	$(GO) run $(GOLANGCI_LINT) run ./...
 
 .e2e/driver: node_modules
 	mkdir -p .e2e/driver

@@ -87,6 +87,26 @@ func checkout(ctx context.Context, repoURL, branch, sha, token, dir string, log 
 		return "", err
 	}
 
+	if sha == "" {
+		// A branch head: one shallow clone does init, fetch and checkout in
+		// a single process (a run's checkout is on every run's critical path).
+		if _, err := g.git(ctx, true, "clone", "--progress", "--no-tags", "--depth", "1", "--single-branch",
+			"--branch", branch, "--", repoURL, "."); err != nil {
+			if strings.Contains(err.Error(), "not found in upstream") || strings.Contains(err.Error(), "couldn't find remote ref") {
+				return "", fmt.Errorf("%w: %q in %s", ErrBranchNotFound, branch, g.redact(repoURL))
+			}
+			return "", err
+		}
+		head, err := g.git(ctx, false, "rev-parse", "HEAD")
+		if err != nil {
+			return "", err
+		}
+		if err := chownToDir(dir); err != nil {
+			return "", err
+		}
+		return strings.TrimSpace(head), nil
+	}
+
 	if _, err := g.git(ctx, true, "init", "-q"); err != nil {
 		return "", err
 	}
