@@ -2,6 +2,8 @@ package domain_test
 
 import (
 	"context"
+	"fmt"
+	"os"
 	"encoding/json"
 	"sync/atomic"
 	"testing"
@@ -32,7 +34,7 @@ func BenchmarkIngestBatch(b *testing.B) {
 		for j := range out {
 			raw, _ := json.Marshal(map[string]any{"schema_version": "1.0", "event_id": uuid.NewString(), "timestamp": time.Now().UTC().Format(time.RFC3339),
 				"title": "NullPointerException in CheckoutService", "level": "error", "environment": "production", "service": "shop",
-				"sdk": map[string]any{"name": "anvil-feed-java", "version": "0.1.0"}, "exception": map[string]any{"type": "NPE" + string(rune('a'+(i+int64(j))%5)),
+				"sdk": map[string]any{"name": "anvil-feed-java", "version": "0.1.0"}, "exception": map[string]any{"type": fpType(i, j),
 					"message": "Cannot invoke \"Cart.total()\"", "stacktrace": []any{map[string]any{"file": "CheckoutService.java", "line": 88, "function": "charge", "in_app": true}}},
 				"request": map[string]any{"method": "POST", "url": "https://shop.example/api/checkout"}, "breadcrumbs": []any{"cart.add", "checkout.start"}})
 			out[j] = raw
@@ -52,4 +54,13 @@ func BenchmarkIngestBatch(b *testing.B) {
 		}
 	})
 	b.ReportMetric(float64(b.N*50)/b.Elapsed().Seconds(), "events/s")
+}
+
+// fpType spreads events over few fingerprints (a storm of one fault) unless
+// ANVIL_BENCH_SPREAD is set, which gives every batch its own.
+func fpType(i int64, j int) string {
+	if os.Getenv("ANVIL_BENCH_SPREAD") != "" {
+		return fmt.Sprintf("E%d-%d", i, j%5)
+	}
+	return fmt.Sprintf("E%d", j%5)
 }
