@@ -2,9 +2,9 @@ package domain_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
-	"encoding/json"
 	"sync/atomic"
 	"testing"
 	"time"

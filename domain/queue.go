@@ -173,21 +173,24 @@ func (q *Queue) acceptTx(ctx context.Context, tx bun.Tx, p *Project, spec Accept
 	// and acceptance costs no job. Later changes reconcile through
 	// reconcile_run jobs.
 	r.SyncStatus = SyncCurrent
-	err := tx.NewRaw(`WITH pos AS (UPDATE projects SET next_position = next_position + 1 WHERE id = ? RETURNING next_position)
-		INSERT INTO project_runs (id, project_id, org_id, state, trigger, branch, commit_sha, position, triggered_by,
-			provider, delivery_id, incident_id, job_id, d1_sync_status, queued_at, promoted_at, updated_at)
-		SELECT ?, ?, ?, ?, ?, ?, ?, pos.next_position, ?, ?, ?, ?, ?, ?, ?, ?, ? FROM pos
-		RETURNING position`,
-		p.ID, r.ID, r.ProjectID, r.OrgID, r.State, r.Trigger, r.Branch, r.CommitSHA, r.TriggeredBy,
-		r.Provider, r.DeliveryID, r.IncidentID, r.JobID, r.SyncStatus, r.QueuedAt, r.PromotedAt, r.UpdatedAt).Scan(ctx, &r.Position)
-	if err != nil {
-		return nil, fmt.Errorf("insert run: %w", err)
-	}
-	if !SyncTransitionAllowed(SyncNeedsCreate, SyncCurrent) {
+	if !SyncTransitionAllowed(SyncNeedsCreate, r.SyncStatus) {
 		return nil, fmt.Errorf("sync: create path not allowed")
 	}
-	if err := UpsertIndex(ctx, tx, r); err != nil {
-		return nil, err
+	// One statement: advance the position, insert the run, insert its
+	// queued row into the read model (a new run_id cannot conflict).
+	err := tx.NewRaw(`WITH pos AS (UPDATE projects SET next_position = next_position + 1 WHERE id = ? RETURNING next_position),
+		run AS (INSERT INTO project_runs (id, project_id, org_id, state, trigger, branch, commit_sha, position, triggered_by,
+				provider, delivery_id, incident_id, job_id, d1_sync_status, queued_at, promoted_at, updated_at)
+			SELECT ?, ?, ?, ?, ?, ?, ?, pos.next_position, ?, ?, ?, ?, ?, ?, ?, ?, ? FROM pos
+			RETURNING id, project_id, org_id, trigger, branch, commit_sha, queued_at, position)
+		INSERT INTO run_index (run_id, project_id, org_id, status, trigger, branch, commit_sha, queued_at)
+		SELECT id, project_id, org_id, ?, trigger, branch, commit_sha, queued_at FROM run
+		RETURNING (SELECT position FROM run)`,
+		p.ID, r.ID, r.ProjectID, r.OrgID, r.State, r.Trigger, r.Branch, r.CommitSHA, r.TriggeredBy,
+		r.Provider, r.DeliveryID, r.IncidentID, r.JobID, r.SyncStatus, r.QueuedAt, r.PromotedAt, r.UpdatedAt,
+		StatusQueued).Scan(ctx, &r.Position)
+	if err != nil {
+		return nil, fmt.Errorf("insert run: %w", err)
 	}
 	p.NextPosition = *r.Position
 	if err := q.publish(ctx, tx, r); err != nil {
