@@ -525,21 +525,32 @@ func (w *Webhooks) Deliver(ctx context.Context, projectID uuid.UUID, providerNam
 		return res, Invalid("invalid_payload", "the payload does not belong to this %s delivery", p)
 	}
 	err = w.s.WithProject(ctx, projectID, func(ctx context.Context, tx bun.Tx, proj *Project) error {
-		var enabled bool
-		err := tx.NewRaw(`SELECT enabled FROM project_webhooks WHERE project_id = ? AND provider = ?`, projectID, string(p)).Scan(ctx, &enabled)
+		// The webhook's state (re-read under the lock: it may have been
+		// disabled or deleted since the route verified the delivery) and the
+		// ledger row of this delivery id, in one round trip.
+		var row struct {
+			Enabled    bool       `bun:"enabled"`
+			Outcome    *string    `bun:"outcome"`
+			RunID      *uuid.UUID `bun:"run_id"`
+			ReceivedAt *time.Time `bun:"received_at"`
+		}
+		err := tx.NewRaw(`SELECT w.enabled, d.outcome, d.run_id, d.received_at
+			FROM project_webhooks w
+			LEFT JOIN project_webhook_deliveries d ON d.project_id = w.project_id AND d.provider = w.provider AND d.delivery_id = ?
+			WHERE w.project_id = ? AND w.provider = ?`, pl.DeliveryID, projectID, string(p)).Scan(ctx, &row)
 		switch {
 		case isNoRows(err):
 			return ErrWebhookNotConfigured
 		case err != nil:
 			return fmt.Errorf("load webhook: %w", err)
-		case !enabled:
+		case !row.Enabled:
 			return ErrWebhookDisabled
 		}
 		now := w.s.Now()
-		prev := new(Delivery)
-		err = tx.NewSelect().Model(prev).Where("project_id = ? AND provider = ? AND delivery_id = ?", projectID, string(p), pl.DeliveryID).Scan(ctx)
-		if err != nil && !isNoRows(err) {
-			return fmt.Errorf("look up delivery: %w", err)
+		prev := &Delivery{ProjectID: projectID, Provider: string(p), DeliveryID: pl.DeliveryID, RunID: row.RunID}
+		err = sql.ErrNoRows
+		if row.Outcome != nil {
+			prev.Outcome, prev.ReceivedAt, err = *row.Outcome, *row.ReceivedAt, nil
 		}
 		if err == nil && now.Sub(prev.ReceivedAt) >= DeliveryRetention {
 			// Past the dedupe window but not yet swept: a new delivery.
