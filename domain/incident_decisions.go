@@ -230,7 +230,19 @@ func (in *Incidents) Decide(ctx context.Context, pr *Principal, id uuid.UUID, de
 			m.repairRun = &runID
 		}
 		out = inc
-		return in.move(ctx, tx, inc, m)
+		pending := inc.RepairRunID
+		if err := in.move(ctx, tx, inc, m); err != nil {
+			return err
+		}
+		// Closing or ignoring an incident withdraws its repair run while it
+		// still waits in the queue (the incident has moved first, so the
+		// run's end does not move it again).
+		if pending != nil && (decision == DecisionClose || decision == DecisionIgnore) {
+			if _, err := in.queue.cancelQueuedTx(ctx, tx, p, *pending, "incident_"+decision+"d"); err != nil {
+				return fmt.Errorf("withdraw repair run: %w", err)
+			}
+		}
+		return nil
 	})
 	return out, err
 }

@@ -557,3 +557,30 @@ func TestCardSweepCatchesLostRefreshes(t *testing.T) {
 		t.Fatalf("sweep of a current card: %d %v", n, err)
 	}
 }
+
+// TestClosingWithdrawsTheQueuedRepair: closing (or ignoring) an incident
+// whose repair run still waits in the queue cancels that run; the incident
+// stays closed (the run's end does not send it to NEEDS_HUMAN).
+func TestClosingWithdrawsTheQueuedRepair(t *testing.T) {
+	t.Parallel()
+	for _, decision := range []string{domain.DecisionClose, domain.DecisionIgnore} {
+		ib := setupIncidents(t, domain.PolicyApprove)
+		ctx := context.Background()
+		inc := ib.send(t, "withdraw-"+decision)
+		approved, err := ib.incidents.Decide(ctx, ib.owner, inc.ID, domain.DecisionApprove)
+		if err != nil || approved.RepairRunID == nil {
+			t.Fatalf("approve: %v %+v", err, approved)
+		}
+		done, err := ib.incidents.Decide(ctx, ib.owner, inc.ID, decision)
+		if err != nil {
+			t.Fatalf("%s: %v", decision, err)
+		}
+		run := ib.run(t, *approved.RepairRunID)
+		if run.Status() != domain.StatusCanceled || run.FailureReason == nil || *run.FailureReason != "incident_"+decision+"d" {
+			t.Fatalf("%s: repair run %s %v", decision, run.Status(), run.FailureReason)
+		}
+		if got := ib.incident(t, inc.ID); got.Status != done.Status || (got.Status != domain.IncidentClosed && got.Status != domain.IncidentIgnored) {
+			t.Fatalf("%s: incident ended %s", decision, got.Status)
+		}
+	}
+}

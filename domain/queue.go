@@ -519,3 +519,21 @@ func (q *Queue) View(ctx context.Context, orgID, projectID uuid.UUID) (QueueView
 	}
 	return out, nil
 }
+
+// cancelQueuedTx cancels a run that is still queued (pending or promoted
+// but unclaimed) inside a caller's transaction holding p's lock, and
+// promotes the next run. A run already executing is left alone: stopping it
+// is a person's explicit cancel. It reports whether it canceled.
+func (q *Queue) cancelQueuedTx(ctx context.Context, tx bun.Tx, p *Project, runID uuid.UUID, reason string) (bool, error) {
+	r := new(Run)
+	if err := tx.NewSelect().Model(r).Where("id = ? AND project_id = ?", runID, p.ID).Scan(ctx); err != nil {
+		if isNoRows(err) {
+			return false, nil
+		}
+		return false, err
+	}
+	if r.State != StatePending && r.State != StateExecutable {
+		return false, nil
+	}
+	return true, q.terminalizeTx(ctx, tx, p, r, TerminalReport{State: StateCanceled, FailureReason: reason})
+}
