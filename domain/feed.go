@@ -21,6 +21,7 @@ import (
 type Feed struct {
 	s     *Store
 	cards cardRefresher
+	comb  combiner
 	// StoreTimeout bounds one ingest's storage: a store that hangs becomes
 	// a 503 the sender retries, never a request that waits for ever.
 	StoreTimeout time.Duration

@@ -36,6 +36,7 @@ type prepared struct {
 	policy  string
 	fp      string
 	payload string
+	conn    uuid.UUID // the connection that sent it
 }
 
 // Ingest judges, scrubs and stores one request's events for a resolved
@@ -67,9 +68,7 @@ func (f *Feed) Ingest(ctx context.Context, snd *FeedSender, clientAddr string, r
 	if len(evs) == 0 {
 		return res, nil
 	}
-	sctx, cancel := context.WithTimeout(ctx, f.StoreTimeout)
-	defer cancel()
-	if err := f.s.inTx(sctx, func(ctx context.Context, tx bun.Tx) error { return f.storeBatch(ctx, tx, snd, evs, now) }); err != nil {
+	if err := f.combine(ctx, snd, evs, now); err != nil {
 		return res, fmt.Errorf("%w: %w", ErrFeedStore, err)
 	}
 	f.refreshCard(ctx, snd.ProjectID)
@@ -108,7 +107,7 @@ func (f *Feed) prepare(raw json.RawMessage, snd *FeedSender, clientAddr string, 
 	if err != nil {
 		return p, &event.Rejection{EventID: id, ReasonCode: event.InternalError, Message: "the event could not be encoded for storage"}
 	}
-	return prepared{ev: ev, key: ev.CanonicalID(), policy: policy, fp: event.Fingerprint(&ev), payload: string(payload)}, nil
+	return prepared{ev: ev, key: ev.CanonicalID(), policy: policy, fp: event.Fingerprint(&ev), payload: string(payload), conn: snd.ConnectionID}, nil
 }
 
 // group is the new events of one incident within a batch.
@@ -188,19 +187,20 @@ func (f *Feed) storeBatch(ctx context.Context, tx bun.Tx, snd *FeedSender, evs [
 	var (
 		ks, envs, fps, ids, payloads = make([]string, len(order)), make([]string, len(order)), make([]string, len(order)), make([]string, len(order)), make([]string, len(order))
 		occurred                     = make([]time.Time, len(order))
+		conns                        = make([]string, len(order))
 	)
 	for j, i := range order {
 		p := &evs[i]
-		ks[j], envs[j], fps[j], payloads[j], occurred[j] = p.key, p.ev.Environment, p.fp, p.payload, p.ev.Timestamp
+		ks[j], envs[j], fps[j], payloads[j], occurred[j], conns[j] = p.key, p.ev.Environment, p.fp, p.payload, p.ev.Timestamp, p.conn.String()
 		ids[j] = groups[groupKey{p.ev.Environment, p.fp}].id.String()
 	}
 	rows, err := tx.Tx.QueryContext(ctx, `INSERT INTO feed_events
 		(org_id, event_id_key, project_id, connection_id, environment, fingerprint, incident_id, received_at, occurred_at, payload)
-		SELECT $1, u.k, $2, $3, u.e, u.f, u.i, $4, u.o, u.p::jsonb
-		FROM unnest($5::text[], $6::text[], $7::text[], $8::uuid[], $9::timestamptz[], $10::text[]) AS u(k, e, f, i, o, p)
+		SELECT $1, u.k, $2, u.c, u.e, u.f, u.i, $3, u.o, u.p::jsonb
+		FROM unnest($4::text[], $5::text[], $6::text[], $7::uuid[], $8::timestamptz[], $9::text[], $10::uuid[]) AS u(k, e, f, i, o, p, c)
 		ON CONFLICT (org_id, event_id_key) DO NOTHING
 		RETURNING event_id_key`,
-		snd.OrgID, snd.ProjectID, snd.ConnectionID, now, ks, envs, fps, ids, occurred, payloads)
+		snd.OrgID, snd.ProjectID, now, ks, envs, fps, ids, occurred, payloads, conns)
 	if err != nil {
 		return fmt.Errorf("insert events: %w", err)
 	}
@@ -537,4 +537,97 @@ func insertTransitions(ctx context.Context, tx bun.Tx, trs []transition, now tim
 		return fmt.Errorf("insert transitions: %w", err)
 	}
 	return nil
+}
+
+// A combiner stores the batches of one project that arrive while another
+// of its batches is being stored together, in one transaction: a storm of
+// one fault makes every batch update the same incident rows, and each
+// transaction holds those row locks across its commit's flush, so storing
+// them one by one would admit one batch per disk flush. Each sender still
+// gets its answer only after the transaction that holds its events has
+// committed (flat combining: the first waiting request does the work).
+type combiner struct {
+	mu    sync.Mutex
+	queue map[uuid.UUID]*projectQueue
+}
+
+type projectQueue struct {
+	pending []*combineJob
+	running bool
+}
+
+type combineJob struct {
+	snd  *FeedSender
+	evs  []prepared
+	done chan error
+}
+
+// maxCombined bounds the events stored in one transaction.
+const maxCombined = 1000
+
+// errLead hands the lead of a project's queue to a waiting batch.
+var errLead = errors.New("feed: lead the project's store queue")
+
+// combine stores evs — alone or together with the project's other waiting
+// batches — and returns once they are committed (or failed). The first
+// waiting batch leads: it stores one group (its own included) and passes
+// the lead on, so no request works for others for long. Waiting is bounded
+// by the store timeout of the groups ahead.
+func (f *Feed) combine(ctx context.Context, snd *FeedSender, evs []prepared, now time.Time) error {
+	job := &combineJob{snd: snd, evs: evs, done: make(chan error, 1)}
+	c := &f.comb
+	c.mu.Lock()
+	if c.queue == nil {
+		c.queue = map[uuid.UUID]*projectQueue{}
+	}
+	q := c.queue[snd.ProjectID]
+	if q == nil {
+		q = &projectQueue{}
+		c.queue[snd.ProjectID] = q
+	}
+	q.pending = append(q.pending, job)
+	lead := !q.running
+	q.running = true
+	c.mu.Unlock()
+	if !lead {
+		if err := <-job.done; err != errLead {
+			return err
+		}
+	}
+	f.storeGroup(context.WithoutCancel(ctx), snd.ProjectID, q, now)
+	return <-job.done
+}
+
+// storeGroup stores the waiting batches at the front of the project's
+// queue (the leader's own first) in one transaction, answers them, and
+// passes the lead to the next waiting batch, if any.
+func (f *Feed) storeGroup(ctx context.Context, projectID uuid.UUID, q *projectQueue, now time.Time) {
+	c := &f.comb
+	c.mu.Lock()
+	var group []*combineJob
+	n := 0
+	for len(q.pending) > 0 && (len(group) == 0 || n+len(q.pending[0].evs) <= maxCombined) {
+		group = append(group, q.pending[0])
+		n += len(q.pending[0].evs)
+		q.pending = q.pending[1:]
+	}
+	c.mu.Unlock()
+	all := make([]prepared, 0, n)
+	for _, j := range group {
+		all = append(all, j.evs...)
+	}
+	sctx, cancel := context.WithTimeout(ctx, f.StoreTimeout)
+	err := f.s.inTx(sctx, func(ctx context.Context, tx bun.Tx) error { return f.storeBatch(ctx, tx, group[0].snd, all, now) })
+	cancel()
+	for _, j := range group {
+		j.done <- err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(q.pending) == 0 {
+		q.running = false
+		delete(c.queue, projectID)
+		return
+	}
+	q.pending[0].done <- errLead
 }

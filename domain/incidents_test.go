@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -583,4 +584,66 @@ func TestClosingWithdrawsTheQueuedRepair(t *testing.T) {
 			t.Fatalf("%s: incident ended %s", decision, got.Status)
 		}
 	}
+}
+
+// TestConcurrentBatchesAreStoredTogether: batches of one project that
+// arrive together are combined into shared transactions; every event is
+// stored exactly once with its own connection, and the incident counts
+// every distinct event.
+func TestConcurrentBatchesAreStoredTogether(t *testing.T) {
+	t.Parallel()
+	ib := setupIncidents(t, domain.PolicyObserve)
+	ctx := context.Background()
+	const senders, batches, perBatch = 6, 8, 10
+	var snds []*domain.FeedSender
+	for i := 0; i < senders; i++ {
+		_, tok, err := ib.feed.CreateConnection(ctx, ib.owner, ib.proj.ID, fmt.Sprintf("s%d", i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		snd, err := ib.feed.Authenticate(ctx, tok)
+		if err != nil {
+			t.Fatal(err)
+		}
+		snds = append(snds, snd)
+	}
+	shared := uuid.NewString() // every sender also sends this one id
+	var wg sync.WaitGroup
+	for s := 0; s < senders; s++ {
+		wg.Add(1)
+		go func(s int) {
+			defer wg.Done()
+			for b := 0; b < batches; b++ {
+				raws := make([]json.RawMessage, 0, perBatch+1)
+				for e := 0; e < perBatch; e++ {
+					raws = append(raws, feedEvent(uuid.NewString(), "storm"))
+				}
+				raws = append(raws, feedEvent(shared, "storm"))
+				res, err := ib.feed.Ingest(ctx, snds[s], "127.0.0.1", raws)
+				if err != nil || len(res.Accepted) != perBatch+1 {
+					t.Errorf("ingest: %v %d accepted", err, len(res.Accepted))
+					return
+				}
+			}
+		}(s)
+	}
+	wg.Wait()
+	want := senders*batches*perBatch + 1
+	var stored, conns, counted int
+	if err := ib.db.Bun.NewRaw(`SELECT count(*), count(DISTINCT connection_id) FROM feed_events WHERE project_id = ?`, ib.proj.ID).Scan(ctx, &stored, &conns); err != nil {
+		t.Fatal(err)
+	}
+	if err := ib.db.Bun.NewRaw(`SELECT COALESCE(sum(event_count), 0) FROM incidents WHERE project_id = ?`, ib.proj.ID).Scan(ctx, &counted); err != nil {
+		t.Fatal(err)
+	}
+	if stored != want || counted != want || conns != senders {
+		t.Fatalf("stored %d, counted %d, from %d connections; want %d, %d, %d", stored, counted, conns, want, want, senders)
+	}
+}
+
+func feedEvent(id, title string) json.RawMessage {
+	raw, _ := json.Marshal(map[string]any{"schema_version": "1.0", "event_id": id, "timestamp": time.Now().UTC().Format(time.RFC3339),
+		"title": title, "level": "error", "environment": "production", "service": "api", "sdk": map[string]any{"name": "t"},
+		"exception": map[string]any{"type": "E" + title, "message": "boom"}})
+	return raw
 }
