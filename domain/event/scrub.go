@@ -126,22 +126,36 @@ func scrubTags(tags map[string]string) error {
 		} else {
 			tags[k] = scrubText(v)
 		}
-		if nk := scrubText(k); nk != k {
-			if renamed == nil {
-				renamed = make(map[string]string)
-			}
-			renamed[k] = nk
-		}
+		renamed = noteRename(renamed, k)
 	}
-	for old, nk := range renamed {
-		v := tags[old]
-		delete(tags, old)
-		if _, clash := tags[nk]; clash {
-			v = filtered
-		}
-		tags[nk] = v
-	}
+	applyRenames(tags, renamed, filtered)
 	return nil
+}
+
+// noteRename records that key k must move to its scrubbed spelling (a key
+// can hold a secret too, such as a token used as a map key).
+func noteRename(renamed map[string]string, k string) map[string]string {
+	if nk := scrubText(k); nk != k {
+		if renamed == nil {
+			renamed = make(map[string]string)
+		}
+		renamed[k] = nk
+	}
+	return renamed
+}
+
+// applyRenames moves values to their scrubbed keys; when a scrubbed key
+// clashes with an existing one, the moved value is replaced by clash rather
+// than kept in the clear or silently dropped.
+func applyRenames[V any](m map[string]V, renamed map[string]string, clash V) {
+	for old, nk := range renamed {
+		v := m[old]
+		delete(m, old)
+		if _, taken := m[nk]; taken {
+			v = clash
+		}
+		m[nk] = v
+	}
 }
 
 // bagWalker scrubs enrichment and agent_context with a type switch rather
@@ -171,21 +185,9 @@ func (w *bagWalker) object(field string, m map[string]any, depth int) error {
 			}
 			m[k] = nv
 		}
-		if nk := scrubText(k); nk != k {
-			if renamed == nil {
-				renamed = make(map[string]string)
-			}
-			renamed[k] = nk
-		}
+		renamed = noteRename(renamed, k)
 	}
-	for old, nk := range renamed {
-		v := m[old]
-		delete(m, old)
-		if _, clash := m[nk]; clash {
-			v = filtered
-		}
-		m[nk] = v
-	}
+	applyRenames(m, renamed, any(filtered))
 	return nil
 }
 
