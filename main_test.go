@@ -4,11 +4,15 @@ import (
 	"bytes"
 	"encoding/base64"
 	"encoding/json"
+	"io"
 	"net"
 	"net/http"
+	"net/http/cookiejar"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -185,5 +189,54 @@ func TestServeRolesAndGracefulStop(t *testing.T) {
 		if !strings.Contains(logs.String(), `"msg":"stopped"`) || !strings.Contains(logs.String(), `"role":"`+role+`"`) {
 			t.Errorf("role %s: logs lack a clean stop:\n%s", role, logs.String())
 		}
+	}
+}
+
+// TestShutdownEndsLiveStreams: an open SSE stream does not hold up a
+// graceful stop (http.Server.Shutdown waits for active connections).
+func TestShutdownEndsLiveStreams(t *testing.T) {
+	t.Parallel()
+	env := []string{"ANVIL_DATABASE_URL=" + testdb.URLFor(testdb.Name(t)), "ANVIL_SECRET_KEY=" + testKey, "ANVIL_SANDBOX=process"}
+	if code, _, stderr := anvil(t, env, "", "migrate"); code != 0 {
+		t.Fatal(stderr)
+	}
+	anvil(t, env, "a long enough password\n", "admin", "bootstrap", "--org", "acme", "--email", "o@acme.test")
+	addr := freeAddr(t)
+	cmd := exec.Command(binary, "serve", "--addr", addr, "--role", "web")
+	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH")}, env...)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waitReady(t, addr)
+	// Log in through the form and open the organisation's event stream.
+	jar, _ := cookiejar.New(nil)
+	client := &http.Client{Jar: jar}
+	res, err := client.Get("http://" + addr + "/login")
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	m := regexp.MustCompile(`name="_csrf" value="([^"]+)"`).FindSubmatch(page)
+	if m == nil {
+		t.Fatal("no login form")
+	}
+	res, err = client.PostForm("http://"+addr+"/login", url.Values{"_csrf": {string(m[1])}, "email": {"o@acme.test"}, "password": {"a long enough password"}})
+	if err != nil || res.StatusCode != 200 {
+		t.Fatalf("login: %v %v", err, res.Status)
+	}
+	res.Body.Close()
+	stream, err := client.Get("http://" + addr + "/events")
+	if err != nil || stream.Header.Get("Content-Type") != "text/event-stream" {
+		t.Fatalf("events: %v", err)
+	}
+	defer stream.Body.Close()
+	start := time.Now()
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("exit: %v", err)
+	}
+	if d := time.Since(start); d > 10*time.Second {
+		t.Fatalf("graceful stop took %s with a live stream open", d)
 	}
 }
