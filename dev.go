@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"anvil/jobs/sandbox"
 )
 
 // cmdDev is what `make run` starts: the cockpit on an embedded default.
@@ -50,6 +52,9 @@ func cmdDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	if os.Getenv("ANVIL_FEED_ARMED") == "" {
 		os.Setenv("ANVIL_FEED_ARMED", "true")
+	}
+	if os.Getenv("ANVIL_SANDBOX") == "" {
+		devSandbox(ctx, stderr)
 	}
 	os.Setenv("ANVIL_ADDR", *addr)
 	cfg, err := loadConfig(os.Getenv)
@@ -232,4 +237,28 @@ func findPGBin() (string, error) {
 		return filepath.Dir(matches[len(matches)-1]), nil
 	}
 	return "", errors.New("initdb not found")
+}
+
+// devSandbox makes sure runs can be sandboxed on a development machine:
+// it installs bubblewrap with apt when it is missing (as root), and where
+// bubblewrap still cannot run (a container without user namespaces) it
+// says so loudly and runs commands unsandboxed, as ANVIL_SANDBOX=process.
+func devSandbox(ctx context.Context, log io.Writer) {
+	if sandbox.BwrapAvailable() == nil {
+		return
+	}
+	if _, err := exec.LookPath("bwrap"); err != nil && os.Geteuid() == 0 {
+		fmt.Fprintln(log, "anvil dev: installing bubblewrap with apt-get for sandboxed runs")
+		for _, args := range [][]string{{"update", "-qq"}, {"install", "-y", "-qq", "bubblewrap"}} {
+			cmd := exec.CommandContext(ctx, "apt-get", args...)
+			cmd.Stdout, cmd.Stderr = log, log
+			cmd.Env = append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
+			_ = cmd.Run()
+		}
+		if sandbox.BwrapAvailable() == nil {
+			return
+		}
+	}
+	fmt.Fprintln(log, "anvil dev: WARNING: bubblewrap cannot run here; runs execute WITHOUT a sandbox (ANVIL_SANDBOX=process)")
+	os.Setenv("ANVIL_SANDBOX", "process")
 }
