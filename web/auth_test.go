@@ -6,6 +6,8 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+
+	"anvil/domain"
 )
 
 func TestAnonymousVisitorsAreSentToLogin(t *testing.T) {
@@ -211,4 +213,36 @@ func TestTokensSettingsPage(t *testing.T) {
 	if res.StatusCode != http.StatusUnprocessableEntity || !strings.Contains(body, "token name is required") {
 		t.Fatalf("empty token name: %d", res.StatusCode)
 	}
+}
+
+func TestLoginGuessingIsLimited(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	br := b.browser(t)
+	tok := br.csrf("/login")
+	for i := 0; i < 10; i++ {
+		res, _ := br.post("/login", url.Values{"_csrf": {tok}, "email": {"owner@acme.test"}, "password": {"guess number " + string(rune('a'+i))}})
+		if res.StatusCode != http.StatusUnauthorized {
+			t.Fatalf("guess %d: %d", i, res.StatusCode)
+		}
+	}
+	// The right password no longer helps for a while, for this account only.
+	res, body := br.post("/login", url.Values{"_csrf": {tok}, "email": {"OWNER@acme.test"}, "password": {testPassword}})
+	if res.StatusCode != http.StatusTooManyRequests || res.Header.Get("Retry-After") == "" || !strings.Contains(body, "too many failed attempts") {
+		t.Fatalf("after 10 failures: %d", res.StatusCode)
+	}
+	if _, err := b.accounts.AddMember(context.Background(), mustPrincipal(t, b), "other@acme.test", testPassword, "member"); err != nil {
+		t.Fatal(err)
+	}
+	other := b.browser(t)
+	other.login("other@acme.test", testPassword)
+}
+
+func mustPrincipal(t *testing.T, b *testBundle) *domain.Principal {
+	t.Helper()
+	p, err := b.accounts.Authenticate(context.Background(), b.owner.Token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
 }

@@ -36,6 +36,7 @@ type Server struct {
 	metrics *Metrics
 	opts    Options
 	done    <-chan struct{}
+	logins  loginLimiter
 }
 
 // Deps are what New needs.
