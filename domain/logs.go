@@ -139,14 +139,17 @@ func (w *LogWriter) Flush(ctx context.Context) error {
 	return w.flushLocked(ctx)
 }
 
-func (w *LogWriter) flushLocked(ctx context.Context) error {
+func (w *LogWriter) flushLocked(ctx context.Context) error { return w.flush(ctx, false) }
+
+// flush stores the buffer as one chunk. Unless final, a trailing partial
+// UTF-8 sequence waits for the next write (Postgres text must be valid).
+func (w *LogWriter) flush(ctx context.Context, final bool) error {
 	if w.buf.Len() == 0 {
 		return w.err
 	}
 	body := w.buf.Bytes()
-	// Never split a UTF-8 sequence across chunks (Postgres text must be valid).
 	keep := 0
-	if !w.truncated {
+	if !final && !w.truncated {
 		for keep < 4 && keep < len(body) && !utf8.Valid(body[:len(body)-keep]) {
 			keep++
 		}
@@ -186,10 +189,5 @@ func (w *LogWriter) Close(ctx context.Context) error {
 	<-w.done
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.buf.Len() > 0 && !w.truncated {
-		// flush a trailing partial UTF-8 sequence as well
-		w.truncated = true
-		defer func() { w.truncated = false }()
-	}
-	return w.flushLocked(ctx)
+	return w.flush(ctx, true)
 }

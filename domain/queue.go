@@ -234,7 +234,8 @@ func (q *Queue) promoteTx(ctx context.Context, tx bun.Tx, p *Project) error {
 	return q.publish(ctx, tx, next)
 }
 
-var shaRE = func(s string) bool {
+// validSHA reports whether s is a full lower-case SHA-1 or SHA-256 commit id.
+func validSHA(s string) bool {
 	if len(s) != 40 && len(s) != 64 {
 		return false
 	}
@@ -279,7 +280,7 @@ func (q *Queue) AcceptManual(ctx context.Context, pr *Principal, projectID uuid.
 // AcceptTx accepts a run for a caller that already holds p's lock through
 // Store.WithProject (webhook deliveries, repair approvals).
 func (q *Queue) AcceptTx(ctx context.Context, tx bun.Tx, p *Project, spec AcceptSpec) (*Run, error) {
-	if spec.CommitSHA != nil && !shaRE(*spec.CommitSHA) {
+	if spec.CommitSHA != nil && !validSHA(*spec.CommitSHA) {
 		return nil, Invalid("invalid_commit_sha", "commit SHA must be 40 or 64 lower-case hex characters")
 	}
 	return q.acceptTx(ctx, tx, p, spec)
@@ -366,7 +367,7 @@ func (q *Queue) Heartbeat(ctx context.Context, runID uuid.UUID) (string, error) 
 // BackfillCommit records the commit a manual run checked out; a pinned SHA
 // is never replaced.
 func (q *Queue) BackfillCommit(ctx context.Context, runID uuid.UUID, sha string) error {
-	if !shaRE(sha) {
+	if !validSHA(sha) {
 		return Invalid("invalid_commit_sha", "commit SHA must be 40 or 64 lower-case hex characters")
 	}
 	return q.withRun(ctx, runID, func(ctx context.Context, tx bun.Tx, p *Project, r *Run) error {

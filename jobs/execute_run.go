@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -322,5 +321,3 @@ func ExecutorID() string {
 	host, _ := os.Hostname()
 	return host + ":" + strconv.Itoa(os.Getpid()) + ":" + uuid.NewString()[:8]
 }
-
-var _ io.Writer = (*domain.LogWriter)(nil)

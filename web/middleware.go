@@ -13,8 +13,6 @@ import (
 	"github.com/labstack/echo/v4"
 )
 
-type ctxKey string
-
 const requestIDKey = "request_id"
 
 // requestID gives every request an id (a sane incoming X-Request-Id is kept)
