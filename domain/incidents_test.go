@@ -504,6 +504,14 @@ func TestCardRefreshCoalesces(t *testing.T) {
 		}
 		return n
 	}
+	// The refresh is enqueued after each batch's commit, by a goroutine:
+	// wait for it, then check that the burst made exactly one.
+	settle := func(ok func() bool) {
+		for deadline := time.Now().Add(10 * time.Second); !ok() && time.Now().Before(deadline); {
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	settle(func() bool { return count("refresh_card") > 0 })
 	if n := count("refresh_card"); n != 1 {
 		t.Fatalf("%d refresh jobs after a burst, want 1", n)
 	}
@@ -513,6 +521,7 @@ func TestCardRefreshCoalesces(t *testing.T) {
 	for i := 0; i < 5; i++ {
 		ib.send(t, "WhileRunning")
 	}
+	settle(func() bool { return count("refresh_card_again") > 0 })
 	if n, m := count("refresh_card"), count("refresh_card_again"); n != 1 || m != 1 {
 		t.Fatalf("while running: %d refresh, %d follow-ups; want 1 and 1", n, m)
 	}
