@@ -5,10 +5,12 @@ package db
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
 	"net/url"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
@@ -42,8 +44,41 @@ func Open(ctx context.Context, dsn string, maxConns int) (*DB, error) {
 		pool.Close()
 		return nil, fmt.Errorf("db: ping %s: %w", Redact(dsn), err)
 	}
-	sqldb := stdlib.OpenDBFromPool(pool)
+	sqldb := sql.OpenDB(simpleWhenInlined{stdlib.GetPoolConnector(pool)})
+	sqldb.SetMaxIdleConns(0) // the pgx pool keeps the idle connections
 	return &DB{Pool: pool, SQL: sqldb, Bun: bun.NewDB(sqldb, pgdialect.New())}, nil
+}
+
+// simpleWhenInlined sends a query that has no arguments over the simple
+// protocol. bun writes every value into the SQL text itself, so nearly each
+// of its queries is a new text; under pgx's default mode each would be
+// prepared as a named statement first — a second round trip, a server-side
+// plan per text, and evictions from a 512-entry cache — only to run once.
+// Queries with arguments (River's, the few written with $n) keep pgx's
+// statement cache.
+type simpleWhenInlined struct{ driver.Connector }
+
+func (c simpleWhenInlined) Connect(ctx context.Context) (driver.Conn, error) {
+	conn, err := c.Connector.Connect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	sc, ok := conn.(*stdlib.Conn)
+	if !ok {
+		return conn, nil
+	}
+	return inlinedConn{sc}, nil
+}
+
+// inlinedConn is a pgx connection whose argument-free queries use the
+// simple protocol (pgx already does so for Exec).
+type inlinedConn struct{ *stdlib.Conn }
+
+func (c inlinedConn) QueryContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Rows, error) {
+	if len(args) == 0 {
+		args = []driver.NamedValue{{Ordinal: 1, Value: pgx.QueryExecModeSimpleProtocol}}
+	}
+	return c.Conn.QueryContext(ctx, query, args)
 }
 
 // Close releases every connection.
