@@ -65,6 +65,7 @@ func (WatchdogArgs) Kind() string { return "run_watchdog" }
 // nothing else writes queue state.
 type Queue struct {
 	s                *Store
+	comb             acceptCombiner
 	heartbeatTimeout time.Duration
 	hooks            []TerminalHook
 }
@@ -133,77 +134,6 @@ func (q *Queue) changed(ctx context.Context, tx bun.Tx, r *Run, cols ...string) 
 	return q.publish(ctx, tx, r)
 }
 
-// acceptTx accepts a run into p's queue; the caller holds p's lock.
-//
-// It is the hot path of every trigger, so it does its work in few round
-// trips: one query for the queue's state; the run's jobs in one insert; the
-// position advanced and the run inserted in one statement. A run accepted
-// into an idle queue is promoted at once (no pending run can exist without
-// an active one: every terminalization promotes in its own transaction).
-func (q *Queue) acceptTx(ctx context.Context, tx bun.Tx, p *Project, spec AcceptSpec) (*Run, error) {
-	var st struct {
-		Queued int  `bun:"queued"`
-		Active bool `bun:"active"`
-	}
-	if err := tx.NewRaw(`SELECT count(*) FILTER (WHERE position IS NOT NULL) AS queued,
-			COALESCE(bool_or(state <> 'pending'), false) AS active
-		FROM project_runs WHERE project_id = ? AND state IN ('pending', 'executable', 'starting', 'running', 'cancel_requested', 'canceling')`,
-		p.ID).Scan(ctx, &st); err != nil {
-		return nil, fmt.Errorf("read queue state: %w", err)
-	}
-	if st.Queued >= MaxQueued {
-		return nil, ErrQueueFull
-	}
-	now := q.s.Now()
-	r := &Run{ID: uuid.New(), ProjectID: p.ID, OrgID: p.OrgID, State: StatePending, Trigger: spec.Trigger,
-		Branch: spec.Branch, CommitSHA: spec.CommitSHA, TriggeredBy: spec.TriggeredBy,
-		Provider: spec.Provider, DeliveryID: spec.DeliveryID, IncidentID: spec.IncidentID,
-		SyncStatus: SyncNeedsCreate, QueuedAt: now, UpdatedAt: now}
-	promote := !st.Active && st.Queued == 0
-	if promote {
-		res, err := q.s.jobs.InsertTx(ctx, tx.Tx, ExecuteRunArgs{RunID: r.ID}, nil)
-		if err != nil {
-			return nil, fmt.Errorf("enqueue execution of %s: %w", r.ID, err)
-		}
-		r.State, r.PromotedAt, r.JobID = StateExecutable, &now, &res.Job.ID
-	}
-	// The read model's create sync is done in this very transaction: the
-	// seed's D1 is another database, anvil's run_index is this one, so the
-	// queued row appears atomically with the run (needs_create → current)
-	// and acceptance costs no job. Later changes reconcile through
-	// reconcile_run jobs.
-	r.SyncStatus = SyncCurrent
-	if !SyncTransitionAllowed(SyncNeedsCreate, r.SyncStatus) {
-		return nil, fmt.Errorf("sync: create path not allowed")
-	}
-	// One statement: advance the position, insert the run, insert its
-	// queued row into the read model (a new run_id cannot conflict).
-	err := tx.NewRaw(`WITH pos AS (UPDATE projects SET next_position = next_position + 1 WHERE id = ? RETURNING next_position),
-		run AS (INSERT INTO project_runs (id, project_id, org_id, state, trigger, branch, commit_sha, position, triggered_by,
-				provider, delivery_id, incident_id, job_id, d1_sync_status, queued_at, promoted_at, updated_at)
-			SELECT ?, ?, ?, ?, ?, ?, ?, pos.next_position, ?, ?, ?, ?, ?, ?, ?, ?, ? FROM pos
-			RETURNING id, project_id, org_id, trigger, branch, commit_sha, queued_at, position)
-		INSERT INTO run_index (run_id, project_id, org_id, status, trigger, branch, commit_sha, queued_at)
-		SELECT id, project_id, org_id, ?, trigger, branch, commit_sha, queued_at FROM run
-		RETURNING (SELECT position FROM run)`,
-		p.ID, r.ID, r.ProjectID, r.OrgID, r.State, r.Trigger, r.Branch, r.CommitSHA, r.TriggeredBy,
-		r.Provider, r.DeliveryID, r.IncidentID, r.JobID, r.SyncStatus, r.QueuedAt, r.PromotedAt, r.UpdatedAt,
-		StatusQueued).Scan(ctx, &r.Position)
-	if err != nil {
-		return nil, fmt.Errorf("insert run: %w", err)
-	}
-	p.NextPosition = *r.Position
-	if err := q.publish(ctx, tx, r); err != nil {
-		return nil, err
-	}
-	if !promote && !st.Active {
-		// Pending runs without an active one should not exist; heal rather
-		// than strand them.
-		return r, q.promoteTx(ctx, tx, p)
-	}
-	return r, nil
-}
-
 // promoteTx promotes the smallest pending position when the project has no
 // active run, inserting its execute_run job in the same transaction.
 func (q *Queue) promoteTx(ctx context.Context, tx bun.Tx, p *Project) error {
@@ -257,24 +187,14 @@ func (q *Queue) AcceptManual(ctx context.Context, pr *Principal, projectID uuid.
 	if branch != "" && (!branchRE.MatchString(branch) || strings.Contains(branch, "..") || strings.HasPrefix(branch, "-")) {
 		return nil, Invalid("invalid_branch", "branch %q is not a valid branch name", branch)
 	}
-	var out *Run
-	err := q.s.WithProject(ctx, projectID, func(ctx context.Context, tx bun.Tx, p *Project) error {
-		if p.OrgID != pr.OrgID {
-			return NotFound("project")
-		}
-		if branch == "" {
-			branch = p.DefaultBranch
-		}
-		uid := pr.UserID
-		r, err := q.acceptTx(ctx, tx, p, AcceptSpec{Trigger: TriggerManual, Branch: branch, TriggeredBy: &uid})
-		out = r
-		return err
-	})
+	uid := pr.UserID
+	j := &acceptJob{projectID: projectID, orgID: pr.OrgID, spec: AcceptSpec{Trigger: TriggerManual, Branch: branch, TriggeredBy: &uid}}
+	err := q.submit(j)
 	if errors.Is(err, ErrQueueFull) {
 		return nil, &Error{Kind: ErrQueueFull, Code: "project_queue_full",
 			Message: fmt.Sprintf("the project's queue already holds %d runs; wait for some to finish or cancel them", MaxQueued)}
 	}
-	return out, err
+	return j.run, err
 }
 
 // AcceptTx accepts a run for a caller that already holds p's lock through

@@ -215,7 +215,6 @@ func TestInterleavedProjects(t *testing.T) {
 		projects[i] = b.project(t, fmt.Sprintf("p%d", i))
 	}
 	var mu sync.Mutex
-	accepted := map[uuid.UUID]int64{} // run → position
 	starts := map[uuid.UUID][]int64{} // project → positions in claim order
 	var wg sync.WaitGroup
 	for _, p := range projects {
@@ -235,9 +234,6 @@ func TestInterleavedProjects(t *testing.T) {
 					t.Error(err)
 					return
 				}
-				mu.Lock()
-				accepted[r.ID] = *r.Position
-				mu.Unlock()
 				if rand.IntN(4) == 0 {
 					_, _ = b.queue.RequestCancel(ctx, b.owner, r.ID)
 				}
@@ -250,16 +246,14 @@ func TestInterleavedProjects(t *testing.T) {
 			for {
 				done := triggersDone.Load()
 				var id uuid.UUID
-				err := b.db.Bun.NewRaw(`SELECT id FROM project_runs WHERE project_id = ? AND state = 'executable'`, p.ID).Scan(ctx, &id)
+				var pos int64 // the run's position, read with it: its acceptor may not have recorded it yet
+				err := b.db.Bun.NewRaw(`SELECT id, position FROM project_runs WHERE project_id = ? AND state = 'executable'`, p.ID).Scan(ctx, &id, &pos)
 				if err != nil {
 					if done {
 						return // nothing executable once every trigger is in: the queue is drained
 					}
 					continue
 				}
-				mu.Lock()
-				pos := accepted[id]
-				mu.Unlock()
 				_, _, err = b.queue.Claim(ctx, id, "exec")
 				if errors.Is(err, domain.ErrNotExecutable) {
 					continue

@@ -2,9 +2,6 @@ package domain
 
 import (
 	"context"
-	"database/sql"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -464,16 +461,6 @@ func (w *Webhooks) VerificationMaterial(ctx context.Context, projectID uuid.UUID
 	return m, nil
 }
 
-// deliveryEvent is the live event published for every delivery handled.
-type deliveryEvent struct {
-	Kind       string    `json:"kind"`
-	OrgID      uuid.UUID `json:"org_id"`
-	ProjectID  uuid.UUID `json:"project_id"`
-	Provider   string    `json:"provider"`
-	DeliveryID string    `json:"delivery_id"`
-	Outcome    string    `json:"outcome"`
-}
-
 // Delivery is one ledger row.
 type Delivery struct {
 	bun.BaseModel `bun:"table:project_webhook_deliveries"`
@@ -500,127 +487,36 @@ type DeliveryResult struct {
 	Replayed bool
 }
 
-// Deliver decides a verified, normalized delivery, under the project lock:
+// Deliver decides a verified, normalized delivery under the project lock,
+// as part of an acceptance group (decideDelivery tells the rules; a replay
+// is the stored decision, never a reprocessing). A full queue stores
+// queue_full and returns an error of kind ErrWebhookQueueFull alongside the
+// result (the route answers 503 with Retry-After), having committed the
+// ledger row.
 //
-//   - a delivery id already in the ledger replays its stored outcome
-//     without reprocessing — except queue_full, which is re-evaluated (the
-//     2026-03-22 addendum) and, when accepted, becomes accepted with its run;
-//   - otherwise the payload is classified against the project's default
-//     branch; an accepted push becomes a run pinned to its commit SHA;
-//   - a full queue stores queue_full and returns an error of kind
-//     ErrWebhookQueueFull alongside the result (the route answers 503 with
-//     Retry-After), having committed the ledger row.
-//
-// The project lock serializes concurrent copies of one delivery, so they
-// make exactly one run; the ledger's primary key and ON CONFLICT back that
-// up. A missing or disabled webhook is refused here as well, and nothing is
-// recorded: it may have been deleted or disabled since it was verified.
+// The project lock, and within a group the shared ledger entry, serialize
+// concurrent copies of one delivery, so they make exactly one run; the
+// ledger's primary key backs that up. A missing or disabled webhook is
+// refused here as well, and nothing is recorded: it may have been deleted
+// or disabled since it was verified.
 func (w *Webhooks) Deliver(ctx context.Context, projectID uuid.UUID, providerName string, pl forge.Payload) (DeliveryResult, error) {
-	var res DeliveryResult
 	p, err := parseProvider(providerName)
-	if err != nil {
-		return res, err
-	}
-	if pl.Provider != p || pl.DeliveryID == "" {
-		return res, Invalid("invalid_payload", "the payload does not belong to this %s delivery", p)
-	}
-	err = w.s.WithProject(ctx, projectID, func(ctx context.Context, tx bun.Tx, proj *Project) error {
-		// The webhook's state (re-read under the lock: it may have been
-		// disabled or deleted since the route verified the delivery) and the
-		// ledger row of this delivery id, in one round trip.
-		var row struct {
-			Enabled    bool       `bun:"enabled"`
-			Outcome    *string    `bun:"outcome"`
-			RunID      *uuid.UUID `bun:"run_id"`
-			ReceivedAt *time.Time `bun:"received_at"`
-		}
-		err := tx.NewRaw(`SELECT w.enabled, d.outcome, d.run_id, d.received_at
-			FROM project_webhooks w
-			LEFT JOIN project_webhook_deliveries d ON d.project_id = w.project_id AND d.provider = w.provider AND d.delivery_id = ?
-			WHERE w.project_id = ? AND w.provider = ?`, pl.DeliveryID, projectID, string(p)).Scan(ctx, &row)
-		switch {
-		case isNoRows(err):
-			return ErrWebhookNotConfigured
-		case err != nil:
-			return fmt.Errorf("load webhook: %w", err)
-		case !row.Enabled:
-			return ErrWebhookDisabled
-		}
-		now := w.s.Now()
-		prev := &Delivery{ProjectID: projectID, Provider: string(p), DeliveryID: pl.DeliveryID, RunID: row.RunID}
-		err = sql.ErrNoRows
-		if row.Outcome != nil {
-			prev.Outcome, prev.ReceivedAt, err = *row.Outcome, *row.ReceivedAt, nil
-		}
-		if err == nil && now.Sub(prev.ReceivedAt) >= DeliveryRetention {
-			// Past the dedupe window but not yet swept: a new delivery.
-			if _, err := tx.NewDelete().Model(prev).WherePK().Exec(ctx); err != nil {
-				return fmt.Errorf("drop expired delivery: %w", err)
-			}
-			err = sql.ErrNoRows
-		}
-		if err == nil && prev.Outcome != string(forge.OutcomeQueueFull) {
-			// A duplicate: the stored decision stands (seed 000 §9).
-			if _, err := tx.NewRaw(`UPDATE project_webhook_deliveries SET attempts = attempts + 1, updated_at = ?
-				WHERE project_id = ? AND provider = ? AND delivery_id = ?`, now, projectID, string(p), pl.DeliveryID).Exec(ctx); err != nil {
-				return fmt.Errorf("count duplicate delivery: %w", err)
-			}
-			res = DeliveryResult{Outcome: forge.Outcome(prev.Outcome), RunID: prev.RunID, Replayed: true}
-			return w.publish(ctx, tx, proj, p, pl.DeliveryID, res.Outcome)
-		}
-		res.Outcome = forge.Classify(pl, proj.DefaultBranch)
-		if res.Outcome == forge.OutcomeAccepted {
-			sha, prov, id := pl.CommitSHA, string(p), pl.DeliveryID
-			r, err := w.queue.AcceptTx(ctx, tx, proj, AcceptSpec{Trigger: TriggerWebhook, Branch: pl.Branch,
-				CommitSHA: &sha, Provider: &prov, DeliveryID: &id})
-			switch {
-			case err == nil:
-				res.RunID = &r.ID
-			case errors.Is(err, ErrQueueFull):
-				// acceptTx refuses before writing anything, so the
-				// transaction is still good for the ledger row.
-				res.Outcome = forge.OutcomeQueueFull
-			default:
-				return err
-			}
-		}
-		branch := pl.Branch
-		if branch == "" && pl.Kind == forge.KindBranchDelete {
-			branch = pl.Ref // Gitea's delete event names the branch bare
-		}
-		d := &Delivery{ProjectID: projectID, Provider: string(p), DeliveryID: pl.DeliveryID, Outcome: string(res.Outcome),
-			Event: pl.Event, Kind: string(pl.Kind), Ref: pl.Ref, Branch: branch, CommitSHA: pl.CommitSHA,
-			RunID: res.RunID, ReceivedAt: now, UpdatedAt: now, Attempts: 1}
-		// Only a queue_full row may be overwritten: every other stored
-		// outcome is terminal, whatever happens to the lock.
-		if _, err := tx.NewRaw(`INSERT INTO project_webhook_deliveries AS d
-				(project_id, provider, delivery_id, outcome, event, kind, ref, branch, commit_sha, run_id, received_at, updated_at, attempts)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1)
-			ON CONFLICT (project_id, provider, delivery_id) DO UPDATE
-			SET outcome = EXCLUDED.outcome, run_id = EXCLUDED.run_id, updated_at = EXCLUDED.updated_at, attempts = d.attempts + 1
-			WHERE d.outcome = 'queue_full'`,
-			d.ProjectID, d.Provider, d.DeliveryID, d.Outcome, d.Event, d.Kind, d.Ref, d.Branch, d.CommitSHA, d.RunID, now, now).
-			Exec(ctx); err != nil {
-			return fmt.Errorf("record delivery: %w", err)
-		}
-		return w.publish(ctx, tx, proj, p, pl.DeliveryID, res.Outcome)
-	})
 	if err != nil {
 		return DeliveryResult{}, err
 	}
+	if pl.Provider != p || pl.DeliveryID == "" {
+		return DeliveryResult{}, Invalid("invalid_payload", "the payload does not belong to this %s delivery", p)
+	}
+	j := &acceptJob{projectID: projectID, delivery: &deliveryJob{provider: p, pl: pl}}
+	if err := w.queue.submit(j); err != nil {
+		return DeliveryResult{}, err
+	}
+	res := j.delivery.res
 	if res.Outcome == forge.OutcomeQueueFull {
 		return res, &Error{Kind: ErrWebhookQueueFull, Code: "project_queue_full",
 			Message: fmt.Sprintf("the project's queue already holds %d runs; the delivery is recorded as queue_full and will be re-evaluated when it is sent again", MaxQueued)}
 	}
 	return res, nil
-}
-
-func (w *Webhooks) publish(ctx context.Context, tx bun.Tx, proj *Project, p forge.Provider, deliveryID string, o forge.Outcome) error {
-	b, err := json.Marshal(deliveryEvent{Kind: "delivery", OrgID: proj.OrgID, ProjectID: proj.ID, Provider: string(p), DeliveryID: deliveryID, Outcome: string(o)})
-	if err != nil {
-		return err
-	}
-	return notify(ctx, tx, string(b))
 }
 
 // MaxListedDeliveries bounds one page of the ledger.

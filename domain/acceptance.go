@@ -1,0 +1,358 @@
+package domain
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/riverqueue/river"
+	"github.com/uptrace/bun"
+	"github.com/uptrace/bun/dialect/pgdialect"
+)
+
+// Acceptance is the hot path of every trigger: manual runs, webhook
+// deliveries and repair approvals. Its shape follows from what an accept
+// costs: four short statements and a commit, each a round trip, on a
+// machine where the round trips — not the rows — are the price. So the
+// accepts that arrive together are decided together (group commit):
+//
+//   - one transaction locks every project of the group, in id order, with
+//     SELECT … FOR UPDATE — the same row locks that serialize every other
+//     change of a project's queue, so nothing else can interleave;
+//   - one query reads the queues' state, one the webhook ledger rows;
+//   - each accept is decided in arrival order against that state, held in
+//     memory for the rest of the group (so two accepts of one project in one
+//     group count against the same cap, take consecutive positions, and two
+//     copies of one delivery make one run);
+//   - one statement inserts the runs, their run_index rows and the projects'
+//     next positions; one inserts the execute_run jobs of runs promoted at
+//     once; one writes the ledger; then the commit.
+//
+// Every caller gets its answer after that commit. If the group's
+// transaction fails, each accept is retried alone, so one bad accept never
+// fails another.
+
+// queueState is a project's queue as an acceptance sees it under the lock.
+type queueState struct {
+	queued int  // runs holding a position: pending and executable
+	active bool // a run holds the project's one slot
+	heal   bool // pending runs exist with nothing active (see admit)
+}
+
+// openStates are the states of runs that are not finished.
+const openStates = `('pending', 'executable', 'starting', 'running', 'cancel_requested', 'canceling')`
+
+// loadQueueStates reads the queue state of locked projects in one query.
+func loadQueueStates(ctx context.Context, tx bun.Tx, ids []uuid.UUID) (map[uuid.UUID]*queueState, error) {
+	var rows []struct {
+		ProjectID uuid.UUID `bun:"project_id"`
+		Queued    int       `bun:"queued"`
+		Active    bool      `bun:"active"`
+	}
+	if err := tx.NewRaw(`SELECT project_id, count(*) FILTER (WHERE position IS NOT NULL) AS queued,
+			COALESCE(bool_or(state <> 'pending'), false) AS active
+		FROM project_runs WHERE project_id IN (?) AND state IN `+openStates+`
+		GROUP BY project_id`, bun.In(ids)).Scan(ctx, &rows); err != nil {
+		return nil, fmt.Errorf("read queue state: %w", err)
+	}
+	out := make(map[uuid.UUID]*queueState, len(ids))
+	for _, id := range ids {
+		out[id] = &queueState{}
+	}
+	for _, r := range rows {
+		out[r.ProjectID] = &queueState{queued: r.Queued, active: r.Active}
+	}
+	return out, nil
+}
+
+// admit decides one acceptance against the in-memory state of p's queue
+// and advances it. A run accepted into an idle queue is promoted at once
+// (its job is inserted by insertRuns). Pending runs without an active one
+// should not exist — every terminalization promotes in its own
+// transaction — but if they do, st.heal asks for a promotion after the
+// insert rather than stranding them.
+func (q *Queue) admit(p *Project, st *queueState, spec AcceptSpec, now time.Time) (*Run, error) {
+	if st.queued >= MaxQueued {
+		return nil, ErrQueueFull
+	}
+	// The read model's create sync is done in the accepting transaction:
+	// the seed's D1 is another database, anvil's run_index is this one, so
+	// the queued row appears atomically with the run (needs_create →
+	// current) and acceptance costs no job. Later changes reconcile through
+	// reconcile_run jobs.
+	if !SyncTransitionAllowed(SyncNeedsCreate, SyncCurrent) {
+		return nil, fmt.Errorf("sync: create path not allowed")
+	}
+	p.NextPosition++
+	pos := p.NextPosition
+	r := &Run{ID: uuid.New(), ProjectID: p.ID, OrgID: p.OrgID, State: StatePending, Trigger: spec.Trigger,
+		Branch: spec.Branch, CommitSHA: spec.CommitSHA, TriggeredBy: spec.TriggeredBy, Position: &pos,
+		Provider: spec.Provider, DeliveryID: spec.DeliveryID, IncidentID: spec.IncidentID,
+		SyncStatus: SyncCurrent, QueuedAt: now, UpdatedAt: now}
+	switch {
+	case !st.active && st.queued == 0:
+		r.State, r.PromotedAt = StateExecutable, &now
+		st.active = true
+	case !st.active:
+		st.heal = true
+	}
+	st.queued++
+	return r, nil
+}
+
+// insertRuns writes admitted runs: the execute_run jobs of those promoted
+// at once, then one statement for the runs, their queued run_index rows
+// (a new run_id cannot conflict) and their projects' next positions.
+// Live events go out after the commit.
+func (q *Queue) insertRuns(ctx context.Context, tx bun.Tx, projects []*Project, runs []*Run) error {
+	if len(runs) == 0 {
+		return nil
+	}
+	var params []river.InsertManyParams
+	var promoted []*Run
+	for _, r := range runs {
+		if r.State == StateExecutable {
+			params = append(params, river.InsertManyParams{Args: ExecuteRunArgs{RunID: r.ID}})
+			promoted = append(promoted, r)
+		}
+	}
+	if len(params) > 0 {
+		if q.s.jobs == nil {
+			return fmt.Errorf("domain: no job inserter configured for execute_run")
+		}
+		res, err := q.s.jobs.InsertManyTx(ctx, tx.Tx, params)
+		if err != nil {
+			return fmt.Errorf("enqueue executions: %w", err)
+		}
+		if len(res) != len(promoted) {
+			return fmt.Errorf("enqueue executions: %d jobs for %d runs", len(res), len(promoted))
+		}
+		for i, r := range promoted {
+			r.JobID = &res[i].Job.ID
+		}
+	}
+	ids, next := make([]string, len(projects)), make([]int64, len(projects))
+	for i, p := range projects {
+		ids[i], next[i] = p.ID.String(), p.NextPosition
+	}
+	ins := tx.NewInsert().Model(&runs).Returning("id, project_id, org_id, trigger, branch, commit_sha, queued_at")
+	if _, err := tx.NewRaw(`WITH run AS (?),
+		pos AS (UPDATE projects p SET next_position = u.next FROM unnest(?::uuid[], ?::bigint[]) AS u(id, next) WHERE p.id = u.id)
+		INSERT INTO run_index (run_id, project_id, org_id, status, trigger, branch, commit_sha, queued_at)
+		SELECT id, project_id, org_id, ?, trigger, branch, commit_sha, queued_at FROM run`,
+		ins, pgdialect.Array(ids), pgdialect.Array(next), StatusQueued).Exec(ctx); err != nil {
+		return fmt.Errorf("insert runs: %w", err)
+	}
+	for _, r := range runs {
+		if err := q.publish(ctx, tx, r); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// healQueues promotes the projects that admit found stranded.
+func (q *Queue) healQueues(ctx context.Context, tx bun.Tx, projects []*Project, states map[uuid.UUID]*queueState) error {
+	for _, p := range projects {
+		if st := states[p.ID]; st != nil && st.heal {
+			if err := q.promoteTx(ctx, tx, p); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// acceptTx accepts one run into p's queue; the caller holds p's lock.
+func (q *Queue) acceptTx(ctx context.Context, tx bun.Tx, p *Project, spec AcceptSpec) (*Run, error) {
+	states, err := loadQueueStates(ctx, tx, []uuid.UUID{p.ID})
+	if err != nil {
+		return nil, err
+	}
+	r, err := q.admit(p, states[p.ID], spec, q.s.Now())
+	if err != nil {
+		return nil, err
+	}
+	if err := q.insertRuns(ctx, tx, []*Project{p}, []*Run{r}); err != nil {
+		return nil, err
+	}
+	return r, q.healQueues(ctx, tx, []*Project{p}, states)
+}
+
+// acceptJob is one acceptance waiting for its group.
+type acceptJob struct {
+	projectID uuid.UUID
+	orgID     uuid.UUID  // the caller's organisation; uuid.Nil: any (webhooks)
+	spec      AcceptSpec // Branch "" means the project's default branch
+	delivery  *deliveryJob
+
+	run  *Run
+	err  error
+	done chan struct{}
+}
+
+// acceptCombiner groups the acceptances that arrive while others are being
+// stored. Up to maxAcceptGroups groups are in flight at once (so the
+// database works on one while the next is decided), each of at most
+// maxAcceptGroup acceptances.
+type acceptCombiner struct {
+	mu      sync.Mutex
+	pending []*acceptJob
+	workers int
+}
+
+const (
+	maxAcceptGroups = 2
+	maxAcceptGroup  = 64
+	// acceptTimeout bounds one group's transaction.
+	acceptTimeout = 30 * time.Second
+)
+
+// submit hands j to the combiner and waits for its answer.
+func (q *Queue) submit(j *acceptJob) error {
+	j.done = make(chan struct{})
+	c := &q.comb
+	c.mu.Lock()
+	c.pending = append(c.pending, j)
+	if c.workers < maxAcceptGroups {
+		c.workers++
+		go q.acceptWorker()
+	}
+	c.mu.Unlock()
+	<-j.done
+	return j.err
+}
+
+// acceptWorker stores groups while acceptances are waiting.
+func (q *Queue) acceptWorker() {
+	c := &q.comb
+	for {
+		c.mu.Lock()
+		n := min(len(c.pending), maxAcceptGroup)
+		if n == 0 {
+			c.workers--
+			c.mu.Unlock()
+			return
+		}
+		group := slices.Clone(c.pending[:n])
+		c.pending = slices.Delete(c.pending, 0, n)
+		c.mu.Unlock()
+		q.acceptGroup(group)
+	}
+}
+
+// acceptGroup stores a group in one transaction; when that fails, each of
+// its acceptances alone, so that each gets its own answer.
+func (q *Queue) acceptGroup(group []*acceptJob) {
+	if err := q.tryGroup(group); err != nil {
+		if len(group) == 1 {
+			group[0].reset()
+			group[0].err = err
+		} else {
+			for _, j := range group {
+				if err := q.tryGroup([]*acceptJob{j}); err != nil {
+					j.reset()
+					j.err = err
+				}
+			}
+		}
+	}
+	for _, j := range group {
+		close(j.done)
+	}
+}
+
+func (j *acceptJob) reset() {
+	j.run, j.err = nil, nil
+	if j.delivery != nil {
+		j.delivery.res = DeliveryResult{}
+	}
+}
+
+// tryGroup is one group's transaction. Per-acceptance refusals (not found,
+// queue full, a disabled webhook) are answers, not failures: they write
+// nothing and the group commits. The returned error is the transaction's.
+func (q *Queue) tryGroup(group []*acceptJob) error {
+	ctx, cancel := context.WithTimeout(context.Background(), acceptTimeout)
+	defer cancel()
+	return q.s.inTx(ctx, func(ctx context.Context, tx bun.Tx) error {
+		for _, j := range group {
+			j.reset()
+		}
+		ids := make([]uuid.UUID, 0, len(group))
+		for _, j := range group {
+			ids = append(ids, j.projectID)
+		}
+		slices.SortFunc(ids, func(a, b uuid.UUID) int { return slices.Compare(a[:], b[:]) })
+		ids = slices.Compact(ids)
+		var projects []*Project
+		if err := tx.NewSelect().Model(&projects).Where("id IN (?)", bun.In(ids)).OrderExpr("id").For("UPDATE").Scan(ctx); err != nil {
+			return fmt.Errorf("lock projects: %w", err)
+		}
+		byID := make(map[uuid.UUID]*Project, len(projects))
+		for _, p := range projects {
+			byID[p.ID] = p
+		}
+		states, err := loadQueueStates(ctx, tx, ids)
+		if err != nil {
+			return err
+		}
+		ledger, err := loadLedger(ctx, tx, group)
+		if err != nil {
+			return err
+		}
+		now := q.s.Now()
+		var runs []*Run
+		for _, j := range group {
+			p := byID[j.projectID]
+			if p == nil || (j.orgID != uuid.Nil && p.OrgID != j.orgID) {
+				j.err = NotFound("project")
+				continue
+			}
+			if j.delivery != nil {
+				if r := q.decideDelivery(j, p, states[p.ID], ledger, now); r != nil {
+					runs = append(runs, r)
+				}
+				continue
+			}
+			spec := j.spec
+			if spec.Branch == "" {
+				spec.Branch = p.DefaultBranch
+			}
+			j.run, j.err = q.admit(p, states[p.ID], spec, now)
+			if j.run != nil {
+				runs = append(runs, j.run)
+			}
+		}
+		if err := ledger.dropExpired(ctx, tx); err != nil {
+			return err
+		}
+		if err := q.insertRuns(ctx, tx, touched(projects, runs), runs); err != nil {
+			return err
+		}
+		if err := ledger.record(ctx, tx, now); err != nil {
+			return err
+		}
+		if err := publishDeliveries(ctx, tx, group, byID); err != nil {
+			return err
+		}
+		return q.healQueues(ctx, tx, projects, states)
+	})
+}
+
+// touched is the projects that runs were accepted into.
+func touched(projects []*Project, runs []*Run) []*Project {
+	var out []*Project
+	for _, p := range projects {
+		for _, r := range runs {
+			if r.ProjectID == p.ID {
+				out = append(out, p)
+				break
+			}
+		}
+	}
+	return out
+}
