@@ -45,6 +45,12 @@ type queueState struct {
 // openStates are the states of runs that are not finished.
 const openStates = `('pending', 'executable', 'starting', 'running', 'cancel_requested', 'canceling')`
 
+// queueStateSQL reads the queue state of locked projects.
+const queueStateSQL = `SELECT project_id, count(*) FILTER (WHERE position IS NOT NULL) AS queued,
+		COALESCE(bool_or(state <> 'pending'), false) AS active
+	FROM project_runs WHERE project_id IN (?) AND state IN ` + openStates + `
+	GROUP BY project_id`
+
 // loadQueueStates reads the queue state of locked projects in one query.
 func loadQueueStates(ctx context.Context, tx bun.Tx, ids []uuid.UUID) (map[uuid.UUID]*queueState, error) {
 	var rows []struct {
@@ -52,10 +58,7 @@ func loadQueueStates(ctx context.Context, tx bun.Tx, ids []uuid.UUID) (map[uuid.
 		Queued    int       `bun:"queued"`
 		Active    bool      `bun:"active"`
 	}
-	if err := tx.NewRaw(`SELECT project_id, count(*) FILTER (WHERE position IS NOT NULL) AS queued,
-			COALESCE(bool_or(state <> 'pending'), false) AS active
-		FROM project_runs WHERE project_id IN (?) AND state IN `+openStates+`
-		GROUP BY project_id`, bun.In(ids)).Scan(ctx, &rows); err != nil {
+	if err := tx.NewRaw(queueStateSQL, bun.In(ids)).Scan(ctx, &rows); err != nil {
 		return nil, fmt.Errorf("read queue state: %w", err)
 	}
 	out := make(map[uuid.UUID]*queueState, len(ids))
@@ -138,12 +141,8 @@ func (q *Queue) insertRuns(ctx context.Context, tx bun.Tx, projects []*Project, 
 	for i, p := range projects {
 		ids[i], next[i] = p.ID.String(), p.NextPosition
 	}
-	ins := tx.NewInsert().Model(&runs).Returning("id, project_id, org_id, trigger, branch, commit_sha, queued_at")
-	if _, err := tx.NewRaw(`WITH run AS (?),
-		pos AS (UPDATE projects p SET next_position = u.next FROM unnest(?::uuid[], ?::bigint[]) AS u(id, next) WHERE p.id = u.id)
-		INSERT INTO run_index (run_id, project_id, org_id, status, trigger, branch, commit_sha, queued_at)
-		SELECT id, project_id, org_id, ?, trigger, branch, commit_sha, queued_at FROM run`,
-		ins, pgdialect.Array(ids), pgdialect.Array(next), StatusQueued).Exec(ctx); err != nil {
+	ins := tx.NewInsert().Model(&runs).Returning(runReturning)
+	if _, err := tx.NewRaw(insertRunsSQLText, ins, pgdialect.Array(ids), pgdialect.Array(next), StatusQueued).Exec(ctx); err != nil {
 		return fmt.Errorf("insert runs: %w", err)
 	}
 	for _, r := range runs {
@@ -153,6 +152,16 @@ func (q *Queue) insertRuns(ctx context.Context, tx bun.Tx, projects []*Project, 
 	}
 	return nil
 }
+
+// insertRunsSQLText inserts the runs (the first argument, bun's insert
+// returning runReturning), their queued run_index rows and the projects'
+// next positions.
+const insertRunsSQLText = `WITH run AS (?),
+	pos AS (UPDATE projects p SET next_position = u.next FROM unnest(?::uuid[], ?::bigint[]) AS u(id, next) WHERE p.id = u.id)
+	INSERT INTO run_index (run_id, project_id, org_id, status, trigger, branch, commit_sha, queued_at)
+	SELECT id, project_id, org_id, ?, trigger, branch, commit_sha, queued_at FROM run`
+
+const runReturning = "id, project_id, org_id, trigger, branch, commit_sha, queued_at"
 
 // healQueues promotes the projects that admit found stranded.
 func (q *Queue) healQueues(ctx context.Context, tx bun.Tx, projects []*Project, states map[uuid.UUID]*queueState) error {
@@ -275,19 +284,23 @@ func (j *acceptJob) reset() {
 // tryGroup is one group's transaction. Per-acceptance refusals (not found,
 // queue full, a disabled webhook) are answers, not failures: they write
 // nothing and the group commits. The returned error is the transaction's.
+// Groups go the two-round-trip way when they can (tryGroupFast).
 func (q *Queue) tryGroup(group []*acceptJob) error {
 	ctx, cancel := context.WithTimeout(context.Background(), acceptTimeout)
 	defer cancel()
+	for _, j := range group {
+		j.reset()
+	}
+	if q.s.Pool != nil {
+		if err := q.tryGroupFast(ctx, group); err != errSlowPath {
+			return err
+		}
+	}
 	return q.s.inTx(ctx, func(ctx context.Context, tx bun.Tx) error {
 		for _, j := range group {
 			j.reset()
 		}
-		ids := make([]uuid.UUID, 0, len(group))
-		for _, j := range group {
-			ids = append(ids, j.projectID)
-		}
-		slices.SortFunc(ids, func(a, b uuid.UUID) int { return slices.Compare(a[:], b[:]) })
-		ids = slices.Compact(ids)
+		ids := groupProjects(group)
 		var projects []*Project
 		if err := tx.NewSelect().Model(&projects).Where("id IN (?)", bun.In(ids)).OrderExpr("id").For("UPDATE").Scan(ctx); err != nil {
 			return fmt.Errorf("lock projects: %w", err)
@@ -305,35 +318,11 @@ func (q *Queue) tryGroup(group []*acceptJob) error {
 			return err
 		}
 		now := q.s.Now()
-		var runs []*Run
-		for _, j := range group {
-			p := byID[j.projectID]
-			if p == nil || (j.orgID != uuid.Nil && p.OrgID != j.orgID) {
-				j.err = NotFound("project")
-				continue
-			}
-			if j.delivery != nil {
-				if r := q.decideDelivery(j, p, states[p.ID], ledger, now); r != nil {
-					runs = append(runs, r)
-				}
-				continue
-			}
-			spec := j.spec
-			if spec.Branch == "" {
-				spec.Branch = p.DefaultBranch
-			}
-			j.run, j.err = q.admit(p, states[p.ID], spec, now)
-			if j.run != nil {
-				runs = append(runs, j.run)
-			}
-		}
-		if err := ledger.dropExpired(ctx, tx); err != nil {
-			return err
-		}
+		runs := q.decideGroup(group, byID, states, ledger, now)
 		if err := q.insertRuns(ctx, tx, touched(projects, runs), runs); err != nil {
 			return err
 		}
-		if err := ledger.record(ctx, tx, now); err != nil {
+		if err := ledger.record(ctx, tx, q.s.DB, now); err != nil {
 			return err
 		}
 		if err := publishDeliveries(ctx, tx, group, byID); err != nil {
@@ -341,6 +330,44 @@ func (q *Queue) tryGroup(group []*acceptJob) error {
 		}
 		return q.healQueues(ctx, tx, projects, states)
 	})
+}
+
+// groupProjects is the group's projects in lock order.
+func groupProjects(group []*acceptJob) []uuid.UUID {
+	ids := make([]uuid.UUID, 0, len(group))
+	for _, j := range group {
+		ids = append(ids, j.projectID)
+	}
+	slices.SortFunc(ids, func(a, b uuid.UUID) int { return slices.Compare(a[:], b[:]) })
+	return slices.Compact(ids)
+}
+
+// decideGroup decides each acceptance of the group in arrival order
+// against the locked projects' state, and returns the runs to insert.
+func (q *Queue) decideGroup(group []*acceptJob, byID map[uuid.UUID]*Project, states map[uuid.UUID]*queueState, ledger groupLedger, now time.Time) []*Run {
+	var runs []*Run
+	for _, j := range group {
+		p := byID[j.projectID]
+		if p == nil || (j.orgID != uuid.Nil && p.OrgID != j.orgID) {
+			j.err = NotFound("project")
+			continue
+		}
+		if j.delivery != nil {
+			if r := q.decideDelivery(j, p, states[p.ID], ledger, now); r != nil {
+				runs = append(runs, r)
+			}
+			continue
+		}
+		spec := j.spec
+		if spec.Branch == "" {
+			spec.Branch = p.DefaultBranch
+		}
+		j.run, j.err = q.admit(p, states[p.ID], spec, now)
+		if j.run != nil {
+			runs = append(runs, j.run)
+		}
+	}
+	return runs
 }
 
 // touched is the projects that runs were accepted into.

@@ -59,6 +59,7 @@ func setupTB(t testing.TB) *testBundle {
 		t.Fatal(err)
 	}
 	store := domain.NewStore(d.Bun, keys, nil)
+	store.Pool = d.Pool
 	c := &clock{now: time.Now().UTC()}
 	store.Now = c.Now
 	client, err := river.NewClient(riverdatabasesql.New(d.SQL), &river.Config{})

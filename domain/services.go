@@ -36,6 +36,7 @@ type Options struct {
 // UseJobs must still be called on the store once River's client exists.
 func NewServices(bdb *bun.DB, pool *pgxpool.Pool, keys *secret.Keyring, log *slog.Logger, o Options) *Services {
 	s := NewStore(bdb, keys, log)
+	s.Pool = pool
 	sv := &Services{Store: s, Accounts: NewAccounts(s), Projects: NewProjects(s), Queue: NewQueue(s, o.HeartbeatTimeout),
 		Logs: NewLogs(s, o.LogMaxBytes), Hub: NewHub(pool, s.Log), Feed: NewFeed(s), Cards: NewCards(s)}
 	sv.Webhooks = NewWebhooks(s, sv.Queue)

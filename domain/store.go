@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/rivertype"
 	"github.com/uptrace/bun"
@@ -26,7 +27,10 @@ type JobInserter interface {
 
 // Store is the shared state of every domain service.
 type Store struct {
-	DB   *bun.DB
+	DB *bun.DB
+	// Pool, when set, is the pgx pool under DB; acceptance groups use it to
+	// send their statements together (acceptance_fast.go).
+	Pool *pgxpool.Pool
 	Keys *secret.Keyring
 	Log  *slog.Logger
 	Now  func() time.Time

@@ -55,49 +55,70 @@ func deliveryKey(j *acceptJob) ledgerKey {
 	return ledgerKey{j.projectID, string(j.delivery.provider), j.delivery.pl.DeliveryID}
 }
 
-// loadLedger reads, for every delivery of the group, its webhook's state
-// and its ledger row (re-read under the lock: the webhook may have been
-// disabled or deleted since the route verified the delivery).
-func loadLedger(ctx context.Context, tx bun.Tx, group []*acceptJob) (groupLedger, error) {
-	l := groupLedger{}
-	var projects, providers, ids []string
+// ledgerSQL reads, for every delivery of a group (arrays of project,
+// provider and delivery id), its webhook's state and its ledger row.
+const ledgerSQL = `SELECT u.ord, w.enabled, d.outcome, d.run_id, d.received_at
+	FROM unnest(?::uuid[], ?::text[], ?::text[]) WITH ORDINALITY AS u(project_id, provider, delivery_id, ord)
+	JOIN project_webhooks w ON w.project_id = u.project_id AND w.provider = u.provider
+	LEFT JOIN project_webhook_deliveries d
+		ON d.project_id = u.project_id AND d.provider = u.provider AND d.delivery_id = u.delivery_id`
+
+// ledgerLookup is the ledger query of a group and the entries it fills.
+type ledgerLookup struct {
+	entries                  groupLedger
+	n                        int
+	projects, providers, ids []string
+}
+
+func ledgerQuery(group []*acceptJob) *ledgerLookup {
+	l := &ledgerLookup{entries: groupLedger{}}
 	for _, j := range group {
 		if j.delivery == nil {
 			continue
 		}
 		k := deliveryKey(j)
-		if l[k] == nil {
-			l[k] = &ledgerEntry{}
-			projects, providers, ids = append(projects, k.project.String()), append(providers, k.provider), append(ids, k.id)
+		if l.entries[k] == nil {
+			l.entries[k] = &ledgerEntry{}
+			l.projects, l.providers, l.ids = append(l.projects, k.project.String()), append(l.providers, k.provider), append(l.ids, k.id)
+			l.n++
 		}
 	}
-	if len(ids) == 0 {
-		return l, nil
+	return l
+}
+
+func (l *ledgerLookup) args() []any {
+	return []any{pgdialect.Array(l.projects), pgdialect.Array(l.providers), pgdialect.Array(l.ids)}
+}
+
+// apply records one row of ledgerSQL in its entry.
+func (l *ledgerLookup) apply(r ledgerRow) {
+	i := r.Ord - 1
+	if i < 0 || i >= l.n {
+		return
 	}
-	var rows []struct {
-		Ord        int        `bun:"ord"`
-		Enabled    bool       `bun:"enabled"`
-		Outcome    *string    `bun:"outcome"`
-		RunID      *uuid.UUID `bun:"run_id"`
-		ReceivedAt *time.Time `bun:"received_at"`
+	e := l.entries[ledgerKey{uuid.MustParse(l.projects[i]), l.providers[i], l.ids[i]}]
+	e.configured, e.enabled = true, r.Enabled
+	if r.Outcome != nil && r.ReceivedAt != nil {
+		e.exists, e.outcome, e.runID, e.receivedAt = true, *r.Outcome, r.RunID, *r.ReceivedAt
 	}
-	if err := tx.NewRaw(`SELECT u.ord, w.enabled, d.outcome, d.run_id, d.received_at
-		FROM unnest(?::uuid[], ?::text[], ?::text[]) WITH ORDINALITY AS u(project_id, provider, delivery_id, ord)
-		JOIN project_webhooks w ON w.project_id = u.project_id AND w.provider = u.provider
-		LEFT JOIN project_webhook_deliveries d
-			ON d.project_id = u.project_id AND d.provider = u.provider AND d.delivery_id = u.delivery_id`,
-		pgdialect.Array(projects), pgdialect.Array(providers), pgdialect.Array(ids)).Scan(ctx, &rows); err != nil {
+}
+
+// loadLedger reads, for every delivery of the group, its webhook's state
+// and its ledger row (re-read under the lock: the webhook may have been
+// disabled or deleted since the route verified the delivery).
+func loadLedger(ctx context.Context, tx bun.Tx, group []*acceptJob) (groupLedger, error) {
+	l := ledgerQuery(group)
+	if l.n == 0 {
+		return l.entries, nil
+	}
+	var rows []ledgerRow
+	if err := tx.NewRaw(ledgerSQL, l.args()...).Scan(ctx, &rows); err != nil {
 		return nil, fmt.Errorf("load webhooks and ledger: %w", err)
 	}
 	for _, r := range rows {
-		i := r.Ord - 1
-		e := l[ledgerKey{uuid.MustParse(projects[i]), providers[i], ids[i]}]
-		e.configured, e.enabled = true, r.Enabled
-		if r.Outcome != nil {
-			e.exists, e.outcome, e.runID, e.receivedAt = true, *r.Outcome, r.RunID, *r.ReceivedAt
-		}
+		l.apply(r)
 	}
-	return l, nil
+	return l.entries, nil
 }
 
 // decideDelivery decides one delivery of the group (seed 000 §7–9 and the
@@ -194,23 +215,28 @@ func (l groupLedger) sortedKeys(keep func(*ledgerEntry) bool) []ledgerKey {
 	return ks
 }
 
-// dropExpired deletes the stored rows past retention that the group
-// decided anew (the periodic sweep has not reached them yet).
-func (l groupLedger) dropExpired(ctx context.Context, tx bun.Tx) error {
-	for _, k := range l.sortedKeys(func(e *ledgerEntry) bool { return e.expired }) {
-		if _, err := tx.NewDelete().Model((*Delivery)(nil)).
-			Where("project_id = ? AND provider = ? AND delivery_id = ?", k.project, k.provider, k.id).Exec(ctx); err != nil {
-			return fmt.Errorf("drop expired delivery: %w", err)
+// record writes the group's decisions in tx (recordSQL).
+func (l groupLedger) record(ctx context.Context, tx bun.Tx, db *bun.DB, now time.Time) error {
+	for _, q := range l.recordSQL(db, now) {
+		if _, err := tx.Tx.ExecContext(ctx, q); err != nil {
+			return fmt.Errorf("record deliveries: %w", err)
 		}
 	}
 	return nil
 }
 
-// record writes the group's decisions: the rows it decided (new ids, and
-// queue_full rows re-evaluated) in one upsert, and the attempts of the
-// duplicates it replayed. Only a queue_full row may be overwritten: every
-// other stored outcome is final, whatever happens to the lock.
-func (l groupLedger) record(ctx context.Context, tx bun.Tx, now time.Time) error {
+// recordSQL is the statements that write the group's decisions: first the
+// deletion of stored rows past retention that the group decided anew (the
+// periodic sweep had not reached them yet); then the rows it decided (new
+// ids, and queue_full rows re-evaluated) in one upsert; then the attempts
+// of the duplicates it replayed. Only a queue_full row may be overwritten:
+// every other stored outcome is final, whatever happens to the lock.
+func (l groupLedger) recordSQL(db *bun.DB, now time.Time) []string {
+	var out []string
+	for _, k := range l.sortedKeys(func(e *ledgerEntry) bool { return e.expired }) {
+		out = append(out, formatSQL(db, `DELETE FROM project_webhook_deliveries WHERE project_id = ? AND provider = ? AND delivery_id = ?`,
+			k.project, k.provider, k.id))
+	}
 	decided := l.sortedKeys(func(e *ledgerEntry) bool { return e.row != nil })
 	if len(decided) > 0 {
 		n := len(decided)
@@ -231,7 +257,7 @@ func (l groupLedger) record(ctx context.Context, tx bun.Tx, now time.Time) error
 			}
 			received[i], attempts[i] = d.ReceivedAt, int64(e.attempts)
 		}
-		if _, err := tx.NewRaw(`INSERT INTO project_webhook_deliveries AS d
+		out = append(out, formatSQL(db, `INSERT INTO project_webhook_deliveries AS d
 				(project_id, provider, delivery_id, outcome, event, kind, ref, branch, commit_sha, run_id, received_at, updated_at, attempts)
 			SELECT u.p, u.pr, u.id, u.o, u.ev, u.k, u.ref, u.b, u.sha, NULLIF(u.run, '')::uuid, u.recv, ?, u.n
 			FROM unnest(?::uuid[], ?::text[], ?::text[], ?::text[], ?::text[], ?::text[], ?::text[], ?::text[], ?::text[], ?::text[], ?::timestamptz[], ?::int[])
@@ -242,18 +268,13 @@ func (l groupLedger) record(ctx context.Context, tx bun.Tx, now time.Time) error
 				updated_at = EXCLUDED.updated_at, attempts = d.attempts + EXCLUDED.attempts`,
 			now, pgdialect.Array(projects), pgdialect.Array(providers), pgdialect.Array(ids), pgdialect.Array(outcomes),
 			pgdialect.Array(events), pgdialect.Array(kinds), pgdialect.Array(refs), pgdialect.Array(branches),
-			pgdialect.Array(shas), pgdialect.Array(runs), pgdialect.Array(received), pgdialect.Array(attempts)).Exec(ctx); err != nil {
-			return fmt.Errorf("record deliveries: %w", err)
-		}
+			pgdialect.Array(shas), pgdialect.Array(runs), pgdialect.Array(received), pgdialect.Array(attempts)))
 	}
-	replayed := l.sortedKeys(func(e *ledgerEntry) bool { return e.row == nil && e.attempts > 0 })
-	for _, k := range replayed {
-		if _, err := tx.NewRaw(`UPDATE project_webhook_deliveries SET attempts = attempts + ?, updated_at = ?
-			WHERE project_id = ? AND provider = ? AND delivery_id = ?`, l[k].attempts, now, k.project, k.provider, k.id).Exec(ctx); err != nil {
-			return fmt.Errorf("count duplicate delivery: %w", err)
-		}
+	for _, k := range l.sortedKeys(func(e *ledgerEntry) bool { return e.row == nil && e.attempts > 0 }) {
+		out = append(out, formatSQL(db, `UPDATE project_webhook_deliveries SET attempts = attempts + ?, updated_at = ?
+			WHERE project_id = ? AND provider = ? AND delivery_id = ?`, l[k].attempts, now, k.project, k.provider, k.id))
 	}
-	return nil
+	return out
 }
 
 // deliveryEvent is the live event published for every delivery handled.
