@@ -204,18 +204,26 @@ type acceptJob struct {
 }
 
 // acceptCombiner groups the acceptances that arrive while others are being
-// stored. Up to maxAcceptGroups groups are in flight at once (so the
-// database works on one while the next is decided), each of at most
-// maxAcceptGroup acceptances.
+// stored. One worker stores the groups, one after the other, each of at
+// most maxAcceptGroup acceptances.
+//
+// Under concurrent load the callers a group has just answered submit again
+// at once; a worker that took the next group at once would take only those
+// that arrived meanwhile, and groups would alternate between a few and the
+// rest. So after a group of several, or with others waiting, the worker
+// lingers until the answered callers are back or acceptLinger has passed —
+// Postgres's commit_delay and commit_siblings, one level up: a caller alone
+// never waits, and under load each commit carries twice as much.
 type acceptCombiner struct {
 	mu      sync.Mutex
 	pending []*acceptJob
-	workers int
+	running bool
+	arrived chan struct{} // a submit happened (buffered, one token)
 }
 
 const (
-	maxAcceptGroups = 2
-	maxAcceptGroup  = 64
+	maxAcceptGroup = 64
+	acceptLinger   = 500 * time.Microsecond
 	// acceptTimeout bounds one group's transaction.
 	acceptTimeout = 30 * time.Second
 )
@@ -225,12 +233,19 @@ func (q *Queue) submit(j *acceptJob) error {
 	j.done = make(chan struct{})
 	c := &q.comb
 	c.mu.Lock()
+	if c.arrived == nil {
+		c.arrived = make(chan struct{}, 1)
+	}
 	c.pending = append(c.pending, j)
-	if c.workers < maxAcceptGroups {
-		c.workers++
+	if !c.running {
+		c.running = true
 		go q.acceptWorker()
 	}
 	c.mu.Unlock()
+	select {
+	case c.arrived <- struct{}{}:
+	default:
+	}
 	<-j.done
 	return j.err
 }
@@ -238,11 +253,17 @@ func (q *Queue) submit(j *acceptJob) error {
 // acceptWorker stores groups while acceptances are waiting.
 func (q *Queue) acceptWorker() {
 	c := &q.comb
+	expect := 0 // acceptances in flight when the last group was answered
 	for {
 		c.mu.Lock()
+		if expect > 1 && len(c.pending) < expect {
+			c.mu.Unlock()
+			q.linger(expect)
+			c.mu.Lock()
+		}
 		n := min(len(c.pending), maxAcceptGroup)
 		if n == 0 {
-			c.workers--
+			c.running = false
 			c.mu.Unlock()
 			return
 		}
@@ -250,6 +271,29 @@ func (q *Queue) acceptWorker() {
 		c.pending = slices.Delete(c.pending, 0, n)
 		c.mu.Unlock()
 		q.acceptGroup(group)
+		c.mu.Lock()
+		expect = min(len(group)+len(c.pending), maxAcceptGroup)
+		c.mu.Unlock()
+	}
+}
+
+// linger waits until expect acceptances are pending, at most acceptLinger.
+func (q *Queue) linger(expect int) {
+	c := &q.comb
+	t := time.NewTimer(acceptLinger)
+	defer t.Stop()
+	for {
+		select {
+		case <-c.arrived:
+		case <-t.C:
+			return
+		}
+		c.mu.Lock()
+		n := len(c.pending)
+		c.mu.Unlock()
+		if n >= expect {
+			return
+		}
 	}
 }
 
