@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -49,13 +50,16 @@ func Open(ctx context.Context, dsn string, maxConns int) (*DB, error) {
 	return &DB{Pool: pool, SQL: sqldb, Bun: bun.NewDB(sqldb, pgdialect.New())}, nil
 }
 
-// simpleWhenInlined sends a query that has no arguments over the simple
-// protocol. bun writes every value into the SQL text itself, so nearly each
-// of its queries is a new text; under pgx's default mode each would be
-// prepared as a named statement first — a second round trip, a server-side
-// plan per text, and evictions from a 512-entry cache — only to run once.
-// Queries with arguments (River's, the few written with $n) keep pgx's
-// statement cache.
+// simpleWhenInlined chooses, per query without arguments, between pgx's
+// statement cache and the simple protocol. bun writes every value into the
+// SQL text itself. A read whose text repeats — a page's query for the same
+// organisation — is best prepared once and then answered in one round trip
+// with binary rows. But statements that write or lock carry new ids and
+// times in their text every time: under pgx's default mode each would be
+// prepared as a named statement first — a second round trip, a plan the
+// server keeps, and evictions from a 512-entry cache — only to run once.
+// Those go over the simple protocol. Queries with arguments (River's, the
+// few written with $n) keep pgx's statement cache.
 type simpleWhenInlined struct{ driver.Connector }
 
 func (c simpleWhenInlined) Connect(ctx context.Context) (driver.Conn, error) {
@@ -70,15 +74,25 @@ func (c simpleWhenInlined) Connect(ctx context.Context) (driver.Conn, error) {
 	return inlinedConn{sc}, nil
 }
 
-// inlinedConn is a pgx connection whose argument-free queries use the
-// simple protocol (pgx already does so for Exec).
+// inlinedConn is a pgx connection whose argument-free writes and locking
+// reads use the simple protocol (pgx already does so for Exec).
 type inlinedConn struct{ *stdlib.Conn }
 
 func (c inlinedConn) QueryContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Rows, error) {
-	if len(args) == 0 {
+	if len(args) == 0 && !plainRead(query) {
 		args = []driver.NamedValue{{Ordinal: 1, Value: pgx.QueryExecModeSimpleProtocol}}
 	}
 	return c.Conn.QueryContext(ctx, query, args)
+}
+
+// plainRead reports whether query is a SELECT that takes no row locks.
+func plainRead(query string) bool {
+	q := strings.TrimLeft(query, " \t\n(")
+	if len(q) < 6 || !strings.EqualFold(q[:6], "SELECT") {
+		return false
+	}
+	return !strings.Contains(query, " FOR UPDATE") && !strings.Contains(query, " FOR NO KEY UPDATE") &&
+		!strings.Contains(query, " FOR SHARE") && !strings.Contains(query, " FOR KEY SHARE")
 }
 
 // Close releases every connection.
