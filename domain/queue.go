@@ -198,7 +198,8 @@ func (q *Queue) AcceptManual(ctx context.Context, pr *Principal, projectID uuid.
 }
 
 // AcceptTx accepts a run for a caller that already holds p's lock through
-// Store.WithProject (webhook deliveries, repair approvals).
+// Store.WithProject (repair approvals). Manual triggers and webhook
+// deliveries are accepted in groups (acceptance.go), by the same rules.
 func (q *Queue) AcceptTx(ctx context.Context, tx bun.Tx, p *Project, spec AcceptSpec) (*Run, error) {
 	if spec.CommitSHA != nil && !validSHA(*spec.CommitSHA) {
 		return nil, Invalid("invalid_commit_sha", "commit SHA must be 40 or 64 lower-case hex characters")

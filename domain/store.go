@@ -77,6 +77,8 @@ func (s *Store) inTx(ctx context.Context, fn func(ctx context.Context, tx bun.Tx
 // that first locks the project row (SELECT … FOR UPDATE), so a project's
 // queue, webhooks and incidents change one writer at a time across every
 // process. fn enqueues the work it implies with s.insertJob on the same tx.
+// (Acceptance groups take the same row locks for several projects at once,
+// in id order; see acceptance.go.)
 func (s *Store) WithProject(ctx context.Context, projectID uuid.UUID, fn func(ctx context.Context, tx bun.Tx, p *Project) error) error {
 	return s.inTx(ctx, func(ctx context.Context, tx bun.Tx) error {
 		p := new(Project)
