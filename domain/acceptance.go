@@ -10,7 +10,6 @@ import (
 	"github.com/google/uuid"
 	"github.com/riverqueue/river"
 	"github.com/uptrace/bun"
-	"github.com/uptrace/bun/dialect/pgdialect"
 )
 
 // Acceptance is the hot path of every trigger: manual runs, webhook
@@ -22,14 +21,15 @@ import (
 //   - one transaction locks every project of the group, in id order, with
 //     SELECT … FOR UPDATE — the same row locks that serialize every other
 //     change of a project's queue, so nothing else can interleave;
-//   - one query reads the queues' state, one the webhook ledger rows;
+//   - one query reads the queues' state, one draws queue positions, one
+//     reads the webhook ledger rows;
 //   - each accept is decided in arrival order against that state, held in
 //     memory for the rest of the group (so two accepts of one project in one
 //     group count against the same cap, take consecutive positions, and two
 //     copies of one delivery make one run);
-//   - one statement inserts the runs, their run_index rows and the projects'
-//     next positions; one inserts the execute_run jobs of runs promoted at
-//     once; one writes the ledger; then the commit.
+//   - one statement inserts the runs and their run_index rows; one inserts
+//     the execute_run jobs of runs promoted at once; one writes the ledger;
+//     then the commit.
 //
 // Every caller gets its answer after that commit. If the group's
 // transaction fails, each accept is retried alone, so one bad accept never
@@ -77,9 +77,13 @@ func loadQueueStates(ctx context.Context, tx bun.Tx, ids []uuid.UUID) (map[uuid.
 // should not exist — every terminalization promotes in its own
 // transaction — but if they do, st.heal asks for a promotion after the
 // insert rather than stranding them.
-func (q *Queue) admit(p *Project, st *queueState, spec AcceptSpec, now time.Time) (*Run, error) {
+func (q *Queue) admit(p *Project, st *queueState, spec AcceptSpec, now time.Time, positions *positions) (*Run, error) {
 	if st.queued >= MaxQueued {
 		return nil, ErrQueueFull
+	}
+	pos, err := positions.next()
+	if err != nil {
+		return nil, err
 	}
 	// The read model's create sync is done in the accepting transaction:
 	// the seed's D1 is another database, anvil's run_index is this one, so
@@ -89,8 +93,6 @@ func (q *Queue) admit(p *Project, st *queueState, spec AcceptSpec, now time.Time
 	if !SyncTransitionAllowed(SyncNeedsCreate, SyncCurrent) {
 		return nil, fmt.Errorf("sync: create path not allowed")
 	}
-	p.NextPosition++
-	pos := p.NextPosition
 	r := &Run{ID: uuid.New(), ProjectID: p.ID, OrgID: p.OrgID, State: StatePending, Trigger: spec.Trigger,
 		Branch: spec.Branch, CommitSHA: spec.CommitSHA, TriggeredBy: spec.TriggeredBy, Position: &pos,
 		Provider: spec.Provider, DeliveryID: spec.DeliveryID, IncidentID: spec.IncidentID,
@@ -107,10 +109,10 @@ func (q *Queue) admit(p *Project, st *queueState, spec AcceptSpec, now time.Time
 }
 
 // insertRuns writes admitted runs: the execute_run jobs of those promoted
-// at once, then one statement for the runs, their queued run_index rows
-// (a new run_id cannot conflict) and their projects' next positions.
+// at once, then one statement for the runs and their queued run_index rows
+// (a new run_id cannot conflict).
 // Live events go out after the commit.
-func (q *Queue) insertRuns(ctx context.Context, tx bun.Tx, projects []*Project, runs []*Run) error {
+func (q *Queue) insertRuns(ctx context.Context, tx bun.Tx, runs []*Run) error {
 	if len(runs) == 0 {
 		return nil
 	}
@@ -137,12 +139,8 @@ func (q *Queue) insertRuns(ctx context.Context, tx bun.Tx, projects []*Project, 
 			r.JobID = &res[i].Job.ID
 		}
 	}
-	ids, next := make([]string, len(projects)), make([]int64, len(projects))
-	for i, p := range projects {
-		ids[i], next[i] = p.ID.String(), p.NextPosition
-	}
 	ins := tx.NewInsert().Model(&runs).Returning(runReturning)
-	if _, err := tx.NewRaw(insertRunsSQLText, ins, pgdialect.Array(ids), pgdialect.Array(next), StatusQueued).Exec(ctx); err != nil {
+	if _, err := tx.NewRaw(insertRunsSQLText, ins, StatusQueued).Exec(ctx); err != nil {
 		return fmt.Errorf("insert runs: %w", err)
 	}
 	for _, r := range runs {
@@ -154,10 +152,8 @@ func (q *Queue) insertRuns(ctx context.Context, tx bun.Tx, projects []*Project, 
 }
 
 // insertRunsSQLText inserts the runs (the first argument, bun's insert
-// returning runReturning), their queued run_index rows and the projects'
-// next positions.
-const insertRunsSQLText = `WITH run AS (?),
-	pos AS (UPDATE projects p SET next_position = u.next FROM unnest(?::uuid[], ?::bigint[]) AS u(id, next) WHERE p.id = u.id)
+// returning runReturning) and their queued run_index rows.
+const insertRunsSQLText = `WITH run AS (?)
 	INSERT INTO run_index (run_id, project_id, org_id, status, trigger, branch, commit_sha, queued_at)
 	SELECT id, project_id, org_id, ?, trigger, branch, commit_sha, queued_at FROM run`
 
@@ -181,11 +177,15 @@ func (q *Queue) acceptTx(ctx context.Context, tx bun.Tx, p *Project, spec Accept
 	if err != nil {
 		return nil, err
 	}
-	r, err := q.admit(p, states[p.ID], spec, q.s.Now())
+	pos, err := drawPositions(ctx, tx, 1)
 	if err != nil {
 		return nil, err
 	}
-	if err := q.insertRuns(ctx, tx, []*Project{p}, []*Run{r}); err != nil {
+	r, err := q.admit(p, states[p.ID], spec, q.s.Now(), pos)
+	if err != nil {
+		return nil, err
+	}
+	if err := q.insertRuns(ctx, tx, []*Run{r}); err != nil {
 		return nil, err
 	}
 	return r, q.healQueues(ctx, tx, []*Project{p}, states)
@@ -361,9 +361,13 @@ func (q *Queue) tryGroup(group []*acceptJob) error {
 		if err != nil {
 			return err
 		}
+		pos, err := drawPositions(ctx, tx, len(group))
+		if err != nil {
+			return err
+		}
 		now := q.s.Now()
-		runs := q.decideGroup(group, byID, states, ledger, now)
-		if err := q.insertRuns(ctx, tx, touched(projects, runs), runs); err != nil {
+		runs := q.decideGroup(group, byID, states, ledger, now, pos)
+		if err := q.insertRuns(ctx, tx, runs); err != nil {
 			return err
 		}
 		if err := ledger.record(ctx, tx, q.s.DB, now); err != nil {
@@ -388,7 +392,7 @@ func groupProjects(group []*acceptJob) []uuid.UUID {
 
 // decideGroup decides each acceptance of the group in arrival order
 // against the locked projects' state, and returns the runs to insert.
-func (q *Queue) decideGroup(group []*acceptJob, byID map[uuid.UUID]*Project, states map[uuid.UUID]*queueState, ledger groupLedger, now time.Time) []*Run {
+func (q *Queue) decideGroup(group []*acceptJob, byID map[uuid.UUID]*Project, states map[uuid.UUID]*queueState, ledger groupLedger, now time.Time, pos *positions) []*Run {
 	var runs []*Run
 	for _, j := range group {
 		p := byID[j.projectID]
@@ -397,7 +401,7 @@ func (q *Queue) decideGroup(group []*acceptJob, byID map[uuid.UUID]*Project, sta
 			continue
 		}
 		if j.delivery != nil {
-			if r := q.decideDelivery(j, p, states[p.ID], ledger, now); r != nil {
+			if r := q.decideDelivery(j, p, states[p.ID], ledger, now, pos); r != nil {
 				runs = append(runs, r)
 			}
 			continue
@@ -406,7 +410,7 @@ func (q *Queue) decideGroup(group []*acceptJob, byID map[uuid.UUID]*Project, sta
 		if spec.Branch == "" {
 			spec.Branch = p.DefaultBranch
 		}
-		j.run, j.err = q.admit(p, states[p.ID], spec, now)
+		j.run, j.err = q.admit(p, states[p.ID], spec, now, pos)
 		if j.run != nil {
 			runs = append(runs, j.run)
 		}
@@ -414,16 +418,31 @@ func (q *Queue) decideGroup(group []*acceptJob, byID map[uuid.UUID]*Project, sta
 	return runs
 }
 
-// touched is the projects that runs were accepted into.
-func touched(projects []*Project, runs []*Run) []*Project {
-	var out []*Project
-	for _, p := range projects {
-		for _, r := range runs {
-			if r.ProjectID == p.ID {
-				out = append(out, p)
-				break
-			}
-		}
+// positions are queue positions drawn for a group, in ascending order,
+// while its projects' locks are held (see migration 10): each admitted run
+// takes the next, so positions follow arrival order. Those left unused are
+// gaps, which the seed allows.
+type positions []int64
+
+func (p *positions) next() (int64, error) {
+	if len(*p) == 0 {
+		return 0, fmt.Errorf("domain: no queue position left for this group")
 	}
-	return out
+	v := (*p)[0]
+	*p = (*p)[1:]
+	return v, nil
+}
+
+// positionsSQL draws n positions.
+const positionsSQL = `SELECT nextval('run_positions') FROM generate_series(1, ?)`
+
+// drawPositions draws n positions; the caller holds the projects' locks.
+func drawPositions(ctx context.Context, tx bun.Tx, n int) (*positions, error) {
+	var vs []int64
+	if err := tx.NewRaw(positionsSQL, n).Scan(ctx, &vs); err != nil {
+		return nil, fmt.Errorf("draw queue positions: %w", err)
+	}
+	slices.Sort(vs)
+	p := positions(vs)
+	return &p, nil
 }

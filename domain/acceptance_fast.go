@@ -3,6 +3,7 @@ package domain
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -10,14 +11,14 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/uptrace/bun"
-	"github.com/uptrace/bun/dialect/pgdialect"
 )
 
 // The group transaction in two round trips. Each statement of a group is
 // short; what a group pays for is the round trips between them. So the
 // statements travel together, as one simple-protocol message each way:
 //
-//  1. BEGIN; lock the projects; read their queues; read the ledger rows —
+//  1. BEGIN; lock the projects; read their queues; draw queue positions;
+//     read the ledger rows —
 //     Postgres runs them in order, each with a fresh snapshot (READ
 //     COMMITTED), so the reads see everything committed before the locks
 //     were granted, exactly as if they had been sent one by one;
@@ -37,8 +38,9 @@ func (q *Queue) tryGroupFast(ctx context.Context, group []*acceptJob) error {
 	db := q.s.DB
 	ids := groupProjects(group)
 	reads := []string{"BEGIN",
-		formatSQL(db, `SELECT id, org_id, default_branch, next_position FROM projects WHERE id IN (?) ORDER BY id FOR UPDATE`, bun.In(ids)),
-		formatSQL(db, queueStateSQL, bun.In(ids))}
+		formatSQL(db, `SELECT id, org_id, default_branch FROM projects WHERE id IN (?) ORDER BY id FOR UPDATE`, bun.In(ids)),
+		formatSQL(db, queueStateSQL, bun.In(ids)),
+		formatSQL(db, positionsSQL, len(group))}
 	lq := ledgerQuery(group)
 	if lq.n > 0 {
 		reads = append(reads, formatSQL(db, ledgerSQL, lq.args()...))
@@ -61,13 +63,11 @@ func (q *Queue) tryGroupFast(ctx context.Context, group []*acceptJob) error {
 	}
 
 	byID := map[uuid.UUID]*Project{}
-	var projects []*Project
 	if err := scanRows(tm, res[1], func(scan func(...any) error) error {
 		p := new(Project)
-		if err := scan(&p.ID, &p.OrgID, &p.DefaultBranch, &p.NextPosition); err != nil {
+		if err := scan(&p.ID, &p.OrgID, &p.DefaultBranch); err != nil {
 			return err
 		}
-		projects = append(projects, p)
 		byID[p.ID] = p
 		return nil
 	}); err != nil {
@@ -88,9 +88,22 @@ func (q *Queue) tryGroupFast(ctx context.Context, group []*acceptJob) error {
 	}); err != nil {
 		return fmt.Errorf("read queue state: %w", err)
 	}
+	var drawn []int64
+	if err := scanRows(tm, res[3], func(scan func(...any) error) error {
+		var v int64
+		if err := scan(&v); err != nil {
+			return err
+		}
+		drawn = append(drawn, v)
+		return nil
+	}); err != nil {
+		return fmt.Errorf("draw queue positions: %w", err)
+	}
+	slices.Sort(drawn)
+	pos := positions(drawn)
 	ledger := lq.entries
 	if lq.n > 0 {
-		if err := scanRows(tm, res[3], func(scan func(...any) error) error {
+		if err := scanRows(tm, res[4], func(scan func(...any) error) error {
 			var r ledgerRow
 			if err := scan(&r.Ord, &r.Enabled, &r.Outcome, &r.RunID, &r.ReceivedAt); err != nil {
 				return err
@@ -103,7 +116,7 @@ func (q *Queue) tryGroupFast(ctx context.Context, group []*acceptJob) error {
 	}
 
 	now := q.s.Now()
-	runs := q.decideGroup(group, byID, states, ledger, now)
+	runs := q.decideGroup(group, byID, states, ledger, now, &pos)
 	for _, r := range runs {
 		if r.State == StateExecutable {
 			return q.abandon(ctx, pc, group)
@@ -119,7 +132,7 @@ func (q *Queue) tryGroupFast(ctx context.Context, group []*acceptJob) error {
 	ectx := context.WithValue(ctx, pendingEventsKey{}, ev)
 	var writes []string
 	if len(runs) > 0 {
-		w, err := insertRunsSQL(db, touched(projects, runs), runs)
+		w, err := insertRunsSQL(db, runs)
 		if err != nil {
 			return err
 		}
@@ -196,13 +209,9 @@ func scanRows(tm *pgtype.Map, r *pgconn.Result, row func(scan func(...any) error
 
 // insertRunsSQL is insertRuns's statement for runs none of which is
 // promoted.
-func insertRunsSQL(db *bun.DB, projects []*Project, runs []*Run) (string, error) {
-	ids, next := make([]string, len(projects)), make([]int64, len(projects))
-	for i, p := range projects {
-		ids[i], next[i] = p.ID.String(), p.NextPosition
-	}
+func insertRunsSQL(db *bun.DB, runs []*Run) (string, error) {
 	ins := db.NewInsert().Model(&runs).Returning(runReturning)
-	b, err := db.NewRaw(insertRunsSQLText, ins, pgdialect.Array(ids), pgdialect.Array(next), StatusQueued).AppendQuery(db.QueryGen(), nil)
+	b, err := db.NewRaw(insertRunsSQLText, ins, StatusQueued).AppendQuery(db.QueryGen(), nil)
 	if err != nil {
 		return "", fmt.Errorf("insert runs: %w", err)
 	}

@@ -125,15 +125,19 @@ func TestAcceptanceGroupsKeepEveryRule(t *testing.T) {
 	if n := countRows(t, b, "project_webhook_deliveries", "project_id = ?", off.ID) + countRows(t, b, "project_runs", "project_id = ?", off.ID); n != 0 {
 		t.Fatalf("a disabled webhook recorded %d rows", n)
 	}
-	// The manual project's queue: positions 1..20 in acceptance order, one
-	// run executable, and the read model holds every run.
+	// The manual project's queue: twenty distinct positions (tokens drawn
+	// from one sequence, so not 1..20), one run executable, and the read
+	// model holds every run.
 	var positions []int64
 	if err := b.db.Bun.NewRaw(`SELECT position FROM project_runs WHERE project_id = ? ORDER BY position`, manual.ID).Scan(ctx, &positions); err != nil {
 		t.Fatal(err)
 	}
-	for i, p := range positions {
-		if p != int64(i+1) {
-			t.Fatalf("positions %v, want 1..20", positions)
+	if len(positions) != domain.MaxQueued {
+		t.Fatalf("%d positions, want %d", len(positions), domain.MaxQueued)
+	}
+	for i := 1; i < len(positions); i++ {
+		if positions[i] <= positions[i-1] {
+			t.Fatalf("positions %v are not distinct and increasing", positions)
 		}
 	}
 	for _, p := range []*domain.Project{hooked, manual} {

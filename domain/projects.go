@@ -28,7 +28,6 @@ type Project struct {
 	ProviderRepo      string    `bun:"provider_repo"`
 	ProviderTokenEnc  string    `bun:"provider_token_enc"`
 	RunTimeoutSeconds int       `bun:"run_timeout_seconds"`
-	NextPosition      int64     `bun:"next_position"`
 	CreatedAt         time.Time `bun:"created_at,nullzero,default:now()"`
 	UpdatedAt         time.Time `bun:"updated_at,nullzero,default:now()"`
 }

@@ -134,7 +134,7 @@ func loadLedger(ctx context.Context, tx bun.Tx, group []*acceptJob) (groupLedger
 //
 // A missing or disabled webhook is refused, and nothing is recorded. It
 // returns the run to insert, if any.
-func (q *Queue) decideDelivery(j *acceptJob, p *Project, st *queueState, l groupLedger, now time.Time) *Run {
+func (q *Queue) decideDelivery(j *acceptJob, p *Project, st *queueState, l groupLedger, now time.Time, pos *positions) *Run {
 	d := j.delivery
 	e := l[deliveryKey(j)]
 	switch {
@@ -164,7 +164,7 @@ func (q *Queue) decideDelivery(j *acceptJob, p *Project, st *queueState, l group
 		}
 		sha, prov, id := pl.CommitSHA, string(d.provider), pl.DeliveryID
 		r, err := q.admit(p, st, AcceptSpec{Trigger: TriggerWebhook, Branch: pl.Branch,
-			CommitSHA: &sha, Provider: &prov, DeliveryID: &id}, now)
+			CommitSHA: &sha, Provider: &prov, DeliveryID: &id}, now, pos)
 		switch {
 		case err == nil:
 			run = r

@@ -44,3 +44,9 @@ func itoa(n int) string {
 	b, _ := json.Marshal(n)
 	return string(b)
 }
+
+// placed is r shown as the place-th run in line.
+func placed(r RunRow, place int) RunRow {
+	r.Place = place
+	return r
+}
