@@ -224,6 +224,9 @@ type acceptCombiner struct {
 const (
 	maxAcceptGroup = 64
 	acceptLinger   = 500 * time.Microsecond
+	// lingerBackoff is how many groups go without lingering after a
+	// linger in vain.
+	lingerBackoff = 16
 	// acceptTimeout bounds one group's transaction.
 	acceptTimeout = 30 * time.Second
 )
@@ -254,12 +257,21 @@ func (q *Queue) submit(j *acceptJob) error {
 func (q *Queue) acceptWorker() {
 	c := &q.comb
 	expect := 0 // acceptances in flight when the last group was answered
+	skip := 0   // groups to take without lingering, after a linger in vain
 	for {
 		c.mu.Lock()
 		if expect > 1 && len(c.pending) < expect {
-			c.mu.Unlock()
-			q.linger(expect)
-			c.mu.Lock()
+			if skip > 0 {
+				skip--
+			} else {
+				c.mu.Unlock()
+				if !q.linger(expect) {
+					// The callers come back slower than acceptLinger (a web
+					// request's own work, say): waiting for them only delays.
+					skip = lingerBackoff
+				}
+				c.mu.Lock()
+			}
 		}
 		n := min(len(c.pending), maxAcceptGroup)
 		if n == 0 {
@@ -277,8 +289,9 @@ func (q *Queue) acceptWorker() {
 	}
 }
 
-// linger waits until expect acceptances are pending, at most acceptLinger.
-func (q *Queue) linger(expect int) {
+// linger waits until expect acceptances are pending, at most acceptLinger,
+// and reports whether they came.
+func (q *Queue) linger(expect int) bool {
 	c := &q.comb
 	t := time.NewTimer(acceptLinger)
 	defer t.Stop()
@@ -286,13 +299,13 @@ func (q *Queue) linger(expect int) {
 		select {
 		case <-c.arrived:
 		case <-t.C:
-			return
+			return false
 		}
 		c.mu.Lock()
 		n := len(c.pending)
 		c.mu.Unlock()
 		if n >= expect {
-			return
+			return true
 		}
 	}
 }
