@@ -139,10 +139,19 @@ func (q *Queue) insertRuns(ctx context.Context, tx bun.Tx, runs []*Run) error {
 			r.JobID = &res[i].Job.ID
 		}
 	}
-	ins := tx.NewInsert().Model(&runs).Returning(runReturning)
-	if _, err := tx.NewRaw(insertRunsSQLText, ins, StatusQueued).Exec(ctx); err != nil {
+	stmt, err := insertRunsSQL(q.s.DB, runs)
+	if err != nil {
+		return err
+	}
+	if _, err := tx.Tx.ExecContext(ctx, stmt); err != nil {
 		return fmt.Errorf("insert runs: %w", err)
 	}
+	return q.publishRuns(ctx, tx, runs)
+}
+
+// publishRuns queues the live events of accepted runs; they are sent once
+// the transaction commits.
+func (q *Queue) publishRuns(ctx context.Context, tx bun.Tx, runs []*Run) error {
 	for _, r := range runs {
 		if err := q.publish(ctx, tx, r); err != nil {
 			return err
@@ -353,10 +362,8 @@ func (q *Queue) tryGroup(group []*acceptJob) error {
 			return err
 		}
 	}
+	// tryGroupFast resets what it decided before it hands a group on.
 	return q.s.inTx(ctx, func(ctx context.Context, tx bun.Tx) error {
-		for _, j := range group {
-			j.reset()
-		}
 		ids := groupProjects(group)
 		var projects []*Project
 		if err := tx.NewSelect().Model(&projects).Where("id IN (?)", bun.In(ids)).OrderExpr("id").For("UPDATE").Scan(ctx); err != nil {

@@ -137,10 +137,8 @@ func (q *Queue) tryGroupFast(ctx context.Context, group []*acceptJob) error {
 			return err
 		}
 		writes = append(writes, w)
-		for _, r := range runs {
-			if err := q.publish(ectx, bun.Tx{}, r); err != nil {
-				return err
-			}
+		if err := q.publishRuns(ectx, bun.Tx{}, runs); err != nil {
+			return err
 		}
 	}
 	writes = append(writes, ledger.recordSQL(db, now)...)
@@ -207,8 +205,8 @@ func scanRows(tm *pgtype.Map, r *pgconn.Result, row func(scan func(...any) error
 	return nil
 }
 
-// insertRunsSQL is insertRuns's statement for runs none of which is
-// promoted.
+// insertRunsSQL is the statement that inserts runs and their queued
+// run_index rows (insertRunsSQLText), with every value written in.
 func insertRunsSQL(db *bun.DB, runs []*Run) (string, error) {
 	ins := db.NewInsert().Model(&runs).Returning(runReturning)
 	b, err := db.NewRaw(insertRunsSQLText, ins, StatusQueued).AppendQuery(db.QueryGen(), nil)
