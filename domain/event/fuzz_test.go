@@ -2,6 +2,7 @@ package event
 
 import (
 	"encoding/json"
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -87,6 +88,64 @@ func FuzzScrub(f *testing.F) {
 			if strings.Contains(string(out), s) {
 				t.Fatalf("%q survived Scrub of %q: %s", s, text, out)
 			}
+		}
+	})
+}
+
+// FuzzSplitArray checks the hand-written splitter against encoding/json:
+// for every valid array, the same elements, byte for byte.
+func FuzzSplitArray(f *testing.F) {
+	f.Add([]byte(`[]`))
+	f.Add([]byte(` [ 1 , "a,]\"}" , {"x":[1,{"y":"]"}]} ,null,[[]] ] `))
+	f.Add([]byte(`["\\", "\\\"", {"a":"\\\\"}]`))
+	f.Add([]byte(`[` + curlExample + `,` + curlExample + `]`))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		trimmed := []byte(strings.TrimSpace(string(body)))
+		var want []json.RawMessage
+		if len(trimmed) == 0 || trimmed[0] != '[' || json.Unmarshal(trimmed, &want) != nil {
+			return
+		}
+		got := splitArray(trimmed)
+		if len(got) != len(want) {
+			t.Fatalf("%d elements, want %d", len(got), len(want))
+		}
+		for i := range got {
+			if string(got[i]) != string(want[i]) {
+				t.Fatalf("element %d: %q, want %q", i, got[i], want[i])
+			}
+		}
+	})
+}
+
+// FuzzDecodeWire holds decodeWire's fast path to encoding/json: whatever
+// the input, the decoded value and whether it decoded at all are the same.
+func FuzzDecodeWire(f *testing.F) {
+	f.Add([]byte(curlExample))
+	f.Add([]byte(`{"Event_ID":"x","EVENT_ID":"y","tags":{"a":"1","a":"2"},"breadcrumbs":null,"sdk":{}}`))
+	f.Add([]byte(`{"title":"\ud800 \u00e9 \"q\" \\ \/","level":3}`))
+	f.Add([]byte(`{"exception":{"stacktrace":[{"line":1.5},{"in_app":"yes"}]},"user":{"id":"u","ip_hash":"h"}}`))
+	f.Add([]byte("{\"title\":\"\xff\xfe\",\"enrichment\":{\"a\":[1,2e3,-0.5]}}"))
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		var got, want wireEvent
+		gotErr := decodeWire(raw, &got)
+		wantErr := json.Unmarshal(raw, &want)
+		if (gotErr == nil) != (wantErr == nil) {
+			t.Fatalf("error %v, encoding/json says %v", gotErr, wantErr)
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("decoded\n%#v\nencoding/json decodes\n%#v", got, want)
+		}
+	})
+}
+
+// FuzzValidJSON holds validJSON to encoding/json's Valid.
+func FuzzValidJSON(f *testing.F) {
+	f.Add([]byte(`[` + curlExample + `]`))
+	f.Add([]byte(`[1, "\ud800", {"a":-0.0e+1}, tru]`))
+	f.Add([]byte("[\"\xff\"]"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if got, want := validJSON(b), json.Valid(b); got != want {
+			t.Fatalf("validJSON %v, encoding/json %v", got, want)
 		}
 	})
 }
