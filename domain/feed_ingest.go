@@ -6,10 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/uptrace/bun"
 
 	"anvil/domain/event"
@@ -57,8 +60,10 @@ func (f *Feed) Ingest(ctx context.Context, snd *FeedSender, clientAddr string, r
 	now := f.s.Now()
 	res := IngestResult{Accepted: make([]string, 0, len(raws)), Rejected: []event.Rejection{}}
 	evs := make([]prepared, 0, len(raws))
+	// One sender, one address, one moment: one pseudonym for the request.
+	ipHash := event.IPHash(clientAddr, now, snd.ConnectionID.String())
 	for _, raw := range raws {
-		p, rej := f.prepare(raw, snd, clientAddr, now)
+		p, rej := f.prepare(raw, snd, ipHash)
 		if rej != nil {
 			res.Rejected = append(res.Rejected, *rej)
 			continue
@@ -79,7 +84,7 @@ func (f *Feed) Ingest(ctx context.Context, snd *FeedSender, clientAddr string, r
 }
 
 // prepare runs the per-event pipeline on one element.
-func (f *Feed) prepare(raw json.RawMessage, snd *FeedSender, clientAddr string, now time.Time) (p prepared, rej *event.Rejection) {
+func (f *Feed) prepare(raw json.RawMessage, snd *FeedSender, ipHash string) (p prepared, rej *event.Rejection) {
 	var id *string
 	defer func() {
 		if r := recover(); r != nil {
@@ -99,7 +104,7 @@ func (f *Feed) prepare(raw json.RawMessage, snd *FeedSender, clientAddr string, 
 	if policy == PolicyOff {
 		return p, &event.Rejection{EventID: id, ReasonCode: event.BindingDisabled, Message: fmt.Sprintf("the binding for environment '%s' has repair policy off; the event was not kept", ev.Environment)}
 	}
-	ev.User.IPHash = event.IPHash(clientAddr, now, snd.ConnectionID.String())
+	ev.User.IPHash = ipHash
 	if err := f.scrub(&ev); err != nil {
 		return p, &event.Rejection{EventID: id, ReasonCode: event.RedactionFailed, Message: err.Error()}
 	}
@@ -141,7 +146,7 @@ type transition struct {
 // project never deadlock. It takes no project lock: the ingest changes no
 // queue state, and each incident row is serialized by its own row lock, so
 // senders of one project do not wait for each other.
-func (f *Feed) storeBatch(ctx context.Context, tx bun.Tx, snd *FeedSender, evs []prepared, now time.Time) error {
+func (f *Feed) storeBatch(ctx context.Context, tx bun.Tx, raw rawConn, snd *FeedSender, evs []prepared, now time.Time) error {
 	groups := map[groupKey]*group{}
 	var keys []groupKey
 	for i := range evs {
@@ -184,40 +189,9 @@ func (f *Feed) storeBatch(ctx context.Context, tx bun.Tx, snd *FeedSender, evs [
 		}
 	}
 	sort.Slice(order, func(a, b int) bool { return evs[order[a]].key < evs[order[b]].key })
-	var (
-		ks, envs, fps, ids, payloads = make([]string, len(order)), make([]string, len(order)), make([]string, len(order)), make([]string, len(order)), make([]string, len(order))
-		occurred                     = make([]time.Time, len(order))
-		conns                        = make([]string, len(order))
-	)
-	for j, i := range order {
-		p := &evs[i]
-		ks[j], envs[j], fps[j], payloads[j], occurred[j], conns[j] = p.key, p.ev.Environment, p.fp, p.payload, p.ev.Timestamp, p.conn.String()
-		ids[j] = groups[groupKey{p.ev.Environment, p.fp}].id.String()
-	}
-	rows, err := tx.Tx.QueryContext(ctx, `INSERT INTO feed_events
-		(org_id, event_id_key, project_id, connection_id, environment, fingerprint, incident_id, received_at, occurred_at, payload)
-		SELECT $1, u.k, $2, u.c, u.e, u.f, u.i, $3, u.o, u.p::jsonb
-		FROM unnest($4::text[], $5::text[], $6::text[], $7::uuid[], $8::timestamptz[], $9::text[], $10::uuid[]) AS u(k, e, f, i, o, p, c)
-		ON CONFLICT (org_id, event_id_key) DO NOTHING
-		RETURNING event_id_key`,
-		snd.OrgID, snd.ProjectID, now, ks, envs, fps, ids, occurred, payloads, conns)
+	fresh, err := insertEvents(ctx, tx, raw, snd, evs, order, groups, now)
 	if err != nil {
-		return fmt.Errorf("insert events: %w", err)
-	}
-	fresh := make(map[string]bool, len(order))
-	for rows.Next() {
-		var k string
-		if err := rows.Scan(&k); err != nil {
-			rows.Close()
-			return fmt.Errorf("insert events: %w", err)
-		}
-		fresh[k] = true
-	}
-	if err := rows.Close(); err != nil {
-		return fmt.Errorf("insert events: %w", err)
-	}
-	if err := rows.Err(); err != nil {
-		return fmt.Errorf("insert events: %w", err)
+		return err
 	}
 	if len(fresh) == 0 {
 		return nil // every event was a resend: accepted, counted already
@@ -320,6 +294,81 @@ func (f *Feed) storeBatch(ctx context.Context, tx bun.Tx, snd *FeedSender, evs [
 	return f.afterBatch(ctx, tx, snd)
 }
 
+// errCopyConflict is a COPY that met an event already stored: the group
+// holds a resend. storeGroup stores it again with the INSERT that skips
+// stored keys.
+var errCopyConflict = errors.New("feed: the group holds an event already stored")
+
+// feedEventColumns are the columns both ways of inserting events write.
+var feedEventColumns = []string{"org_id", "event_id_key", "project_id", "connection_id", "environment", "fingerprint",
+	"incident_id", "received_at", "occurred_at", "payload"}
+
+// insertEvents stores the events evs[order] (one per key) and returns the
+// keys that were new. With raw it COPYs them, the cheapest way into the
+// table by far, and every key is new or the COPY fails with
+// errCopyConflict; without, it INSERTs them skipping the keys already
+// stored, and the database says which were new.
+func insertEvents(ctx context.Context, tx bun.Tx, raw rawConn, snd *FeedSender, evs []prepared, order []int,
+	groups map[groupKey]*group, now time.Time) (map[string]bool, error) {
+	fresh := make(map[string]bool, len(order))
+	if raw != nil {
+		rows := make([][]any, len(order))
+		org, project := pgUUID(snd.OrgID), pgUUID(snd.ProjectID)
+		for j, i := range order {
+			p := &evs[i]
+			// uuid.UUID would go through driver.Valuer and a string parse;
+			// pgtype.UUID is encoded as its 16 bytes.
+			rows[j] = []any{org, p.key, project, pgUUID(p.conn), p.ev.Environment, p.fp,
+				pgUUID(groups[groupKey{p.ev.Environment, p.fp}].id), now, p.ev.Timestamp, p.payload}
+			fresh[p.key] = true
+		}
+		err := raw(func(pc *pgx.Conn) error {
+			_, err := pc.CopyFrom(ctx, pgx.Identifier{"feed_events"}, feedEventColumns, pgx.CopyFromRows(rows))
+			return err
+		})
+		if isUnique(err, "feed_events_dedupe_key") {
+			return nil, errCopyConflict
+		}
+		if err != nil {
+			return nil, fmt.Errorf("copy events: %w", err)
+		}
+		return fresh, nil
+	}
+	var (
+		ks, envs, fps, ids, payloads = make([]string, len(order)), make([]string, len(order)), make([]string, len(order)), make([]string, len(order)), make([]string, len(order))
+		occurred                     = make([]time.Time, len(order))
+		conns                        = make([]string, len(order))
+	)
+	for j, i := range order {
+		p := &evs[i]
+		ks[j], envs[j], fps[j], payloads[j], occurred[j], conns[j] = p.key, p.ev.Environment, p.fp, p.payload, p.ev.Timestamp, p.conn.String()
+		ids[j] = groups[groupKey{p.ev.Environment, p.fp}].id.String()
+	}
+	rows, err := tx.Tx.QueryContext(ctx, `INSERT INTO feed_events (`+strings.Join(feedEventColumns, ", ")+`)
+		SELECT $1, u.k, $2, u.c, u.e, u.f, u.i, $3, u.o, u.p::jsonb
+		FROM unnest($4::text[], $5::text[], $6::text[], $7::uuid[], $8::timestamptz[], $9::text[], $10::uuid[]) AS u(k, e, f, i, o, p, c)
+		ON CONFLICT (org_id, event_id_key) DO NOTHING
+		RETURNING event_id_key`,
+		snd.OrgID, snd.ProjectID, now, ks, envs, fps, ids, occurred, payloads, conns)
+	if err != nil {
+		return nil, fmt.Errorf("insert events: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var k string
+		if err := rows.Scan(&k); err != nil {
+			return nil, fmt.Errorf("insert events: %w", err)
+		}
+		fresh[k] = true
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("insert events: %w", err)
+	}
+	return fresh, nil
+}
+
+func pgUUID(id uuid.UUID) pgtype.UUID { return pgtype.UUID{Bytes: id, Valid: true} }
+
 // afterBatch publishes the batch to live views. The production card's
 // refresh is enqueued by Ingest after the commit (see refreshCard).
 func (f *Feed) afterBatch(ctx context.Context, tx bun.Tx, snd *FeedSender) error {
@@ -340,10 +389,18 @@ func (f *Feed) refreshCard(_ context.Context, projectID uuid.UUID) {
 	f.cards.request(f.s, projectID)
 }
 
+// cardRefreshGap is the least time between two enqueue rounds of a
+// cardRefresher. A steady stream of batches would otherwise enqueue (and a
+// worker run) one refresh per committed group, hundreds a second, each
+// replacing the card with nearly the same snapshot; with the gap a busy
+// project's card is replaced at most ten times a second and still follows
+// its last batch within the gap.
+const cardRefreshGap = 100 * time.Millisecond
+
 // cardRefresher coalesces card-refresh requests: the projects marked while
-// one enqueue round runs are enqueued together by the next round, each
-// after the commits that marked it, so the job (unique per project) always
-// reads them.
+// one enqueue round runs (or while the gap after it lasts) are enqueued
+// together by the next round, each after the commits that marked it, so the
+// job (unique per project) always reads them.
 type cardRefresher struct {
 	mu      sync.Mutex
 	dirty   map[uuid.UUID]struct{}
@@ -374,6 +431,7 @@ func (c *cardRefresher) run(s *Store) {
 			return
 		}
 		c.mu.Unlock()
+		began := time.Now()
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		for id := range batch {
 			if err := enqueueCardRefreshApart(ctx, s, id); err != nil {
@@ -381,6 +439,7 @@ func (c *cardRefresher) run(s *Store) {
 			}
 		}
 		cancel()
+		time.Sleep(cardRefreshGap - time.Since(began))
 	}
 }
 
@@ -553,7 +612,7 @@ type combiner struct {
 
 type projectQueue struct {
 	pending []*combineJob
-	running bool
+	leaders int
 }
 
 type combineJob struct {
@@ -562,6 +621,8 @@ type combineJob struct {
 	done chan error
 }
 
+const maxLeaders = 2
+
 // maxCombined bounds the events stored in one transaction.
 const maxCombined = 1000
 
@@ -569,10 +630,11 @@ const maxCombined = 1000
 var errLead = errors.New("feed: lead the project's store queue")
 
 // combine stores evs — alone or together with the project's other waiting
-// batches — and returns once they are committed (or failed). The first
-// waiting batch leads: it stores one group (its own included) and passes
-// the lead on, so no request works for others for long. Waiting is bounded
-// by the store timeout of the groups ahead.
+// batches — and returns once they are committed (or failed). Up to
+// maxLeaders batches of a project lead at a time: a leader stores one group
+// (its own batch first, then those waiting) and passes the lead on to the
+// first batch still waiting, so no request works for others for long.
+// Waiting is bounded by the store timeout of the groups ahead.
 func (f *Feed) combine(ctx context.Context, snd *FeedSender, evs []prepared, now time.Time) error {
 	job := &combineJob{snd: snd, evs: evs, done: make(chan error, 1)}
 	c := &f.comb
@@ -585,28 +647,31 @@ func (f *Feed) combine(ctx context.Context, snd *FeedSender, evs []prepared, now
 		q = &projectQueue{}
 		c.queue[snd.ProjectID] = q
 	}
-	q.pending = append(q.pending, job)
-	lead := !q.running
-	q.running = true
+	lead := q.leaders < maxLeaders
+	if lead {
+		q.leaders++
+	} else {
+		q.pending = append(q.pending, job)
+	}
 	c.mu.Unlock()
 	if !lead {
 		if err := <-job.done; err != errLead {
 			return err
 		}
 	}
-	f.storeGroup(context.WithoutCancel(ctx), snd.ProjectID, q, now)
+	f.storeGroup(context.WithoutCancel(ctx), snd.ProjectID, q, job, now)
 	return <-job.done
 }
 
-// storeGroup stores the waiting batches at the front of the project's
-// queue (the leader's own first) in one transaction, answers them, and
-// passes the lead to the next waiting batch, if any.
-func (f *Feed) storeGroup(ctx context.Context, projectID uuid.UUID, q *projectQueue, now time.Time) {
+// storeGroup stores own and the batches waiting at the front of the
+// project's queue in one transaction, answers them, and passes the lead to
+// the next waiting batch, if any.
+func (f *Feed) storeGroup(ctx context.Context, projectID uuid.UUID, q *projectQueue, own *combineJob, now time.Time) {
 	c := &f.comb
 	c.mu.Lock()
-	var group []*combineJob
-	n := 0
-	for len(q.pending) > 0 && (len(group) == 0 || n+len(q.pending[0].evs) <= maxCombined) {
+	group := []*combineJob{own}
+	n := len(own.evs)
+	for len(q.pending) > 0 && n+len(q.pending[0].evs) <= maxCombined {
 		group = append(group, q.pending[0])
 		n += len(q.pending[0].evs)
 		q.pending = q.pending[1:]
@@ -617,7 +682,12 @@ func (f *Feed) storeGroup(ctx context.Context, projectID uuid.UUID, q *projectQu
 		all = append(all, j.evs...)
 	}
 	sctx, cancel := context.WithTimeout(ctx, f.StoreTimeout)
-	err := f.s.inTx(sctx, func(ctx context.Context, tx bun.Tx) error { return f.storeBatch(ctx, tx, group[0].snd, all, now) })
+	err := f.s.inConnTx(sctx, func(ctx context.Context, tx bun.Tx, raw rawConn) error {
+		return f.storeBatch(ctx, tx, raw, group[0].snd, all, now)
+	})
+	if errors.Is(err, errCopyConflict) {
+		err = f.s.inTx(sctx, func(ctx context.Context, tx bun.Tx) error { return f.storeBatch(ctx, tx, nil, group[0].snd, all, now) })
+	}
 	cancel()
 	for _, j := range group {
 		j.done <- err
@@ -625,9 +695,13 @@ func (f *Feed) storeGroup(ctx context.Context, projectID uuid.UUID, q *projectQu
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if len(q.pending) == 0 {
-		q.running = false
-		delete(c.queue, projectID)
+		q.leaders--
+		if q.leaders == 0 {
+			delete(c.queue, projectID)
+		}
 		return
 	}
-	q.pending[0].done <- errLead
+	next := q.pending[0]
+	q.pending = q.pending[1:]
+	next.done <- errLead
 }

@@ -3,18 +3,21 @@ package domain
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/rivertype"
 	"github.com/uptrace/bun"
 	"github.com/uptrace/bun/dialect/pgdialect"
 
+	"anvil/db"
 	"anvil/domain/secret"
 )
 
@@ -67,6 +70,35 @@ func (s *Store) insertJob(ctx context.Context, tx bun.Tx, args river.JobArgs, op
 func (s *Store) inTx(ctx context.Context, fn func(ctx context.Context, tx bun.Tx) error) error {
 	ev := &pendingEvents{}
 	err := s.DB.RunInTx(context.WithValue(ctx, pendingEventsKey{}, ev), nil, fn)
+	if err == nil && len(ev.payloads) > 0 {
+		s.pub.publish(s, ev.payloads)
+	}
+	return err
+}
+
+// rawConn runs f on the pgx connection under an inConnTx transaction.
+type rawConn func(f func(*pgx.Conn) error) error
+
+// inConnTx is inTx on one connection held for the transaction, with raw to
+// reach that connection's pgx driver in between fn's statements: COPY, which
+// database/sql cannot express, then commits or rolls back with the rest.
+func (s *Store) inConnTx(ctx context.Context, fn func(ctx context.Context, tx bun.Tx, raw rawConn) error) error {
+	conn, err := s.DB.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	raw := func(f func(*pgx.Conn) error) error {
+		return conn.Raw(func(dc any) error {
+			pc := db.PgxConn(dc)
+			if pc == nil {
+				return errors.New("domain: the database driver is not pgx")
+			}
+			return f(pc)
+		})
+	}
+	ev := &pendingEvents{}
+	err = conn.RunInTx(context.WithValue(ctx, pendingEventsKey{}, ev), nil, func(ctx context.Context, tx bun.Tx) error { return fn(ctx, tx, raw) })
 	if err == nil && len(ev.payloads) > 0 {
 		s.pub.publish(s, ev.payloads)
 	}
