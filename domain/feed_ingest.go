@@ -621,6 +621,10 @@ type combineJob struct {
 	done chan error
 }
 
+// maxLeaders is how many groups of one project are stored at once. Two
+// groups COPY their events side by side (the bulk of the work, and no lock
+// between them) and queue only for the incident rows they both update, just
+// before their commits; a third would mostly wait.
 const maxLeaders = 2
 
 // maxCombined bounds the events stored in one transaction.
