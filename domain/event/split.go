@@ -52,7 +52,10 @@ func SplitBody(body []byte, single bool, maxBatch int) ([]json.RawMessage, error
 		if single {
 			return nil, fmt.Errorf("%w: this endpoint takes one event object; post arrays to /api/feed/events/batch", ErrBadRequest)
 		}
-		elems := splitArray(trimmed)
+		elems, ok := splitArray(trimmed)
+		if !ok {
+			return nil, fmt.Errorf("%w: the body is not valid JSON", ErrBadRequest)
+		}
 		if len(elems) > maxBatch {
 			return nil, fmt.Errorf("%w: the batch holds %d events; at most %d are allowed", ErrBadRequest, len(elems), maxBatch)
 		}
@@ -74,23 +77,24 @@ func validJSON(b []byte) bool {
 
 // splitArray returns the elements of arr, a valid JSON array, as slices of
 // it (not copies). It only has to find where each element ends — a comma
-// or the closing bracket outside any string, object or array — because
-// json.Valid has already vouched for everything else; decoding the array
+// or the closing bracket outside any string, object or array — because the
+// validator has already vouched for everything else; decoding the array
 // into []json.RawMessage instead would scan every element twice more and
-// copy it.
-func splitArray(arr []byte) []json.RawMessage {
-	elems := []json.RawMessage{}
+// copy it. ok is false if arr ends early after all, so that a validator
+// that was wrong costs a 400, not a panic.
+func splitArray(arr []byte) (elems []json.RawMessage, ok bool) {
+	elems = []json.RawMessage{}
 	i := skipSpace(arr, 1)
-	if arr[i] == ']' {
-		return elems
+	if i < len(arr) && arr[i] == ']' {
+		return elems, true
 	}
 	for {
 		start, depth := i, 0
 	scan:
-		for ; ; i++ {
+		for ; i < len(arr); i++ {
 			switch arr[i] {
 			case '"':
-				for i++; arr[i] != '"'; i++ {
+				for i++; i < len(arr) && arr[i] != '"'; i++ {
 					if arr[i] == '\\' {
 						i++
 					}
@@ -108,9 +112,12 @@ func splitArray(arr []byte) []json.RawMessage {
 				}
 			}
 		}
+		if i >= len(arr) {
+			return nil, false
+		}
 		elems = append(elems, json.RawMessage(bytes.TrimRight(arr[start:i], " \t\r\n")))
 		if arr[i] == ']' {
-			return elems
+			return elems, true
 		}
 		i = skipSpace(arr, i+1)
 	}
