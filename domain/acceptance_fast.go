@@ -128,34 +128,31 @@ func (q *Queue) tryGroupFast(ctx context.Context, group []*acceptJob) error {
 		}
 	}
 
-	ev := &pendingEvents{}
-	ectx := context.WithValue(ctx, pendingEventsKey{}, ev)
-	var writes []string
-	if len(runs) > 0 {
-		w, err := insertRunsSQL(db, runs)
-		if err != nil {
+	return q.s.publishAfter(ctx, func(ectx context.Context) error {
+		var writes []string
+		if len(runs) > 0 {
+			w, err := insertRunsSQL(db, runs)
+			if err != nil {
+				return err
+			}
+			writes = append(writes, w)
+			if err := q.publishRuns(ectx, bun.Tx{}, runs); err != nil {
+				return err
+			}
+		}
+		writes = append(writes, ledger.recordSQL(db, now)...)
+		if err := publishDeliveries(ectx, bun.Tx{}, group, byID); err != nil {
 			return err
 		}
-		writes = append(writes, w)
-		if err := q.publishRuns(ectx, bun.Tx{}, runs); err != nil {
-			return err
+		writes = append(writes, "COMMIT")
+		if _, err := pc.Exec(ctx, strings.Join(writes, ";\n")).ReadAll(); err != nil {
+			return fmt.Errorf("store the group: %w", err)
 		}
-	}
-	writes = append(writes, ledger.recordSQL(db, now)...)
-	if err := publishDeliveries(ectx, bun.Tx{}, group, byID); err != nil {
-		return err
-	}
-	writes = append(writes, "COMMIT")
-	if _, err := pc.Exec(ctx, strings.Join(writes, ";\n")).ReadAll(); err != nil {
-		return fmt.Errorf("store the group: %w", err)
-	}
-	if pc.TxStatus() != 'I' {
-		return fmt.Errorf("store the group: the transaction did not commit")
-	}
-	if len(ev.payloads) > 0 {
-		q.s.pub.publish(q.s, ev.payloads)
-	}
-	return nil
+		if pc.TxStatus() != 'I' {
+			return fmt.Errorf("store the group: the transaction did not commit")
+		}
+		return nil
+	})
 }
 
 // abandon rolls the first round trip back and hands the group on.

@@ -68,8 +68,15 @@ func (s *Store) insertJob(ctx context.Context, tx bun.Tx, args river.JobArgs, op
 // inTx runs fn in a transaction. Live events that fn publishes with notify
 // are sent once the transaction has committed (see publisher).
 func (s *Store) inTx(ctx context.Context, fn func(ctx context.Context, tx bun.Tx) error) error {
+	return s.publishAfter(ctx, func(ctx context.Context) error { return s.DB.RunInTx(ctx, nil, fn) })
+}
+
+// publishAfter runs commit, a transaction (or its rest) through its COMMIT, with a ctx
+// in which notify collects the live events, and publishes them once commit
+// has returned without error.
+func (s *Store) publishAfter(ctx context.Context, commit func(ctx context.Context) error) error {
 	ev := &pendingEvents{}
-	err := s.DB.RunInTx(context.WithValue(ctx, pendingEventsKey{}, ev), nil, fn)
+	err := commit(context.WithValue(ctx, pendingEventsKey{}, ev))
 	if err == nil && len(ev.payloads) > 0 {
 		s.pub.publish(s, ev.payloads)
 	}
@@ -97,12 +104,9 @@ func (s *Store) inConnTx(ctx context.Context, fn func(ctx context.Context, tx bu
 			return f(pc)
 		})
 	}
-	ev := &pendingEvents{}
-	err = conn.RunInTx(context.WithValue(ctx, pendingEventsKey{}, ev), nil, func(ctx context.Context, tx bun.Tx) error { return fn(ctx, tx, raw) })
-	if err == nil && len(ev.payloads) > 0 {
-		s.pub.publish(s, ev.payloads)
-	}
-	return err
+	return s.publishAfter(ctx, func(ctx context.Context) error {
+		return conn.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error { return fn(ctx, tx, raw) })
+	})
 }
 
 // WithProject is THE helper for every per-project mutation: one transaction

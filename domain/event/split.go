@@ -38,7 +38,7 @@ func SplitBody(body []byte, single bool, maxBatch int) ([]json.RawMessage, error
 	}
 	switch trimmed[0] {
 	case '{':
-		if !json.Valid(trimmed) {
+		if !validJSON(trimmed) {
 			return nil, fmt.Errorf("%w: the body is not valid JSON", ErrBadRequest)
 		}
 		if !single {
@@ -61,7 +61,7 @@ func SplitBody(body []byte, single bool, maxBatch int) ([]json.RawMessage, error
 		}
 		return elems, nil
 	default:
-		if json.Valid(trimmed) {
+		if validJSON(trimmed) {
 			return nil, fmt.Errorf("%w: the body is neither a JSON object nor a JSON array", ErrBadRequest)
 		}
 		return nil, fmt.Errorf("%w: the body is not valid JSON", ErrBadRequest)
