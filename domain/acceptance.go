@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/riverqueue/river"
 	"github.com/uptrace/bun"
 )
@@ -45,28 +46,70 @@ type queueState struct {
 // openStates are the states of runs that are not finished.
 const openStates = `('pending', 'executable', 'starting', 'running', 'cancel_requested', 'canceling')`
 
-// queueStateSQL reads the queue state of locked projects.
+// The group's statements take their values as parameters and keep one
+// text each, so every connection prepares them once and Postgres plans them
+// once: with the values written into the text, parsing and planning cost
+// more than running them.
+
+// stmt is one parameterized statement.
+type stmt struct {
+	sql  string
+	args []any
+}
+
+// rowSource is what the scanners read: *sql.Rows and pgx.Rows alike.
+type rowSource interface {
+	Next() bool
+	Scan(dest ...any) error
+	Err() error
+}
+
+// lockProjectsSQL locks a group's projects ($1) in id order, reading what
+// its decisions need.
+const lockProjectsSQL = `SELECT id, org_id, default_branch FROM projects WHERE id = ANY($1::uuid[]) ORDER BY id FOR UPDATE`
+
+// queueStateSQL reads the queue state of locked projects ($1).
 const queueStateSQL = `SELECT project_id, count(*) FILTER (WHERE position IS NOT NULL) AS queued,
 		COALESCE(bool_or(state <> 'pending'), false) AS active
-	FROM project_runs WHERE project_id IN (?) AND state IN ` + openStates + `
+	FROM project_runs WHERE project_id = ANY($1::uuid[]) AND state IN ` + openStates + `
 	GROUP BY project_id`
+
+// pgUUIDs is ids as a uuid[] parameter.
+func pgUUIDs(ids []uuid.UUID) []pgtype.UUID {
+	out := make([]pgtype.UUID, len(ids))
+	for i, id := range ids {
+		out[i] = pgUUID(id)
+	}
+	return out
+}
 
 // loadQueueStates reads the queue state of locked projects in one query.
 func loadQueueStates(ctx context.Context, tx bun.Tx, ids []uuid.UUID) (map[uuid.UUID]*queueState, error) {
-	var rows []struct {
-		ProjectID uuid.UUID `bun:"project_id"`
-		Queued    int       `bun:"queued"`
-		Active    bool      `bun:"active"`
-	}
-	if err := tx.NewRaw(queueStateSQL, bun.In(ids)).Scan(ctx, &rows); err != nil {
+	rows, err := tx.Tx.QueryContext(ctx, queueStateSQL, pgUUIDs(ids))
+	if err != nil {
 		return nil, fmt.Errorf("read queue state: %w", err)
 	}
+	defer rows.Close()
+	return scanQueueStates(rows, ids)
+}
+
+// scanQueueStates reads the rows of queueStateSQL; a project without open
+// runs has none, and an empty state.
+func scanQueueStates(rows rowSource, ids []uuid.UUID) (map[uuid.UUID]*queueState, error) {
 	out := make(map[uuid.UUID]*queueState, len(ids))
 	for _, id := range ids {
 		out[id] = &queueState{}
 	}
-	for _, r := range rows {
-		out[r.ProjectID] = &queueState{queued: r.Queued, active: r.Active}
+	for rows.Next() {
+		var id uuid.UUID
+		st := new(queueState)
+		if err := rows.Scan(&id, &st.queued, &st.active); err != nil {
+			return nil, fmt.Errorf("read queue state: %w", err)
+		}
+		out[id] = st
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read queue state: %w", err)
 	}
 	return out, nil
 }
@@ -139,11 +182,8 @@ func (q *Queue) insertRuns(ctx context.Context, tx bun.Tx, runs []*Run) error {
 			r.JobID = &res[i].Job.ID
 		}
 	}
-	stmt, err := insertRunsSQL(q.s.DB, runs)
-	if err != nil {
-		return err
-	}
-	if _, err := tx.Tx.ExecContext(ctx, stmt); err != nil {
+	ins := insertRunsStmt(runs)
+	if _, err := tx.Tx.ExecContext(ctx, ins.sql, ins.args...); err != nil {
 		return fmt.Errorf("insert runs: %w", err)
 	}
 	return q.publishRuns(ctx, tx, runs)
@@ -160,13 +200,64 @@ func (q *Queue) publishRuns(ctx context.Context, tx bun.Tx, runs []*Run) error {
 	return nil
 }
 
-// insertRunsSQLText inserts the runs (the first argument, bun's insert
-// returning runReturning) and their queued run_index rows.
-const insertRunsSQLText = `WITH run AS (?)
+// insertRunsSQL inserts admitted runs (one array per column) and their
+// queued run_index rows. It writes every column admit sets; the others keep
+// their defaults (NULL, no log yet).
+const insertRunsSQL = `WITH run AS (
+		INSERT INTO project_runs (id, project_id, org_id, state, trigger, branch, commit_sha, position, triggered_by,
+			provider, delivery_id, incident_id, job_id, d1_sync_status, queued_at, promoted_at, updated_at)
+		SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::uuid[], $4::text[], $5::text[], $6::text[], $7::text[], $8::bigint[],
+			$9::uuid[], $10::text[], $11::text[], $12::uuid[], $13::bigint[], $14::text[], $15::timestamptz[],
+			$16::timestamptz[], $17::timestamptz[])
+		RETURNING id, project_id, org_id, trigger, branch, commit_sha, queued_at)
 	INSERT INTO run_index (run_id, project_id, org_id, status, trigger, branch, commit_sha, queued_at)
-	SELECT id, project_id, org_id, ?, trigger, branch, commit_sha, queued_at FROM run`
+	SELECT id, project_id, org_id, $18, trigger, branch, commit_sha, queued_at FROM run`
 
-const runReturning = "id, project_id, org_id, trigger, branch, commit_sha, queued_at"
+// insertRunsStmt is insertRunsSQL with the runs' values.
+func insertRunsStmt(runs []*Run) stmt {
+	n := len(runs)
+	var (
+		ids, projects, orgs, triggeredBy, incidents = make([]pgtype.UUID, n), make([]pgtype.UUID, n), make([]pgtype.UUID, n), make([]pgtype.UUID, n), make([]pgtype.UUID, n)
+		states, triggers, branches, syncs           = make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+		shas, providers, deliveries                 = make([]pgtype.Text, n), make([]pgtype.Text, n), make([]pgtype.Text, n)
+		positions, jobs                             = make([]pgtype.Int8, n), make([]pgtype.Int8, n)
+		queued, promoted, updated                   = make([]time.Time, n), make([]pgtype.Timestamptz, n), make([]time.Time, n)
+	)
+	for i, r := range runs {
+		ids[i], projects[i], orgs[i] = pgUUID(r.ID), pgUUID(r.ProjectID), pgUUID(r.OrgID)
+		triggeredBy[i], incidents[i] = pgUUIDPtr(r.TriggeredBy), pgUUIDPtr(r.IncidentID)
+		states[i], triggers[i], branches[i], syncs[i] = r.State, r.Trigger, r.Branch, r.SyncStatus
+		shas[i], providers[i], deliveries[i] = pgText(r.CommitSHA), pgText(r.Provider), pgText(r.DeliveryID)
+		positions[i], jobs[i] = pgInt8(r.Position), pgInt8(r.JobID)
+		queued[i], updated[i] = r.QueuedAt, r.UpdatedAt
+		if r.PromotedAt != nil {
+			promoted[i] = pgtype.Timestamptz{Time: *r.PromotedAt, Valid: true}
+		}
+	}
+	return stmt{insertRunsSQL, []any{ids, projects, orgs, states, triggers, branches, shas, positions, triggeredBy,
+		providers, deliveries, incidents, jobs, syncs, queued, promoted, updated, StatusQueued}}
+}
+
+func pgUUIDPtr(id *uuid.UUID) pgtype.UUID {
+	if id == nil {
+		return pgtype.UUID{}
+	}
+	return pgUUID(*id)
+}
+
+func pgText(s *string) pgtype.Text {
+	if s == nil {
+		return pgtype.Text{}
+	}
+	return pgtype.Text{String: *s, Valid: true}
+}
+
+func pgInt8(v *int64) pgtype.Int8 {
+	if v == nil {
+		return pgtype.Int8{}
+	}
+	return pgtype.Int8{Int64: *v, Valid: true}
+}
 
 // healQueues promotes the projects that admit found stranded.
 func (q *Queue) healQueues(ctx context.Context, tx bun.Tx, projects []*Project, states map[uuid.UUID]*queueState) error {
@@ -390,7 +481,7 @@ func (q *Queue) tryGroup(group []*acceptJob) error {
 		if err := q.insertRuns(ctx, tx, runs); err != nil {
 			return err
 		}
-		if err := ledger.record(ctx, tx, q.s.DB, now); err != nil {
+		if err := ledger.record(ctx, tx, now); err != nil {
 			return err
 		}
 		if err := publishDeliveries(ctx, tx, group, byID); err != nil {
@@ -453,13 +544,30 @@ func (p *positions) next() (int64, error) {
 	return v, nil
 }
 
-// positionsSQL draws n positions.
-const positionsSQL = `SELECT nextval('run_positions') FROM generate_series(1, ?)`
+// positionsSQL draws $1 positions.
+const positionsSQL = `SELECT nextval('run_positions') FROM generate_series(1, $1::int)`
 
 // drawPositions draws n positions; the caller holds the projects' locks.
 func drawPositions(ctx context.Context, tx bun.Tx, n int) (*positions, error) {
+	rows, err := tx.Tx.QueryContext(ctx, positionsSQL, n)
+	if err != nil {
+		return nil, fmt.Errorf("draw queue positions: %w", err)
+	}
+	defer rows.Close()
+	return scanPositions(rows)
+}
+
+// scanPositions reads the rows of positionsSQL, in ascending order.
+func scanPositions(rows rowSource) (*positions, error) {
 	var vs []int64
-	if err := tx.NewRaw(positionsSQL, n).Scan(ctx, &vs); err != nil {
+	for rows.Next() {
+		var v int64
+		if err := rows.Scan(&v); err != nil {
+			return nil, fmt.Errorf("draw queue positions: %w", err)
+		}
+		vs = append(vs, v)
+	}
+	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("draw queue positions: %w", err)
 	}
 	slices.Sort(vs)

@@ -10,8 +10,9 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/uptrace/bun"
-	"github.com/uptrace/bun/dialect/pgdialect"
 
 	"anvil/domain/forge"
 )
@@ -58,16 +59,17 @@ func deliveryKey(j *acceptJob) ledgerKey {
 // ledgerSQL reads, for every delivery of a group (arrays of project,
 // provider and delivery id), its webhook's state and its ledger row.
 const ledgerSQL = `SELECT u.ord, w.enabled, d.outcome, d.run_id, d.received_at
-	FROM unnest(?::uuid[], ?::text[], ?::text[]) WITH ORDINALITY AS u(project_id, provider, delivery_id, ord)
+	FROM unnest($1::uuid[], $2::text[], $3::text[]) WITH ORDINALITY AS u(project_id, provider, delivery_id, ord)
 	JOIN project_webhooks w ON w.project_id = u.project_id AND w.provider = u.provider
 	LEFT JOIN project_webhook_deliveries d
 		ON d.project_id = u.project_id AND d.provider = u.provider AND d.delivery_id = u.delivery_id`
 
 // ledgerLookup is the ledger query of a group and the entries it fills.
 type ledgerLookup struct {
-	entries                  groupLedger
-	n                        int
-	projects, providers, ids []string
+	entries        groupLedger
+	keys           []ledgerKey // in query order
+	projects       []pgtype.UUID
+	providers, ids []string
 }
 
 func ledgerQuery(group []*acceptJob) *ledgerLookup {
@@ -79,44 +81,61 @@ func ledgerQuery(group []*acceptJob) *ledgerLookup {
 		k := deliveryKey(j)
 		if l.entries[k] == nil {
 			l.entries[k] = &ledgerEntry{}
-			l.projects, l.providers, l.ids = append(l.projects, k.project.String()), append(l.providers, k.provider), append(l.ids, k.id)
-			l.n++
+			l.keys = append(l.keys, k)
+			l.projects, l.providers, l.ids = append(l.projects, pgUUID(k.project)), append(l.providers, k.provider), append(l.ids, k.id)
 		}
 	}
 	return l
 }
 
-func (l *ledgerLookup) args() []any {
-	return []any{pgdialect.Array(l.projects), pgdialect.Array(l.providers), pgdialect.Array(l.ids)}
+func (l *ledgerLookup) args() []any { return []any{l.projects, l.providers, l.ids} }
+
+// scan records the rows of ledgerSQL in their entries.
+func (l *ledgerLookup) scan(rows rowSource) error {
+	for rows.Next() {
+		var (
+			ord        int64
+			enabled    bool
+			outcome    *string
+			runID      *uuid.UUID
+			receivedAt *time.Time
+		)
+		if err := rows.Scan(&ord, &enabled, &outcome, &runID, &receivedAt); err != nil {
+			return fmt.Errorf("load webhooks and ledger: %w", err)
+		}
+		i := int(ord) - 1
+		if i < 0 || i >= len(l.keys) {
+			continue
+		}
+		e := l.entries[l.keys[i]]
+		e.configured, e.enabled = true, enabled
+		if outcome != nil && receivedAt != nil {
+			e.exists, e.outcome, e.runID, e.receivedAt = true, *outcome, runID, *receivedAt
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("load webhooks and ledger: %w", err)
+	}
+	return nil
 }
 
-// apply records one row of ledgerSQL in its entry.
-func (l *ledgerLookup) apply(r ledgerRow) {
-	i := r.Ord - 1
-	if i < 0 || i >= l.n {
-		return
-	}
-	e := l.entries[ledgerKey{uuid.MustParse(l.projects[i]), l.providers[i], l.ids[i]}]
-	e.configured, e.enabled = true, r.Enabled
-	if r.Outcome != nil && r.ReceivedAt != nil {
-		e.exists, e.outcome, e.runID, e.receivedAt = true, *r.Outcome, r.RunID, *r.ReceivedAt
-	}
-}
+func (l *ledgerLookup) scanRows(rows pgx.Rows) error { return l.scan(rows) }
 
 // loadLedger reads, for every delivery of the group, its webhook's state
 // and its ledger row (re-read under the lock: the webhook may have been
 // disabled or deleted since the route verified the delivery).
 func loadLedger(ctx context.Context, tx bun.Tx, group []*acceptJob) (groupLedger, error) {
 	l := ledgerQuery(group)
-	if l.n == 0 {
+	if len(l.keys) == 0 {
 		return l.entries, nil
 	}
-	var rows []ledgerRow
-	if err := tx.NewRaw(ledgerSQL, l.args()...).Scan(ctx, &rows); err != nil {
+	rows, err := tx.Tx.QueryContext(ctx, ledgerSQL, l.args()...)
+	if err != nil {
 		return nil, fmt.Errorf("load webhooks and ledger: %w", err)
 	}
-	for _, r := range rows {
-		l.apply(r)
+	defer rows.Close()
+	if err := l.scan(rows); err != nil {
+		return nil, err
 	}
 	return l.entries, nil
 }
@@ -215,66 +234,87 @@ func (l groupLedger) sortedKeys(keep func(*ledgerEntry) bool) []ledgerKey {
 	return ks
 }
 
-// record writes the group's decisions in tx (recordSQL).
-func (l groupLedger) record(ctx context.Context, tx bun.Tx, db *bun.DB, now time.Time) error {
-	for _, q := range l.recordSQL(db, now) {
-		if _, err := tx.Tx.ExecContext(ctx, q); err != nil {
+// record writes the group's decisions in tx (recordStmts).
+func (l groupLedger) record(ctx context.Context, tx bun.Tx, now time.Time) error {
+	for _, st := range l.recordStmts(now) {
+		if _, err := tx.Tx.ExecContext(ctx, st.sql, st.args...); err != nil {
 			return fmt.Errorf("record deliveries: %w", err)
 		}
 	}
 	return nil
 }
 
-// recordSQL is the statements that write the group's decisions: first the
-// deletion of stored rows past retention that the group decided anew (the
-// periodic sweep had not reached them yet); then the rows it decided (new
-// ids, and queue_full rows re-evaluated) in one upsert; then the attempts
-// of the duplicates it replayed. Only a queue_full row may be overwritten:
-// every other stored outcome is final, whatever happens to the lock.
-func (l groupLedger) recordSQL(db *bun.DB, now time.Time) []string {
-	var out []string
-	for _, k := range l.sortedKeys(func(e *ledgerEntry) bool { return e.expired }) {
-		out = append(out, formatSQL(db, `DELETE FROM project_webhook_deliveries WHERE project_id = ? AND provider = ? AND delivery_id = ?`,
-			k.project, k.provider, k.id))
+// The statements of recordStmts.
+const (
+	deleteExpiredSQL = `DELETE FROM project_webhook_deliveries d
+		USING unnest($1::uuid[], $2::text[], $3::text[]) AS u(p, pr, id)
+		WHERE d.project_id = u.p AND d.provider = u.pr AND d.delivery_id = u.id`
+	upsertDeliveriesSQL = `INSERT INTO project_webhook_deliveries AS d
+			(project_id, provider, delivery_id, outcome, event, kind, ref, branch, commit_sha, run_id, received_at, updated_at, attempts)
+		SELECT u.p, u.pr, u.id, u.o, u.ev, u.k, u.ref, u.b, u.sha, u.run, u.recv, $1, u.n
+		FROM unnest($2::uuid[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[], $10::text[],
+			$11::uuid[], $12::timestamptz[], $13::int[]) AS u(p, pr, id, o, ev, k, ref, b, sha, run, recv, n)
+		ON CONFLICT (project_id, provider, delivery_id) DO UPDATE
+		SET outcome = CASE WHEN d.outcome = 'queue_full' THEN EXCLUDED.outcome ELSE d.outcome END,
+			run_id = CASE WHEN d.outcome = 'queue_full' THEN EXCLUDED.run_id ELSE d.run_id END,
+			updated_at = EXCLUDED.updated_at, attempts = d.attempts + EXCLUDED.attempts`
+	countAttemptsSQL = `UPDATE project_webhook_deliveries d SET attempts = d.attempts + u.n, updated_at = $1
+		FROM unnest($2::uuid[], $3::text[], $4::text[], $5::int[]) AS u(p, pr, id, n)
+		WHERE d.project_id = u.p AND d.provider = u.pr AND d.delivery_id = u.id`
+)
+
+// recordStmts is the statements that write the group's decisions: first
+// the deletion of stored rows past retention that the group decided anew
+// (the periodic sweep had not reached them yet); then the rows it decided
+// (new ids, and queue_full rows re-evaluated) in one upsert; then the
+// attempts of the duplicates it replayed. Only a queue_full row may be
+// overwritten: every other stored outcome is final, whatever happens to
+// the lock. Each statement meets its rows in key order, so concurrent
+// groups lock the ledger's rows in one order.
+func (l groupLedger) recordStmts(now time.Time) []stmt {
+	var out []stmt
+	if expired := l.sortedKeys(func(e *ledgerEntry) bool { return e.expired }); len(expired) > 0 {
+		projects, providers, ids := keyArrays(expired)
+		out = append(out, stmt{deleteExpiredSQL, []any{projects, providers, ids}})
 	}
-	decided := l.sortedKeys(func(e *ledgerEntry) bool { return e.row != nil })
-	if len(decided) > 0 {
+	if decided := l.sortedKeys(func(e *ledgerEntry) bool { return e.row != nil }); len(decided) > 0 {
 		n := len(decided)
 		var (
-			projects, providers, ids, outcomes = make([]string, n), make([]string, n), make([]string, n), make([]string, n)
-			events, kinds, refs, branches      = make([]string, n), make([]string, n), make([]string, n), make([]string, n)
-			shas, runs                         = make([]string, n), make([]string, n)
-			received                           = make([]time.Time, n)
-			attempts                           = make([]int64, n)
+			projects, runs                      = make([]pgtype.UUID, n), make([]pgtype.UUID, n)
+			providers, ids, outcomes            = make([]string, n), make([]string, n), make([]string, n)
+			events, kinds, refs, branches, shas = make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+			received                            = make([]time.Time, n)
+			attempts                            = make([]int32, n)
 		)
 		for i, k := range decided {
 			e := l[k]
 			d := e.row
-			projects[i], providers[i], ids[i], outcomes[i] = d.ProjectID.String(), d.Provider, d.DeliveryID, d.Outcome
+			projects[i], providers[i], ids[i], outcomes[i] = pgUUID(d.ProjectID), d.Provider, d.DeliveryID, d.Outcome
 			events[i], kinds[i], refs[i], branches[i], shas[i] = d.Event, d.Kind, d.Ref, d.Branch, d.CommitSHA
-			if d.RunID != nil {
-				runs[i] = d.RunID.String()
-			}
-			received[i], attempts[i] = d.ReceivedAt, int64(e.attempts)
+			runs[i] = pgUUIDPtr(d.RunID)
+			received[i], attempts[i] = d.ReceivedAt, int32(e.attempts)
 		}
-		out = append(out, formatSQL(db, `INSERT INTO project_webhook_deliveries AS d
-				(project_id, provider, delivery_id, outcome, event, kind, ref, branch, commit_sha, run_id, received_at, updated_at, attempts)
-			SELECT u.p, u.pr, u.id, u.o, u.ev, u.k, u.ref, u.b, u.sha, NULLIF(u.run, '')::uuid, u.recv, ?, u.n
-			FROM unnest(?::uuid[], ?::text[], ?::text[], ?::text[], ?::text[], ?::text[], ?::text[], ?::text[], ?::text[], ?::text[], ?::timestamptz[], ?::int[])
-				AS u(p, pr, id, o, ev, k, ref, b, sha, run, recv, n)
-			ON CONFLICT (project_id, provider, delivery_id) DO UPDATE
-			SET outcome = CASE WHEN d.outcome = 'queue_full' THEN EXCLUDED.outcome ELSE d.outcome END,
-				run_id = CASE WHEN d.outcome = 'queue_full' THEN EXCLUDED.run_id ELSE d.run_id END,
-				updated_at = EXCLUDED.updated_at, attempts = d.attempts + EXCLUDED.attempts`,
-			now, pgdialect.Array(projects), pgdialect.Array(providers), pgdialect.Array(ids), pgdialect.Array(outcomes),
-			pgdialect.Array(events), pgdialect.Array(kinds), pgdialect.Array(refs), pgdialect.Array(branches),
-			pgdialect.Array(shas), pgdialect.Array(runs), pgdialect.Array(received), pgdialect.Array(attempts)))
+		out = append(out, stmt{upsertDeliveriesSQL, []any{now, projects, providers, ids, outcomes, events, kinds, refs, branches, shas,
+			runs, received, attempts}})
 	}
-	for _, k := range l.sortedKeys(func(e *ledgerEntry) bool { return e.row == nil && e.attempts > 0 }) {
-		out = append(out, formatSQL(db, `UPDATE project_webhook_deliveries SET attempts = attempts + ?, updated_at = ?
-			WHERE project_id = ? AND provider = ? AND delivery_id = ?`, l[k].attempts, now, k.project, k.provider, k.id))
+	if replayed := l.sortedKeys(func(e *ledgerEntry) bool { return e.row == nil && e.attempts > 0 }); len(replayed) > 0 {
+		projects, providers, ids := keyArrays(replayed)
+		attempts := make([]int32, len(replayed))
+		for i, k := range replayed {
+			attempts[i] = int32(l[k].attempts)
+		}
+		out = append(out, stmt{countAttemptsSQL, []any{now, projects, providers, ids, attempts}})
 	}
 	return out
+}
+
+// keyArrays is keys as the three key columns' arrays.
+func keyArrays(keys []ledgerKey) ([]pgtype.UUID, []string, []string) {
+	projects, providers, ids := make([]pgtype.UUID, len(keys)), make([]string, len(keys)), make([]string, len(keys))
+	for i, k := range keys {
+		projects[i], providers[i], ids[i] = pgUUID(k.project), k.provider, k.id
+	}
+	return projects, providers, ids
 }
 
 // deliveryEvent is the live event published for every delivery handled.
