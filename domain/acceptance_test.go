@@ -39,19 +39,19 @@ func TestAcceptanceGroupsKeepEveryRule(t *testing.T) {
 	var calls []call
 	for i := range 5 { // five copies of one delivery
 		calls = append(calls, call{fmt.Sprintf("copy%d", i), func() (any, error) {
-			return w.Deliver(ctx, hooked.ID, "github", push(forge.GitHub, "same", "main", shaA))
+			return deliver(ctx, w, hooked.ID, "github", push(forge.GitHub, "same", "main", shaA))
 		}})
 	}
 	for i := range 3 { // three distinct deliveries
 		id := fmt.Sprintf("distinct-%d", i)
-		calls = append(calls, call{id, func() (any, error) { return w.Deliver(ctx, hooked.ID, "github", push(forge.GitHub, id, "main", shaA)) }})
+		calls = append(calls, call{id, func() (any, error) { return deliver(ctx, w, hooked.ID, "github", push(forge.GitHub, id, "main", shaA)) }})
 	}
 	calls = append(calls, call{"too-long", func() (any, error) {
-		return w.Deliver(ctx, hooked.ID, "github", push(forge.GitHub, strings.Repeat("x", 201), "main", shaA))
+		return deliver(ctx, w, hooked.ID, "github", push(forge.GitHub, strings.Repeat("x", 201), "main", shaA))
 	}})
 	for i := range 4 {
 		id := fmt.Sprintf("off-%d", i)
-		calls = append(calls, call{id, func() (any, error) { return wOff.Deliver(ctx, off.ID, "gitea", push(forge.Gitea, id, "main", shaA)) }})
+		calls = append(calls, call{id, func() (any, error) { return deliver(ctx, wOff, off.ID, "gitea", push(forge.Gitea, id, "main", shaA)) }})
 	}
 	for i := range 25 {
 		calls = append(calls, call{fmt.Sprintf("manual%d", i), func() (any, error) { return b.queue.AcceptManual(ctx, b.owner, manual.ID, "") }})

@@ -26,6 +26,7 @@ import (
 type deliveryJob struct {
 	provider forge.Provider
 	pl       forge.Payload
+	sealed   sealedMaterial // the secrets it was verified with
 	res      DeliveryResult
 }
 
@@ -37,7 +38,8 @@ type ledgerKey struct {
 
 // ledgerEntry is one delivery id as the group sees it.
 type ledgerEntry struct {
-	configured, enabled bool // the webhook of this project and provider
+	configured, enabled bool           // the webhook of this project and provider
+	sealed              sealedMaterial // its secrets, as stored
 
 	exists     bool // a ledger row holds a decision
 	outcome    string
@@ -58,7 +60,7 @@ func deliveryKey(j *acceptJob) ledgerKey {
 
 // ledgerSQL reads, for every delivery of a group (arrays of project,
 // provider and delivery id), its webhook's state and its ledger row.
-const ledgerSQL = `SELECT u.ord, w.enabled, d.outcome, d.run_id, d.received_at
+const ledgerSQL = `SELECT u.ord, w.enabled, w.secret_enc, w.signing_token_enc, d.outcome, d.run_id, d.received_at
 	FROM unnest($1::uuid[], $2::text[], $3::text[]) WITH ORDINALITY AS u(project_id, provider, delivery_id, ord)
 	JOIN project_webhooks w ON w.project_id = u.project_id AND w.provider = u.provider
 	LEFT JOIN project_webhook_deliveries d
@@ -96,11 +98,12 @@ func (l *ledgerLookup) scan(rows rowSource) error {
 		var (
 			ord        int64
 			enabled    bool
+			sealed     sealedMaterial
 			outcome    *string
 			runID      *uuid.UUID
 			receivedAt *time.Time
 		)
-		if err := rows.Scan(&ord, &enabled, &outcome, &runID, &receivedAt); err != nil {
+		if err := rows.Scan(&ord, &enabled, &sealed.secret, &sealed.signingToken, &outcome, &runID, &receivedAt); err != nil {
 			return fmt.Errorf("load webhooks and ledger: %w", err)
 		}
 		i := int(ord) - 1
@@ -108,7 +111,7 @@ func (l *ledgerLookup) scan(rows rowSource) error {
 			continue
 		}
 		e := l.entries[l.keys[i]]
-		e.configured, e.enabled = true, enabled
+		e.configured, e.enabled, e.sealed = true, enabled, sealed
 		if outcome != nil && receivedAt != nil {
 			e.exists, e.outcome, e.runID, e.receivedAt = true, *outcome, runID, *receivedAt
 		}
@@ -151,14 +154,18 @@ func loadLedger(ctx context.Context, tx bun.Tx, group []*acceptJob) (groupLedger
 //     branch; an accepted push becomes a run pinned to its commit SHA, or
 //     queue_full when the queue is full.
 //
-// A missing or disabled webhook is refused, and nothing is recorded. It
-// returns the run to insert, if any.
+// A missing or disabled webhook is refused, and so is a delivery verified
+// with secrets the webhook no longer has; nothing is recorded. It returns
+// the run to insert, if any.
 func (q *Queue) decideDelivery(j *acceptJob, p *Project, st *queueState, l groupLedger, now time.Time, pos *positions) *Run {
 	d := j.delivery
 	e := l[deliveryKey(j)]
 	switch {
 	case e == nil || !e.configured:
 		j.err = ErrWebhookNotConfigured
+		return nil
+	case e.sealed != d.sealed:
+		j.err = ErrStaleMaterial
 		return nil
 	case !e.enabled:
 		j.err = ErrWebhookDisabled

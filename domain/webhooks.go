@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -19,6 +20,7 @@ import (
 type Webhooks struct {
 	s     *Store
 	queue *Queue
+	seals sealCache
 }
 
 // NewWebhooks builds the service.
@@ -152,11 +154,19 @@ func validateSecret(s string) error {
 }
 
 // withOwnProject takes the project lock for a principal's write, refusing
-// viewers and other organisations' projects (as not found).
+// viewers and other organisations' projects (as not found). Once it is done
+// this process's cached material of the project is dropped, so the next
+// delivery reads what the write left (other processes learn it from
+// Deliver's check; see sealCache).
 func (w *Webhooks) withOwnProject(ctx context.Context, pr *Principal, projectID uuid.UUID, fn func(ctx context.Context, tx bun.Tx, p *Project) error) error {
 	if err := requireWrite(pr); err != nil {
 		return err
 	}
+	defer func() {
+		for _, p := range Providers {
+			w.seals.drop(sealKey{projectID, p})
+		}
+	}()
 	return w.s.WithProject(ctx, projectID, func(ctx context.Context, tx bun.Tx, p *Project) error {
 		if p.OrgID != pr.OrgID {
 			return NotFound("project")
@@ -387,12 +397,20 @@ func (w *Webhooks) List(ctx context.Context, pr *Principal, projectID uuid.UUID)
 
 // Material is a webhook's verification material, decrypted for one request
 // and held in memory only (seed 000 §11): the web tier verifies with it and
-// drops it. It never reaches a log (String hides it).
+// drops it, keeping only its Verification for Deliver. It never reaches a
+// log (String hides it).
 type Material struct {
 	Provider forge.Provider
 	Enabled  bool
 	Secrets  forge.Secrets
+	v        Verification
+	cached   bool
 }
+
+// Cached reports whether m was opened from cached sealed secrets, which
+// another process may have rotated since: a delivery that does not verify
+// with it deserves a second look with VerificationMaterial.
+func (m Material) Cached() bool { return m.cached }
 
 // String keeps the material out of any log line that prints it.
 func (m Material) String() string {
@@ -401,6 +419,81 @@ func (m Material) String() string {
 
 // GoString makes %#v as safe as %v.
 func (m Material) GoString() string { return m.String() }
+
+// Verification says which webhook, and which of its stored secrets, a
+// delivery was verified with — the secrets as sealed at rest, never their
+// plaintext. Deliver compares it with the webhook's row under the project
+// lock, so a delivery verified with a secret that has been rotated away (or
+// deleted) in the meantime is never accepted: there is no overlap window.
+type Verification struct {
+	projectID uuid.UUID
+	provider  forge.Provider
+	sealed    sealedMaterial
+}
+
+// Verification is what Deliver needs of m once the delivery is verified.
+func (m Material) Verification() Verification { return m.v }
+
+// sealedMaterial is a webhook's secrets as stored: AES-GCM ciphertexts,
+// which change with every rotation (a fresh nonce each time).
+type sealedMaterial struct{ secret, signingToken string }
+
+// sealCache keeps, for a short while, the sealed secrets of enabled
+// webhooks, so that verifying a delivery costs no database round trip. It
+// holds ciphertexts only — what the row holds — and every delivery still
+// decrypts in memory for itself. A cached entry may be stale (another
+// process rotated the secret): a delivery that does not verify with cached
+// material is verified again with fresh material, and one that does is
+// checked by Deliver under the project lock (ErrStaleMaterial), so the old
+// secret is never accepted after a rotation, and the new one always is.
+// Disabled, missing and unknown webhooks are never cached: their answers
+// are read every time.
+type sealCache struct {
+	mu sync.Mutex
+	m  map[sealKey]cachedSeal
+}
+
+type sealKey struct {
+	project  uuid.UUID
+	provider forge.Provider
+}
+
+type cachedSeal struct {
+	sealed sealedMaterial
+	at     time.Time
+}
+
+const (
+	// sealTTL bounds how long a cached entry is used without a read.
+	sealTTL = time.Minute
+	// maxCachedSeals bounds the cache; when it is full it starts over.
+	maxCachedSeals = 10000
+)
+
+func (c *sealCache) get(k sealKey, now time.Time) (sealedMaterial, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, ok := c.m[k]
+	if !ok || now.Sub(e.at) >= sealTTL || now.Before(e.at) {
+		return sealedMaterial{}, false
+	}
+	return e.sealed, true
+}
+
+func (c *sealCache) put(k sealKey, sealed sealedMaterial, now time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil || len(c.m) >= maxCachedSeals {
+		c.m = make(map[sealKey]cachedSeal)
+	}
+	c.m[k] = cachedSeal{sealed, now}
+}
+
+func (c *sealCache) drop(k sealKey) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.m, k)
+}
 
 // Errors of VerificationMaterial and Deliver that the public route answers
 // without recording anything.
@@ -412,6 +505,11 @@ var (
 	// webhook accepts nothing.
 	ErrWebhookDisabled = &Error{Kind: ErrForbidden, Code: "webhook_disabled",
 		Message: "this webhook is disabled in anvil; a disabled webhook accepts nothing (enable it in the project's webhook settings)"}
+	// ErrStaleMaterial: the delivery was verified with secrets the webhook
+	// no longer has (rotated or replaced since they were read). Nothing was
+	// recorded; verify again with fresh material.
+	ErrStaleMaterial = &Error{Kind: ErrUnauthorized, Code: "invalid_signature",
+		Message: "the delivery could not be verified: the webhook's secret changed while it was being verified"}
 )
 
 // VerificationMaterial loads and decrypts what the web tier needs to verify
@@ -420,12 +518,36 @@ var (
 // webhook's material is still returned, with Enabled false, so the web tier
 // can tell a caller who proves the secret that the webhook is disabled while
 // telling everybody else only that the delivery is unverified; Deliver
-// refuses it regardless.
+// refuses it regardless. It reads the database, and caches the sealed
+// secrets of an enabled webhook for CachedVerificationMaterial.
 func (w *Webhooks) VerificationMaterial(ctx context.Context, projectID uuid.UUID, providerName string) (Material, error) {
 	p, err := parseProvider(providerName)
 	if err != nil {
 		return Material{}, err
 	}
+	return w.loadMaterial(ctx, sealKey{projectID, p}, time.Now())
+}
+
+// CachedVerificationMaterial is VerificationMaterial from the sealed
+// secrets cached within the last sealTTL when there are some (see
+// sealCache); the material says so (Material.Cached).
+func (w *Webhooks) CachedVerificationMaterial(ctx context.Context, projectID uuid.UUID, providerName string) (Material, error) {
+	p, err := parseProvider(providerName)
+	if err != nil {
+		return Material{}, err
+	}
+	key, now := sealKey{projectID, p}, time.Now()
+	if sealed, ok := w.seals.get(key, now); ok {
+		m, err := w.open(projectID, p, true, sealed)
+		m.cached = err == nil
+		return m, err
+	}
+	return w.loadMaterial(ctx, key, now)
+}
+
+// loadMaterial reads, opens and caches the material of key.
+func (w *Webhooks) loadMaterial(ctx context.Context, key sealKey, now time.Time) (Material, error) {
+	projectID, p := key.project, key.provider
 	var row struct {
 		Exists          bool   `bun:"exists"`
 		Enabled         *bool  `bun:"enabled"`
@@ -433,26 +555,44 @@ func (w *Webhooks) VerificationMaterial(ctx context.Context, projectID uuid.UUID
 		SigningTokenEnc string `bun:"signing_token_enc"`
 	}
 	// One round trip: the project's existence and the webhook row together.
-	err = w.s.DB.NewRaw(`SELECT true AS exists, w.enabled, COALESCE(w.secret_enc, '') AS secret_enc,
+	err := w.s.DB.NewRaw(`SELECT true AS exists, w.enabled, COALESCE(w.secret_enc, '') AS secret_enc,
 			COALESCE(w.signing_token_enc, '') AS signing_token_enc
 		FROM projects pr LEFT JOIN project_webhooks w ON w.project_id = pr.id AND w.provider = ?
 		WHERE pr.id = ?`, string(p), projectID).Scan(ctx, &row)
 	if isNoRows(err) {
+		w.seals.drop(key)
 		return Material{}, NotFound("project")
 	}
 	if err != nil {
 		return Material{}, fmt.Errorf("load webhook material: %w", err)
 	}
 	if row.Enabled == nil {
+		w.seals.drop(key)
 		return Material{}, ErrWebhookNotConfigured
 	}
-	m := Material{Provider: p, Enabled: *row.Enabled}
-	m.Secrets.Secret, err = w.s.Keys.Open(row.SecretEnc, secretAAD(projectID, p))
+	sealed := sealedMaterial{row.SecretEnc, row.SigningTokenEnc}
+	m, err := w.open(projectID, p, *row.Enabled, sealed)
+	if err != nil {
+		return Material{}, err
+	}
+	if m.Enabled {
+		w.seals.put(key, sealed, now)
+	} else {
+		w.seals.drop(key)
+	}
+	return m, nil
+}
+
+// open decrypts sealed material for one request.
+func (w *Webhooks) open(projectID uuid.UUID, p forge.Provider, enabled bool, sealed sealedMaterial) (Material, error) {
+	m := Material{Provider: p, Enabled: enabled, v: Verification{projectID: projectID, provider: p, sealed: sealed}}
+	var err error
+	m.Secrets.Secret, err = w.s.Keys.Open(sealed.secret, secretAAD(projectID, p))
 	if err != nil {
 		return Material{}, fmt.Errorf("open %s webhook secret of %s: %w", p, projectID, err)
 	}
-	if row.SigningTokenEnc != "" {
-		tok, err := w.s.Keys.Open(row.SigningTokenEnc, signingTokenAAD(projectID, p))
+	if sealed.signingToken != "" {
+		tok, err := w.s.Keys.Open(sealed.signingToken, signingTokenAAD(projectID, p))
 		if err != nil {
 			return Material{}, fmt.Errorf("open %s signing token of %s: %w", p, projectID, err)
 		}
@@ -489,7 +629,8 @@ type DeliveryResult struct {
 
 // Deliver decides a verified, normalized delivery under the project lock,
 // as part of an acceptance group (decideDelivery tells the rules; a replay
-// is the stored decision, never a reprocessing). A full queue stores
+// is the stored decision, never a reprocessing). v is the Verification of
+// the material the delivery was verified with. A full queue stores
 // queue_full and returns an error of kind ErrWebhookQueueFull alongside the
 // result (the route answers 503 with Retry-After), having committed the
 // ledger row.
@@ -498,17 +639,22 @@ type DeliveryResult struct {
 // concurrent copies of one delivery, so they make exactly one run; the
 // ledger's primary key backs that up. A missing or disabled webhook is
 // refused here as well, and nothing is recorded: it may have been deleted
-// or disabled since it was verified.
-func (w *Webhooks) Deliver(ctx context.Context, projectID uuid.UUID, providerName string, pl forge.Payload) (DeliveryResult, error) {
-	p, err := parseProvider(providerName)
-	if err != nil {
-		return DeliveryResult{}, err
+// or disabled since it was verified. So is a delivery verified with secrets
+// the webhook no longer has (ErrStaleMaterial): the cached material is
+// dropped, and the caller verifies again.
+func (w *Webhooks) Deliver(ctx context.Context, v Verification, pl forge.Payload) (DeliveryResult, error) {
+	if v.provider == "" || v.projectID == uuid.Nil {
+		return DeliveryResult{}, Invalid("unverified_delivery", "a delivery must be verified with the webhook's material first")
 	}
+	p := v.provider
 	if pl.Provider != p || pl.DeliveryID == "" {
 		return DeliveryResult{}, Invalid("invalid_payload", "the payload does not belong to this %s delivery", p)
 	}
-	j := &acceptJob{projectID: projectID, delivery: &deliveryJob{provider: p, pl: pl}}
+	j := &acceptJob{projectID: v.projectID, delivery: &deliveryJob{provider: p, pl: pl, sealed: v.sealed}}
 	if err := w.queue.submit(j); err != nil {
+		if err == ErrStaleMaterial {
+			w.seals.drop(sealKey{v.projectID, p})
+		}
 		return DeliveryResult{}, err
 	}
 	res := j.delivery.res

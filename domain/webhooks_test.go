@@ -42,6 +42,16 @@ func push(provider forge.Provider, id, branch, sha string) forge.Payload {
 		Ref: "refs/heads/" + branch, Branch: branch, CommitSHA: sha, BeforeSHA: shaB}
 }
 
+// deliver verifies like the route does (the webhook's material) and
+// delivers pl with that verification.
+func deliver(ctx context.Context, w *domain.Webhooks, projectID uuid.UUID, provider string, pl forge.Payload) (domain.DeliveryResult, error) {
+	m, err := w.VerificationMaterial(ctx, projectID, provider)
+	if err != nil {
+		return domain.DeliveryResult{}, err
+	}
+	return w.Deliver(ctx, m.Verification(), pl)
+}
+
 func countRows(t *testing.T, b *testBundle, table string, where string, args ...any) int {
 	t.Helper()
 	n, err := b.db.Bun.NewSelect().Table(table).Where(where, args...).Count(context.Background())
@@ -76,7 +86,7 @@ func TestDeliverOutcomes(t *testing.T) {
 		{"other event", forge.Payload{Provider: forge.GitHub, DeliveryID: "d-issue", Kind: forge.KindOther, Event: "issues"}, forge.OutcomeIgnoredEvent},
 	}
 	for _, tc := range cases {
-		res, err := w.Deliver(ctx, p.ID, string(tc.payload.Provider), tc.payload)
+		res, err := deliver(ctx, w, p.ID, string(tc.payload.Provider), tc.payload)
 		if err != nil {
 			t.Fatalf("%s: %v", tc.name, err)
 		}
@@ -124,7 +134,7 @@ func TestDuplicatesReplayWithoutReprocessing(t *testing.T) {
 	}
 	runs := map[string]*uuid.UUID{}
 	for want, pl := range first {
-		res, err := w.Deliver(ctx, p.ID, "github", pl)
+		res, err := deliver(ctx, w, p.ID, "github", pl)
 		if err != nil || string(res.Outcome) != want {
 			t.Fatalf("%s: %v %+v", want, err, res)
 		}
@@ -134,7 +144,7 @@ func TestDuplicatesReplayWithoutReprocessing(t *testing.T) {
 	// branch, replays the stored decision: no reprocessing, no new run.
 	for want, pl := range first {
 		again := push(forge.GitHub, pl.DeliveryID, "main", shaB)
-		res, err := w.Deliver(ctx, p.ID, "github", again)
+		res, err := deliver(ctx, w, p.ID, "github", again)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -166,7 +176,7 @@ func TestQueueFullIsReevaluated(t *testing.T) {
 		queued = append(queued, r.ID)
 	}
 	pl := push(forge.GitHub, "qf-1", "main", shaA)
-	res, err := w.Deliver(ctx, p.ID, "github", pl)
+	res, err := deliver(ctx, w, p.ID, "github", pl)
 	var de *domain.Error
 	if !errors.Is(err, domain.ErrWebhookQueueFull) || !errors.As(err, &de) || de.Code != "project_queue_full" {
 		t.Fatalf("full queue: %v", err)
@@ -175,7 +185,7 @@ func TestQueueFullIsReevaluated(t *testing.T) {
 		t.Fatalf("full queue result: %+v", res)
 	}
 	// Still full: re-evaluated, still queue_full.
-	if _, err := w.Deliver(ctx, p.ID, "github", pl); !errors.Is(err, domain.ErrWebhookQueueFull) {
+	if _, err := deliver(ctx, w, p.ID, "github", pl); !errors.Is(err, domain.ErrWebhookQueueFull) {
 		t.Fatalf("second attempt: %v", err)
 	}
 	ds, _ := w.ListDeliveries(ctx, b.owner, p.ID, "github", 0)
@@ -185,7 +195,7 @@ func TestQueueFullIsReevaluated(t *testing.T) {
 	if _, err := b.queue.RequestCancel(ctx, b.owner, queued[len(queued)-1]); err != nil {
 		t.Fatal(err)
 	}
-	res, err = w.Deliver(ctx, p.ID, "github", pl)
+	res, err = deliver(ctx, w, p.ID, "github", pl)
 	if err != nil || res.Outcome != forge.OutcomeAccepted || res.RunID == nil || res.Replayed {
 		t.Fatalf("after freeing a slot: %v %+v", err, res)
 	}
@@ -197,7 +207,7 @@ func TestQueueFullIsReevaluated(t *testing.T) {
 	if _, err := b.queue.RequestCancel(ctx, b.owner, queued[len(queued)-2]); err != nil {
 		t.Fatal(err)
 	}
-	again, err := w.Deliver(ctx, p.ID, "github", pl)
+	again, err := deliver(ctx, w, p.ID, "github", pl)
 	if err != nil || !again.Replayed || again.RunID == nil || *again.RunID != *res.RunID {
 		t.Fatalf("resend of accepted: %v %+v", err, again)
 	}
@@ -222,7 +232,7 @@ func TestTenConcurrentCopiesMakeOneRun(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			<-start
-			results[i], errs[i] = w.Deliver(context.Background(), p.ID, "gitlab", pl)
+			results[i], errs[i] = deliver(context.Background(), w, p.ID, "gitlab", pl)
 		}()
 	}
 	close(start)
@@ -312,7 +322,7 @@ func TestWebhookCRUDRules(t *testing.T) {
 	if m, err := w.VerificationMaterial(ctx, p.ID, "github"); err != nil || m.Enabled || string(m.Secrets.Secret) != mine {
 		t.Fatalf("disabled material: %v", err)
 	}
-	if _, err := w.Deliver(ctx, p.ID, "github", push(forge.GitHub, "x", "main", shaA)); err != domain.ErrWebhookDisabled {
+	if _, err := deliver(ctx, w, p.ID, "github", push(forge.GitHub, "x", "main", shaA)); err != domain.ErrWebhookDisabled {
 		t.Fatalf("disabled deliver: %v", err)
 	}
 	if n := countRows(t, b, "project_webhook_deliveries", "true"); n != 0 {
@@ -356,7 +366,17 @@ func TestWebhookCRUDRules(t *testing.T) {
 	if m, _ := w.VerificationMaterial(ctx, p.ID, "gitlab"); m.Secrets.SigningToken != "" {
 		t.Fatal("signing token kept after turning it off")
 	}
-	// Delete: the row and its secret go; the route then says not configured.
+	// Delete: the row and its secret go; the route then says not configured,
+	// and a delivery verified just before is refused by Deliver.
+	re, err := w.Put(ctx, b.owner, p.ID, "github", domain.WebhookInput{Enabled: boolp(true)})
+	if err != nil || re.Created {
+		t.Fatalf("enable again: %v", err)
+	}
+	mBefore, err := w.VerificationMaterial(ctx, p.ID, "github")
+	if err != nil {
+		t.Fatal(err)
+	}
+	verifiedBeforeDelete := mBefore.Verification()
 	if err := w.Delete(ctx, &viewer, p.ID, "github"); !errors.Is(err, domain.ErrForbidden) {
 		t.Fatalf("viewer delete: %v", err)
 	}
@@ -369,7 +389,7 @@ func TestWebhookCRUDRules(t *testing.T) {
 	if _, err := w.VerificationMaterial(ctx, p.ID, "github"); err != domain.ErrWebhookNotConfigured {
 		t.Fatalf("deleted material: %v", err)
 	}
-	if _, err := w.Deliver(ctx, p.ID, "github", push(forge.GitHub, "y", "main", shaA)); err != domain.ErrWebhookNotConfigured {
+	if _, err := w.Deliver(ctx, verifiedBeforeDelete, push(forge.GitHub, "y", "main", shaA)); err != domain.ErrWebhookNotConfigured {
 		t.Fatalf("deleted deliver: %v", err)
 	}
 	if _, err := w.RotateSecret(ctx, b.owner, p.ID, "github"); code(err) != "webhook_not_found" {
@@ -449,21 +469,21 @@ func TestDeliveryRetention(t *testing.T) {
 	ctx := context.Background()
 	p := b.project(t, "old")
 	w, _ := b.webhook(t, p, "github")
-	if _, err := w.Deliver(ctx, p.ID, "github", forge.Payload{Provider: forge.GitHub, DeliveryID: "old", Kind: forge.KindPing, Event: "ping"}); err != nil {
+	if _, err := deliver(ctx, w, p.ID, "github", forge.Payload{Provider: forge.GitHub, DeliveryID: "old", Kind: forge.KindPing, Event: "ping"}); err != nil {
 		t.Fatal(err)
 	}
 	b.clock.Advance(48 * time.Hour)
-	if _, err := w.Deliver(ctx, p.ID, "github", forge.Payload{Provider: forge.GitHub, DeliveryID: "young", Kind: forge.KindPing, Event: "ping"}); err != nil {
+	if _, err := deliver(ctx, w, p.ID, "github", forge.Payload{Provider: forge.GitHub, DeliveryID: "young", Kind: forge.KindPing, Event: "ping"}); err != nil {
 		t.Fatal(err)
 	}
 	b.clock.Advance(25 * time.Hour) // "old" is 73 h old, "young" 25 h
 	// Past the window but not yet swept, an id is a new delivery again.
-	res, err := w.Deliver(ctx, p.ID, "github", push(forge.GitHub, "old", "main", shaA))
+	res, err := deliver(ctx, w, p.ID, "github", push(forge.GitHub, "old", "main", shaA))
 	if err != nil || res.Replayed || res.Outcome != forge.OutcomeAccepted {
 		t.Fatalf("expired id: %v %+v", err, res)
 	}
 	b.clock.Advance(73 * time.Hour)
-	if _, err := w.Deliver(ctx, p.ID, "github", forge.Payload{Provider: forge.GitHub, DeliveryID: "new", Kind: forge.KindPing, Event: "ping"}); err != nil {
+	if _, err := deliver(ctx, w, p.ID, "github", forge.Payload{Provider: forge.GitHub, DeliveryID: "new", Kind: forge.KindPing, Event: "ping"}); err != nil {
 		t.Fatal(err)
 	}
 	n, err := w.DeleteExpiredDeliveries(ctx)
@@ -473,5 +493,71 @@ func TestDeliveryRetention(t *testing.T) {
 	ds, _ := w.ListDeliveries(ctx, b.owner, p.ID, "", 0)
 	if len(ds) != 1 || ds[0].DeliveryID != "new" {
 		t.Fatalf("left: %+v", ds)
+	}
+}
+
+// TestDeliveryVerifiedWithARotatedSecretIsRefused: material cached by one
+// process goes stale when another rotates the secret. A delivery verified
+// with it is refused under the lock and records nothing; the stale copy is
+// dropped, and the stored secret is used from then on.
+func TestDeliveryVerifiedWithARotatedSecretIsRefused(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	p := b.project(t, "stale")
+	w, first := b.webhook(t, p, "github")
+	other := domain.NewWebhooks(b.store, b.queue) // another process: its own cache
+
+	if m, err := w.CachedVerificationMaterial(ctx, p.ID, "github"); err != nil || m.Cached() || string(m.Secrets.Secret) != first {
+		t.Fatalf("first read: %v cached=%t", err, m.Cached())
+	}
+	rot, err := other.RotateSecret(ctx, b.owner, p.ID, "github")
+	if err != nil {
+		t.Fatal(err)
+	}
+	stale, err := w.CachedVerificationMaterial(ctx, p.ID, "github")
+	if err != nil || !stale.Cached() || string(stale.Secrets.Secret) != first {
+		t.Fatalf("cached read: %v cached=%t", err, stale.Cached())
+	}
+	if _, err := w.Deliver(ctx, stale.Verification(), push(forge.GitHub, "stale-1", "main", shaA)); err != domain.ErrStaleMaterial {
+		t.Fatalf("delivery verified with the rotated secret: %v", err)
+	}
+	if n := countRows(t, b, "project_webhook_deliveries", "true") + countRows(t, b, "project_runs", "true"); n != 0 {
+		t.Fatalf("a stale verification recorded %d rows", n)
+	}
+	fresh, err := w.CachedVerificationMaterial(ctx, p.ID, "github")
+	if err != nil || fresh.Cached() || string(fresh.Secrets.Secret) != rot.Secrets.Secret {
+		t.Fatalf("after the refusal: %v cached=%t", err, fresh.Cached())
+	}
+	res, err := w.Deliver(ctx, fresh.Verification(), push(forge.GitHub, "stale-1", "main", shaA))
+	if err != nil || res.Outcome != forge.OutcomeAccepted {
+		t.Fatalf("with the stored secret: %v %+v", err, res)
+	}
+	// The same secret re-created elsewhere is sealed anew: still stale.
+	cached, _ := w.CachedVerificationMaterial(ctx, p.ID, "github")
+	mine := rot.Secrets.Secret
+	if err := other.Delete(ctx, b.owner, p.ID, "github"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := other.Put(ctx, b.owner, p.ID, "github", domain.WebhookInput{Enabled: boolp(true), Secret: &mine}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Deliver(ctx, cached.Verification(), push(forge.GitHub, "stale-2", "main", shaA)); err != domain.ErrStaleMaterial {
+		t.Fatalf("verified before the webhook was re-created: %v", err)
+	}
+	// A process's own writes drop its cached copies at once.
+	if _, err := w.CachedVerificationMaterial(ctx, p.ID, "github"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.RotateSecret(ctx, b.owner, p.ID, "github"); err != nil {
+		t.Fatal(err)
+	}
+	if m, _ := w.CachedVerificationMaterial(ctx, p.ID, "github"); m.Cached() {
+		t.Fatal("this process's rotation left its cached copy")
+	}
+	// Nothing unverified is delivered.
+	var de *domain.Error
+	if _, err := w.Deliver(ctx, domain.Verification{}, push(forge.GitHub, "stale-3", "main", shaA)); !errors.As(err, &de) || de.Code != "unverified_delivery" {
+		t.Fatalf("zero verification: %v", err)
 	}
 }

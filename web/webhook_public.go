@@ -71,19 +71,10 @@ func (s *Server) webhookDeliver(c echo.Context) error {
 	if err != nil {
 		return refuse(c, http.StatusNotFound, "not_found", "project not found")
 	}
-	ctx := req.Context()
-	m, err := s.Webhooks.VerificationMaterial(ctx, projectID, string(provider))
-	if err != nil {
-		return s.deliveryRefusal(c, err)
+	v, done, err := s.verifyDelivery(c, projectID, provider, body, false)
+	if done || err != nil {
+		return err
 	}
-	if err := forge.Verify(provider, req.Header, body, m.Secrets, time.Now()); err != nil {
-		// forge's reasons name headers, never secrets or signatures.
-		return refuse(c, http.StatusUnauthorized, "invalid_signature", "the delivery could not be verified: "+reason(err))
-	}
-	if !m.Enabled {
-		return s.deliveryRefusal(c, domain.ErrWebhookDisabled)
-	}
-	m = domain.Material{} // the secret's job is done; drop our reference
 	payload, err := forge.Normalize(provider, req.Header, body)
 	if err != nil {
 		switch {
@@ -99,7 +90,15 @@ func (s *Server) webhookDeliver(c echo.Context) error {
 			return err
 		}
 	}
-	res, err := s.Webhooks.Deliver(ctx, projectID, string(provider), payload)
+	res, err := s.Webhooks.Deliver(req.Context(), v, payload)
+	if errors.Is(err, domain.ErrStaleMaterial) {
+		// The secrets it was verified with were rotated away meanwhile (a
+		// cached copy): verify again with what the webhook holds now.
+		if v, done, err = s.verifyDelivery(c, projectID, provider, body, true); done || err != nil {
+			return err
+		}
+		res, err = s.Webhooks.Deliver(req.Context(), v, payload)
+	}
 	if errors.Is(err, domain.ErrWebhookQueueFull) {
 		c.Response().Header().Set("Retry-After", "60")
 		return c.JSON(http.StatusServiceUnavailable, deliveryAnswer{Outcome: string(forge.OutcomeQueueFull),
@@ -112,6 +111,37 @@ func (s *Server) webhookDeliver(c echo.Context) error {
 		c.Response().Header().Set("Anvil-Delivery-Replayed", "true")
 	}
 	return c.JSON(http.StatusOK, deliveryAnswer{Outcome: string(res.Outcome), RunID: res.RunID})
+}
+
+// verifyDelivery verifies a delivery's raw bytes with the webhook's
+// material: 404 for an unknown project, 401 for a missing webhook or a
+// signature that does not verify, 403 for a disabled webhook (told only to a
+// caller who proved the secret). done means the answer has been written.
+// The secrets are dropped here; only their Verification goes on. Material
+// comes from the domain's short-lived cache unless fresh; a delivery that
+// does not verify with cached material is tried once more with fresh
+// material (the secret may have been rotated by another process).
+func (s *Server) verifyDelivery(c echo.Context, projectID uuid.UUID, provider forge.Provider, body []byte, fresh bool) (domain.Verification, bool, error) {
+	req := c.Request()
+	load := s.Webhooks.CachedVerificationMaterial
+	if fresh {
+		load = s.Webhooks.VerificationMaterial
+	}
+	m, err := load(req.Context(), projectID, string(provider))
+	if err != nil {
+		return domain.Verification{}, true, s.deliveryRefusal(c, err)
+	}
+	if err := forge.Verify(provider, req.Header, body, m.Secrets, time.Now()); err != nil {
+		if m.Cached() {
+			return s.verifyDelivery(c, projectID, provider, body, true)
+		}
+		// forge's reasons name headers, never secrets or signatures.
+		return domain.Verification{}, true, refuse(c, http.StatusUnauthorized, "invalid_signature", "the delivery could not be verified: "+reason(err))
+	}
+	if !m.Enabled {
+		return domain.Verification{}, true, s.deliveryRefusal(c, domain.ErrWebhookDisabled)
+	}
+	return m.Verification(), false, nil
 }
 
 // deliveryRefusal answers the domain's refusals of a delivery.

@@ -20,6 +20,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+
+	"anvil/domain"
 )
 
 const (
@@ -486,6 +488,54 @@ func TestWebhookCRUDThroughTheAPI(t *testing.T) {
 	again := b.createHook(t, p, "github", nil)
 	if again.secret == h.secret || again.secret == newSecret {
 		t.Fatal("re-created webhook reused a secret")
+	}
+}
+
+// TestWebhookRotatedByAnotherProcess: the route verifies with sealed
+// secrets cached for a minute, and another process (a second `anvil serve`)
+// rotates the secret behind its back. The old secret stops verifying at
+// once and the new one works at once, whichever arrives first.
+func TestWebhookRotatedByAnotherProcess(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	p := b.newProject(t, "elsewhere", "main")
+	h := b.createHook(t, p, "github", nil)
+	body := pushBody("refs/heads/main", shaPrev, shaMain)
+	if a := b.send(t, h, delivery{event: "push", id: "before", body: body, sign: true}); a.status != 200 {
+		t.Fatalf("first delivery: %d %v", a.status, a.body)
+	}
+	other := domain.NewServices(b.db.Bun, b.db.Pool, b.keys, nil, domain.Options{})
+	owner, err := b.accounts.Authenticate(ctx, b.owner.Token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rotate := func() hook {
+		t.Helper()
+		res, err := other.Webhooks.RotateSecret(ctx, owner, uuid.MustParse(p), "github")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return hook{project: p, provider: "github", secret: res.Secrets.Secret}
+	}
+	// The old secret first: it verifies with the cached copy, and is refused.
+	second := rotate()
+	if a := b.send(t, h, delivery{event: "push", id: "old-after-rotation", body: body, sign: true}); a.status != 401 || a.body["error"] != "invalid_signature" {
+		t.Fatalf("old secret after another process rotated: %d %v", a.status, a.body)
+	}
+	if a := b.send(t, second, delivery{event: "push", id: "new-after-rotation", body: body, sign: true}); a.status != 200 || a.body["outcome"] != "accepted" {
+		t.Fatalf("new secret: %d %v", a.status, a.body)
+	}
+	// The new secret first: it fails the cached copy, then verifies.
+	third := rotate()
+	if a := b.send(t, third, delivery{event: "push", id: "newest-first", body: body, sign: true}); a.status != 200 || a.body["outcome"] != "accepted" {
+		t.Fatalf("newest secret with a stale cache: %d %v", a.status, a.body)
+	}
+	if a := b.send(t, second, delivery{event: "push", id: "second-after-third", body: body, sign: true}); a.status != 401 {
+		t.Fatalf("rotated-away secret: %d %v", a.status, a.body)
+	}
+	if n := b.count(t, "project_webhook_deliveries", "delivery_id IN ('old-after-rotation', 'second-after-third')"); n != 0 {
+		t.Fatalf("refused deliveries recorded %d rows", n)
 	}
 }
 
