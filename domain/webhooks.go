@@ -538,9 +538,11 @@ func (w *Webhooks) CachedVerificationMaterial(ctx context.Context, projectID uui
 	}
 	key, now := sealKey{projectID, p}, time.Now()
 	if sealed, ok := w.seals.get(key, now); ok {
-		m, err := w.open(projectID, p, true, sealed)
-		m.cached = err == nil
-		return m, err
+		if m, err := w.open(projectID, p, true, sealed); err == nil {
+			m.cached = true
+			return m, nil
+		}
+		w.seals.drop(key) // what the row holds now decides
 	}
 	return w.loadMaterial(ctx, key, now)
 }
