@@ -108,7 +108,7 @@ func (f *Feed) prepare(raw json.RawMessage, snd *FeedSender, ipHash string) (p p
 	if err := f.scrub(&ev); err != nil {
 		return p, &event.Rejection{EventID: id, ReasonCode: event.RedactionFailed, Message: err.Error()}
 	}
-	payload, err := json.Marshal(&ev)
+	payload, err := event.Marshal(&ev)
 	if err != nil {
 		return p, &event.Rejection{EventID: id, ReasonCode: event.InternalError, Message: "the event could not be encoded for storage"}
 	}
