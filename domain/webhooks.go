@@ -15,8 +15,8 @@ import (
 
 // Webhooks owns webhook configuration, secret custody and the delivery
 // ledger (seed 000 §7–11). The web tier verifies raw deliveries with the
-// material VerificationMaterial hands it in memory, and then calls Deliver
-// with the verified, normalized payload only.
+// material (Cached)VerificationMaterial hands it in memory, and then calls
+// Deliver with the verified, normalized payload and the Verification only.
 type Webhooks struct {
 	s     *Store
 	queue *Queue
