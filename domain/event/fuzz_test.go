@@ -153,3 +153,23 @@ func FuzzValidJSON(f *testing.F) {
 		}
 	})
 }
+
+// FuzzJSONString holds jsonString's shortcut to encoding/json.
+func FuzzJSONString(f *testing.F) {
+	for _, s := range []string{`"f4b1a0c2-0f4a-4a1e-9d7a-2b6c5d8e1f30"`, `"1.0"`, `""`, `"a\"b"`, `"\u0041"`, "\"\xff\"", `"x`, `x"`, `"a"b"`, `"` + "\t" + `"`, `42`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		var want *string
+		if len(raw) > 0 && raw[0] == '"' {
+			var s string
+			if json.Unmarshal(raw, &s) == nil {
+				want = &s
+			}
+		}
+		got := jsonString(raw)
+		if (got == nil) != (want == nil) || (got != nil && *got != *want) {
+			t.Fatalf("jsonString(%q) = %v, encoding/json %v", raw, got, want)
+		}
+	})
+}

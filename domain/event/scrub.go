@@ -406,7 +406,7 @@ func scrubText(s string) string {
 	if containsFold(s, "basic") {
 		s = maskBasic(s)
 	}
-	if len(s) >= 20 && containsAny(s, keyLiterals) {
+	if len(s) >= 20 && mayHoldKey(s) {
 		s = keyRe.ReplaceAllLiteralString(s, filtered)
 	}
 	if digits >= 15 {
@@ -421,10 +421,22 @@ func scrubText(s string) string {
 	return s
 }
 
-func containsAny(s string, subs []string) bool {
-	for _, sub := range subs {
-		if strings.Contains(s, sub) {
-			return true
+// keyLiteralsByFirst is keyLiterals by their first byte.
+var keyLiteralsByFirst = func() (t [256][]string) {
+	for _, l := range keyLiterals {
+		t[l[0]] = append(t[l[0]], l)
+	}
+	return t
+}()
+
+// mayHoldKey reports whether s contains one of keyLiterals, in one pass
+// over s rather than one per literal.
+func mayHoldKey(s string) bool {
+	for i := 0; i < len(s); i++ {
+		for _, l := range keyLiteralsByFirst[s[i]] {
+			if strings.HasPrefix(s[i:], l) {
+				return true
+			}
 		}
 	}
 	return false

@@ -253,3 +253,23 @@ func TestValidatedDeepBagScrubs(t *testing.T) {
 		t.Fatalf("secret survived")
 	}
 }
+
+// FuzzMayHoldKey holds the one-pass literal scan to the plain one.
+func FuzzMayHoldKey(f *testing.F) {
+	for _, l := range keyLiterals {
+		f.Add("xx " + l + " yy")
+	}
+	f.Add("")
+	f.Add("g")
+	f.Add("k_live")
+	f.Add("AKI")
+	f.Fuzz(func(t *testing.T, s string) {
+		want := false
+		for _, l := range keyLiterals {
+			want = want || strings.Contains(s, l)
+		}
+		if got := mayHoldKey(s); got != want {
+			t.Fatalf("mayHoldKey(%q) = %t, want %t", s, got, want)
+		}
+	})
+}

@@ -288,11 +288,30 @@ func jsonString(raw json.RawMessage) *string {
 	if len(raw) == 0 || raw[0] != '"' {
 		return nil
 	}
+	if s, ok := plainJSONString(raw); ok {
+		return &s
+	}
 	var s string
 	if json.Unmarshal(raw, &s) != nil {
 		return nil
 	}
 	return &s
+}
+
+// plainJSONString is the value of a JSON string of printable ASCII without
+// escapes (an event id, a version) — what encoding/json would decode it to,
+// without its machinery. ok is false for any other input.
+func plainJSONString(raw []byte) (string, bool) {
+	n := len(raw)
+	if n < 2 || raw[0] != '"' || raw[n-1] != '"' {
+		return "", false
+	}
+	for _, c := range raw[1 : n-1] {
+		if c < 0x20 || c >= utf8.RuneSelf || c == '"' || c == '\\' {
+			return "", false
+		}
+	}
+	return string(raw[1 : n-1]), true
 }
 
 func reject(id *string, code, msg string) *Rejection {
