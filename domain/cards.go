@@ -87,7 +87,10 @@ type Card struct {
 	Source    string         `json:"source"`
 	Incidents []CardIncident `json:"incidents"`
 	External  bool           `json:"external"`
-	UpdatedAt *time.Time     `json:"updated_at"`
+	// ConfigID names the external producer's config (its ingest URL), when
+	// the card is handed to one.
+	ConfigID  *uuid.UUID `json:"config_id,omitempty"`
+	UpdatedAt *time.Time `json:"updated_at"`
 }
 
 // RefreshCardAgainArgs is the follow-up refresh of a project's card. River
@@ -204,6 +207,10 @@ type cardRow struct {
 
 func (r *cardRow) card() (*Card, error) {
 	out := &Card{Source: r.Source, External: r.External, Incidents: []CardIncident{}}
+	if r.External {
+		id := r.ConfigID
+		out.ConfigID = &id
+	}
 	u := r.UpdatedAt.UTC()
 	out.UpdatedAt = &u
 	if err := json.Unmarshal(r.Incidents, &out.Incidents); err != nil {

@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/google/uuid"
+	"github.com/playwright-community/playwright-go"
 
 	"anvil/jobs/jobstest"
 )
@@ -116,4 +117,23 @@ func TestFeedCurlJourney(t *testing.T) {
 	row := page.Locator("[data-testid=incident-row]")
 	must(t, expect.Locator(row).ToContainText("NullPointerException in CheckoutService"), "incident in the inbox")
 	screenshot(t, page, "inbox")
+
+	// Hand the production card to an external producer on the same page
+	// (confirming), run its curl example as printed, and find the
+	// producer's incident on the dashboard.
+	page.OnDialog(func(d playwright.Dialog) { _ = d.Accept() })
+	gotoPage(t, page, s.URL+"/projects/"+pid+"/feed")
+	must(t, testID(page, "card-hand-over").Click(), "hand the card over")
+	cardCurl := testID(page, "card-curl")
+	must(t, expect.Locator(cardCurl).ToContainText("anv_dsh_"), "card curl example with the token")
+	screenshot(t, page, "card-handed-over")
+	cmd, err = cardCurl.TextContent()
+	must(t, err, "card curl example")
+	out, err = exec.Command("bash", "-c", cmd+" -w '%{http_code}'").CombinedOutput()
+	if err != nil || !strings.HasSuffix(strings.TrimSpace(string(out)), "204") {
+		t.Fatalf("card curl example: %v\n%s", err, out)
+	}
+	gotoPage(t, page, s.URL+"/")
+	must(t, expect.Locator(page.Locator("[data-testid=card-incident]")).ToContainText("Checkout fails for gold customers"), "the producer's incident on the dashboard")
+	screenshot(t, page, "external-card")
 }

@@ -3,8 +3,10 @@ package web
 import (
 	"errors"
 	"net/http"
+	"net/url"
 	"strings"
 
+	"github.com/google/uuid"
 	"github.com/labstack/echo/v4"
 
 	"anvil/domain"
@@ -43,7 +45,55 @@ func (s *Server) feedProps(c echo.Context) (views.FeedProps, error) {
 	for _, b := range bs {
 		props.Bindings = append(props.Bindings, views.FeedBindingRow{Environment: b.Environment, RepairPolicy: b.RepairPolicy})
 	}
+	card, err := s.Cards.Get(ctx, p.OrgID, id)
+	if err != nil {
+		return views.FeedProps{}, err
+	}
+	if card.External && card.ConfigID != nil {
+		props.Card = views.FeedCardProps{External: true, IngestURL: s.cardIngestURL(p.OrgSlug, *card.ConfigID)}
+	}
 	return props, nil
+}
+
+// cardIngestURL is where an external producer replaces a card.
+func (s *Server) cardIngestURL(orgSlug string, configID uuid.UUID) string {
+	return strings.TrimRight(s.opts.PublicURL, "/") + "/api/ingest/dashboard/" + url.PathEscape(orgSlug) + "/" + configID.String() + "/incidents"
+}
+
+// feedCardSubmit hands the project's production card to an external
+// producer (a fresh token, shown once; an earlier one stops working) or
+// back to the incident store: the card section alone under htmx, the page
+// without.
+func (s *Server) feedCardSubmit(c echo.Context) error {
+	id, err := pathUUID(c, "projectId", "project")
+	if err != nil {
+		return err
+	}
+	var external bool
+	switch c.FormValue("external") {
+	case "true":
+		external = true
+	case "false":
+	default:
+		return domain.Invalid("invalid_external", `"external" must be true (hand the card to an external producer) or false (back to the incident store)`)
+	}
+	p := principal(c)
+	cfg, err := s.Cards.SetExternal(c.Request().Context(), p, id, external)
+	if err != nil {
+		return err
+	}
+	props, err := s.feedProps(c)
+	if err != nil {
+		return err
+	}
+	if cfg.Token != "" {
+		props.Card = views.FeedCardProps{External: true, IngestURL: s.cardIngestURL(p.OrgSlug, cfg.ConfigID), NewToken: cfg.Token}
+		c.Response().Header().Set("Cache-Control", "no-store")
+	}
+	if isHTMX(c) {
+		return Render(c, http.StatusOK, views.FeedCardSection(props))
+	}
+	return Render(c, http.StatusOK, views.FeedPage(props))
 }
 
 // feedPage: GET /projects/:projectId/feed.

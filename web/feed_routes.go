@@ -41,4 +41,5 @@ func (s *Server) registerFeed(e *echo.Echo, pages, api *echo.Group) {
 	pages.POST("/projects/:projectId/feed/connections/:connectionId/revoke", s.feedConnectionRevokeSubmit)
 	pages.POST("/projects/:projectId/feed/bindings", s.feedBindingSubmit)
 	pages.POST("/projects/:projectId/feed/bindings/delete", s.feedBindingDeleteSubmit)
+	pages.POST("/projects/:projectId/feed/card", s.feedCardSubmit)
 }

@@ -10,6 +10,7 @@ import (
 	"io"
 	"net/http"
 	"net/netip"
+	"net/url"
 	"regexp"
 	"strings"
 	"testing"
@@ -855,5 +856,107 @@ func TestFeedPage(t *testing.T) {
 	_, body = br.get("/projects/" + f.projectID + "/feed")
 	if !strings.Contains(body, `data-testid="connection-revoked"`) {
 		t.Fatal("revoked connection not shown as revoked")
+	}
+}
+
+// TestFeedPageProductionCard: the feed page hands the production card to
+// an external producer (URL, token once and a curl example that works as
+// printed), issues a new token, and takes the card back; viewers only read.
+func TestFeedPageProductionCard(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	f := newFeedFix(t, b)
+	page := "/projects/" + f.projectID + "/feed"
+	br := b.browser(t)
+	br.login("owner@acme.test", testPassword)
+	_, body := br.get(page)
+	if !strings.Contains(body, `data-testid="feed-card"`) || !strings.Contains(body, "incident store") || !strings.Contains(body, `data-testid="card-hand-over"`) {
+		t.Fatal("the card section does not offer the hand-over")
+	}
+	csrf := br.csrf(page)
+	if res, _ := br.post(page+"/card", map[string][]string{"external": {"true"}}); res.StatusCode != 403 {
+		t.Fatalf("without CSRF: %d", res.StatusCode)
+	}
+	if res, _ := br.post(page+"/card", map[string][]string{"_csrf": {csrf}, "external": {"maybe"}}); res.StatusCode != 422 {
+		t.Fatalf("external=maybe: %d", res.StatusCode)
+	}
+	res, body := br.post(page+"/card", map[string][]string{"_csrf": {csrf}, "external": {"true"}})
+	tok := regexp.MustCompile(`anv_dsh_[0-9A-Za-z]{32}`).FindString(body)
+	ingest := regexp.MustCompile(`http://anvil\.test/api/ingest/dashboard/acme/[0-9a-f-]{36}/incidents`).FindString(body)
+	if res.StatusCode != 200 || tok == "" || ingest == "" || res.Header.Get("Cache-Control") != "no-store" || !strings.Contains(body, `data-copy="#card-token"`) {
+		t.Fatalf("hand-over: %d token=%q url=%q", res.StatusCode, tok, ingest)
+	}
+	// The curl example works as printed.
+	m := regexp.MustCompile(`(?s)-d (?:'|&#39;)(\{.*?\})(?:'|&#39;)</pre>`).FindStringSubmatch(body)
+	if m == nil || !strings.Contains(body, "curl -sS -X PUT "+ingest) || !strings.Contains(body, "Authorization: Bearer "+tok) {
+		t.Fatal("no usable curl example")
+	}
+	example := strings.NewReplacer("&#34;", `"`, "&quot;", `"`, "&amp;", "&", "&#39;", "'", "&lt;", "<", "&gt;", ">").Replace(m[1])
+	put := func(token string) int {
+		t.Helper()
+		req, _ := http.NewRequest("PUT", b.srv.URL+strings.TrimPrefix(ingest, "http://anvil.test"), strings.NewReader(example))
+		req.Header.Set("Authorization", "Bearer "+token)
+		req.Header.Set("Content-Type", "application/json")
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		return res.StatusCode
+	}
+	if st := put(tok); st != http.StatusNoContent {
+		t.Fatalf("the example's PUT: %d", st)
+	}
+	if st, card := b.api(t, b.owner.Token, "GET", "/api/private/projects/"+f.projectID+"/card", nil); st != 200 || card["external"] != true ||
+		len(card["incidents"].([]any)) != 1 || !strings.Contains(ingest, card["config_id"].(string)) {
+		t.Fatalf("card after the example: %d %v", st, card)
+	}
+	// Shown again: the URL, never the token.
+	_, body = br.get(page)
+	if !strings.Contains(body, ingest) || strings.Contains(body, tok) || !strings.Contains(body, `data-testid="card-take-back"`) {
+		t.Fatal("the external state is not shown, or the token is")
+	}
+	// A new token (htmx: the section alone) retires the old one.
+	hx := func(external string) (int, string) {
+		t.Helper()
+		req, _ := http.NewRequest("POST", b.srv.URL+page+"/card", strings.NewReader(url.Values{"_csrf": {csrf}, "external": {external}}.Encode()))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		req.Header.Set("HX-Request", "true")
+		res, err := br.c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		raw, _ := io.ReadAll(res.Body)
+		return res.StatusCode, string(raw)
+	}
+	st, section := hx("true")
+	fresh := regexp.MustCompile(`anv_dsh_[0-9A-Za-z]{32}`).FindString(section)
+	if st != 200 || strings.Contains(section, "<html") || !strings.HasPrefix(strings.TrimSpace(section), `<section id="feed-card"`) || fresh == "" || fresh == tok {
+		t.Fatalf("new token: %d %q", st, section)
+	}
+	if put(tok) != 401 || put(fresh) != http.StatusNoContent {
+		t.Fatal("the old token still works, or the new one does not")
+	}
+	// Taking it back retires the token and shows the incident store again.
+	if st, section = hx("false"); st != 200 || !strings.Contains(section, "incident store") || strings.Contains(section, "anv_dsh_") {
+		t.Fatalf("take back: %d %q", st, section)
+	}
+	if put(fresh) != 401 {
+		t.Fatal("the token works after the card was taken back")
+	}
+	// A viewer sees the source and no forms, and cannot post.
+	owner, _ := b.accounts.Authenticate(context.Background(), b.owner.Token)
+	if _, err := b.accounts.AddMember(context.Background(), owner, "viewer@acme.test", testPassword, "viewer"); err != nil {
+		t.Fatal(err)
+	}
+	vb := b.browser(t)
+	vb.login("viewer@acme.test", testPassword)
+	_, body = vb.get(page)
+	if !strings.Contains(body, `data-testid="card-source"`) || strings.Contains(body, `data-testid="card-hand-over"`) {
+		t.Fatal("a viewer is offered the hand-over")
+	}
+	if res, _ := vb.post(page+"/card", map[string][]string{"_csrf": {vb.csrf(page)}, "external": {"true"}}); res.StatusCode != 403 {
+		t.Fatalf("viewer hand-over: %d", res.StatusCode)
 	}
 }
