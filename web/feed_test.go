@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+
+	"anvil/domain/event"
 )
 
 // feedFix is a project with a connection and bindings.
@@ -29,7 +31,7 @@ type feedFix struct {
 
 // newFeedFix creates project "shop" with a connection and the bindings
 // production=observe, staging-off=off (plus any given env=policy pairs).
-func newFeedFix(t *testing.T, b *testBundle, bindings ...string) *feedFix {
+func newFeedFix(t testing.TB, b *testBundle, bindings ...string) *feedFix {
 	t.Helper()
 	st, p := b.api(t, b.owner.Token, "POST", "/api/private/projects", validProject("shop"))
 	if st != http.StatusCreated {
@@ -80,7 +82,7 @@ func (f *feedFix) send(t *testing.T, path, token string, body any, hdr ...string
 	return sendFeed(t, f.srv.URL, path, token, body, hdr...)
 }
 
-func sendFeed(t *testing.T, base, path, token string, body any, hdr ...string) feedResp {
+func sendFeed(t testing.TB, base, path, token string, body any, hdr ...string) feedResp {
 	t.Helper()
 	var raw []byte
 	if s, ok := body.(string); ok {
@@ -959,4 +961,85 @@ func TestFeedPageProductionCard(t *testing.T) {
 	if res, _ := vb.post(page+"/card", map[string][]string{"_csrf": {vb.csrf(page)}, "external": {"true"}}); res.StatusCode != 403 {
 		t.Fatalf("viewer hand-over: %d", res.StatusCode)
 	}
+}
+
+// FuzzFeedIngest posts arbitrary bodies to both ingest endpoints of a real
+// server on a real database: the answer is never a 5xx, always one the
+// contract names, and a 202 gives every element of the body exactly one
+// verdict — accepted ids echoed as the sender spelled them, rejections with
+// a reason of the closed set and a message.
+func FuzzFeedIngest(f *testing.F) {
+	opts := testOptions()
+	opts.FeedRatePerMin = 1 << 30 // the fuzzer sends far more than 600 a minute
+	fx := newFeedFix(f, setupWith(f, opts))
+	seed := func(v any) []byte {
+		raw, _ := json.Marshal(v)
+		return raw
+	}
+	id := "F4B1A0C2-0F4A-4A1E-9D7A-2B6C5D8E1F30"
+	f.Add(seed(ev(id)))
+	f.Add(seed([]any{ev(id), ev(strings.ToLower(id)), ev("not-a-uuid"), 42, nil, ev(newID(), func(m map[string]any) { m["environment"] = "quiet" })}))
+	f.Add(seed([]any{ev(newID(), func(m map[string]any) { m["environment"] = "nowhere" }), ev(newID(), func(m map[string]any) { m["schema_version"] = "2.0" })}))
+	f.Add(seed([]any{ev(newID(), func(m map[string]any) {
+		m["exception"] = map[string]any{"type": "X", "message": "Authorization: Bearer abc.def.ghi card 4111 1111 1111 1111"}
+		m["request"] = map[string]any{"url": "javascript:alert(1)"}
+		m["tags"] = map[string]any{"password": "hunter2"}
+	})}))
+	f.Add([]byte(`[`))
+	f.Add([]byte(`[{"event_id":"` + id + `"},]`))
+	f.Add([]byte("[{\"title\":\"\xff\"}]"))
+	f.Add([]byte(`{"event_id":{"nested":[1,2,3]}}`))
+	f.Add([]byte(`  [ ]  `))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		for _, path := range []string{single, batch} {
+			r := fx.send(t, path, fx.token, string(body))
+			switch r.Status {
+			case http.StatusAccepted:
+			case http.StatusBadRequest, http.StatusRequestEntityTooLarge:
+				if !json.Valid(r.Raw) {
+					t.Fatalf("%s: %d answered with a body that is not JSON: %q", path, r.Status, r.Raw)
+				}
+				continue
+			default:
+				t.Fatalf("%s: %d %s for %q", path, r.Status, r.Raw, body)
+			}
+			var elems []json.RawMessage
+			if path == single {
+				elems = []json.RawMessage{body}
+			} else if err := json.Unmarshal(body, &elems); err != nil {
+				t.Fatalf("batch: 202 for a body that is not an array: %q", body)
+			}
+			if len(r.Accept)+len(r.Rejects) != len(elems) {
+				t.Fatalf("%s: %d verdicts for %d events: %s", path, len(r.Accept)+len(r.Rejects), len(elems), r.Raw)
+			}
+			sent := map[string]bool{}
+			for _, e := range elems {
+				var v struct {
+					EventID any `json:"event_id"`
+				}
+				if json.Unmarshal(e, &v) == nil {
+					if s, ok := v.EventID.(string); ok {
+						sent[s] = true
+					}
+				}
+			}
+			for _, a := range r.Accept {
+				if !sent[a] {
+					t.Fatalf("%s: accepted %q, which was not sent as spelled", path, a)
+				}
+			}
+			for _, rej := range r.Rejects {
+				code, _ := rej["reason_code"].(string)
+				msg, _ := rej["message"].(string)
+				switch code {
+				case event.SchemaViolation, event.UnsupportedSchemaVersion, event.NoBinding, event.BindingDisabled, event.RedactionFailed:
+				default:
+					t.Fatalf("%s: reason %q outside the closed set (or internal): %s", path, code, r.Raw)
+				}
+				if msg == "" {
+					t.Fatalf("%s: a rejection without a message: %s", path, r.Raw)
+				}
+			}
+		}
+	})
 }

@@ -50,7 +50,7 @@ const testPassword = "correct horse battery"
 func setup(t *testing.T) *testBundle { return setupWith(t, testOptions()) }
 
 // setupWith is setup with other web options (not armed, other proxies).
-func setupWith(t *testing.T, opts web.Options) *testBundle {
+func setupWith(t testing.TB, opts web.Options) *testBundle {
 	t.Helper()
 	d := testdb.New(t)
 	keys, err := secret.NewKeyring(make32(1), nil)
@@ -87,7 +87,7 @@ func make32(seed byte) []byte {
 }
 
 // api calls the private API with a bearer token.
-func (b *testBundle) api(t *testing.T, token, method, path string, body any) (int, map[string]any) {
+func (b *testBundle) api(t testing.TB, token, method, path string, body any) (int, map[string]any) {
 	t.Helper()
 	var r io.Reader
 	switch v := body.(type) {
@@ -108,7 +108,7 @@ func (b *testBundle) api(t *testing.T, token, method, path string, body any) (in
 	return do(t, http.DefaultClient, req)
 }
 
-func do(t *testing.T, c *http.Client, req *http.Request) (int, map[string]any) {
+func do(t testing.TB, c *http.Client, req *http.Request) (int, map[string]any) {
 	t.Helper()
 	res, err := c.Do(req)
 	if err != nil {
