@@ -656,3 +656,38 @@ func feedEvent(id, title string) json.RawMessage {
 		"exception": map[string]any{"type": "E" + title, "message": "boom"}})
 	return raw
 }
+
+// TestEventsGoWithTheirIncidents: an incident's stored events are deleted
+// with it — directly, and when its project or organisation is deleted
+// (migration 12's trigger, in place of a per-row foreign key) — and no
+// other incident's events go with them.
+func TestEventsGoWithTheirIncidents(t *testing.T) {
+	t.Parallel()
+	ib := setupIncidents(t, domain.PolicyObserve)
+	ctx := context.Background()
+	a, bb := ib.send(t, "first fault"), ib.send(t, "second fault")
+	ib.send(t, "first fault")
+	count := func(where string, args ...any) int {
+		t.Helper()
+		n, err := ib.db.Bun.NewSelect().Table("feed_events").Where(where, args...).Count(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return int(n)
+	}
+	if count("incident_id = ?", a.ID) != 2 || count("incident_id = ?", bb.ID) != 1 {
+		t.Fatal("events not stored as expected")
+	}
+	if _, err := ib.db.Bun.NewRaw(`DELETE FROM incidents WHERE id = ?`, a.ID).Exec(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if count("incident_id = ?", a.ID) != 0 || count("incident_id = ?", bb.ID) != 1 {
+		t.Fatal("deleting an incident left its events, or took another's")
+	}
+	if _, err := ib.db.Bun.NewRaw(`DELETE FROM projects WHERE id = ?`, ib.proj.ID).Exec(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := count("true"); n != 0 {
+		t.Fatalf("deleting the project left %d events", n)
+	}
+}
