@@ -74,15 +74,6 @@ const queueStateSQL = `SELECT project_id, count(*) FILTER (WHERE position IS NOT
 	FROM project_runs WHERE project_id = ANY($1::uuid[]) AND state IN ` + openStates + `
 	GROUP BY project_id`
 
-// pgUUIDs is ids as a uuid[] parameter.
-func pgUUIDs(ids []uuid.UUID) []pgtype.UUID {
-	out := make([]pgtype.UUID, len(ids))
-	for i, id := range ids {
-		out[i] = pgUUID(id)
-	}
-	return out
-}
-
 // loadQueueStates reads the queue state of locked projects in one query.
 func loadQueueStates(ctx context.Context, tx bun.Tx, ids []uuid.UUID) (map[uuid.UUID]*queueState, error) {
 	rows, err := tx.Tx.QueryContext(ctx, queueStateSQL, pgUUIDs(ids))
@@ -236,27 +227,6 @@ func insertRunsStmt(runs []*Run) stmt {
 	}
 	return stmt{insertRunsSQL, []any{ids, projects, orgs, states, triggers, branches, shas, positions, triggeredBy,
 		providers, deliveries, incidents, jobs, syncs, queued, promoted, updated, StatusQueued}}
-}
-
-func pgUUIDPtr(id *uuid.UUID) pgtype.UUID {
-	if id == nil {
-		return pgtype.UUID{}
-	}
-	return pgUUID(*id)
-}
-
-func pgText(s *string) pgtype.Text {
-	if s == nil {
-		return pgtype.Text{}
-	}
-	return pgtype.Text{String: *s, Valid: true}
-}
-
-func pgInt8(v *int64) pgtype.Int8 {
-	if v == nil {
-		return pgtype.Int8{}
-	}
-	return pgtype.Int8{Int64: *v, Valid: true}
 }
 
 // healQueues promotes the projects that admit found stranded.

@@ -48,13 +48,14 @@ func (q *Queue) tryGroupFast(ctx context.Context, group []*acceptJob) error {
 		states map[uuid.UUID]*queueState
 		pos    *positions
 	)
+	projectIDs := pgUUIDs(ids)
 	reads := &pgx.Batch{}
 	reads.Queue("BEGIN")
-	reads.Queue(lockProjectsSQL, pgUUIDs(ids)).Query(func(r pgx.Rows) (err error) { byID, err = scanLockedProjects(r); return err })
-	reads.Queue(queueStateSQL, pgUUIDs(ids)).Query(func(r pgx.Rows) (err error) { states, err = scanQueueStates(r, ids); return err })
+	reads.Queue(lockProjectsSQL, projectIDs).Query(func(r pgx.Rows) (err error) { byID, err = scanLockedProjects(r); return err })
+	reads.Queue(queueStateSQL, projectIDs).Query(func(r pgx.Rows) (err error) { states, err = scanQueueStates(r, ids); return err })
 	reads.Queue(positionsSQL, len(group)).Query(func(r pgx.Rows) (err error) { pos, err = scanPositions(r); return err })
 	if len(lq.keys) > 0 {
-		reads.Queue(ledgerSQL, lq.args()...).Query(lq.scanRows)
+		reads.Queue(ledgerSQL, lq.args()...).Query(func(r pgx.Rows) error { return lq.scan(r) })
 	}
 	if err := c.SendBatch(ctx, reads).Close(); err != nil {
 		return fmt.Errorf("lock and read the group: %w", err)

@@ -1,6 +1,46 @@
 package domain
 
-import "anvil/db"
+import (
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"anvil/db"
+)
 
 func isNoRows(err error) bool                    { return db.IsNoRows(err) }
 func isUnique(err error, constraint string) bool { return db.IsUniqueViolation(err, constraint) }
+
+// Parameters for pgx, whose own types it encodes without reflection or a
+// detour through driver.Valuer and text: a nil pointer is NULL.
+
+func pgUUID(id uuid.UUID) pgtype.UUID { return pgtype.UUID{Bytes: id, Valid: true} }
+
+// pgUUIDs is ids as a uuid[] parameter.
+func pgUUIDs(ids []uuid.UUID) []pgtype.UUID {
+	out := make([]pgtype.UUID, len(ids))
+	for i, id := range ids {
+		out[i] = pgUUID(id)
+	}
+	return out
+}
+
+func pgUUIDPtr(id *uuid.UUID) pgtype.UUID {
+	if id == nil {
+		return pgtype.UUID{}
+	}
+	return pgUUID(*id)
+}
+
+func pgText(s *string) pgtype.Text {
+	if s == nil {
+		return pgtype.Text{}
+	}
+	return pgtype.Text{String: *s, Valid: true}
+}
+
+func pgInt8(v *int64) pgtype.Int8 {
+	if v == nil {
+		return pgtype.Int8{}
+	}
+	return pgtype.Int8{Int64: *v, Valid: true}
+}

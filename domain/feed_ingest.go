@@ -12,7 +12,6 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/uptrace/bun"
 
 	"anvil/domain/event"
@@ -366,8 +365,6 @@ func insertEvents(ctx context.Context, tx bun.Tx, raw rawConn, snd *FeedSender, 
 	}
 	return fresh, nil
 }
-
-func pgUUID(id uuid.UUID) pgtype.UUID { return pgtype.UUID{Bytes: id, Valid: true} }
 
 // afterBatch publishes the batch to live views. The production card's
 // refresh is enqueued by Ingest after the commit (see refreshCard).

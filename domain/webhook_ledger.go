@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/uptrace/bun"
 
@@ -68,10 +67,8 @@ const ledgerSQL = `SELECT u.ord, w.enabled, w.secret_enc, w.signing_token_enc, d
 
 // ledgerLookup is the ledger query of a group and the entries it fills.
 type ledgerLookup struct {
-	entries        groupLedger
-	keys           []ledgerKey // in query order
-	projects       []pgtype.UUID
-	providers, ids []string
+	entries groupLedger
+	keys    []ledgerKey // in query order
 }
 
 func ledgerQuery(group []*acceptJob) *ledgerLookup {
@@ -84,13 +81,15 @@ func ledgerQuery(group []*acceptJob) *ledgerLookup {
 		if l.entries[k] == nil {
 			l.entries[k] = &ledgerEntry{}
 			l.keys = append(l.keys, k)
-			l.projects, l.providers, l.ids = append(l.projects, pgUUID(k.project)), append(l.providers, k.provider), append(l.ids, k.id)
 		}
 	}
 	return l
 }
 
-func (l *ledgerLookup) args() []any { return []any{l.projects, l.providers, l.ids} }
+func (l *ledgerLookup) args() []any {
+	projects, providers, ids := keyArrays(l.keys)
+	return []any{projects, providers, ids}
+}
 
 // scan records the rows of ledgerSQL in their entries.
 func (l *ledgerLookup) scan(rows rowSource) error {
@@ -121,8 +120,6 @@ func (l *ledgerLookup) scan(rows rowSource) error {
 	}
 	return nil
 }
-
-func (l *ledgerLookup) scanRows(rows pgx.Rows) error { return l.scan(rows) }
 
 // loadLedger reads, for every delivery of the group, its webhook's state
 // and its ledger row (re-read under the lock: the webhook may have been

@@ -45,11 +45,11 @@ func (s *Server) feedProps(c echo.Context) (views.FeedProps, error) {
 	for _, b := range bs {
 		props.Bindings = append(props.Bindings, views.FeedBindingRow{Environment: b.Environment, RepairPolicy: b.RepairPolicy})
 	}
-	card, err := s.Cards.Get(ctx, p.OrgID, id)
+	cards, err := s.Cards.ForProjects(ctx, []uuid.UUID{pr.ID}) // Projects.Get has checked the organisation
 	if err != nil {
 		return views.FeedProps{}, err
 	}
-	if card.External && card.ConfigID != nil {
+	if card := cards[pr.ID]; card.External && card.ConfigID != nil {
 		props.Card = views.FeedCardProps{External: true, IngestURL: s.cardIngestURL(p.OrgSlug, *card.ConfigID)}
 	}
 	return props, nil

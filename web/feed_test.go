@@ -920,17 +920,7 @@ func TestFeedPageProductionCard(t *testing.T) {
 	}
 	// A new token (htmx: the section alone) retires the old one.
 	hx := func(external string) (int, string) {
-		t.Helper()
-		req, _ := http.NewRequest("POST", b.srv.URL+page+"/card", strings.NewReader(url.Values{"_csrf": {csrf}, "external": {external}}.Encode()))
-		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-		req.Header.Set("HX-Request", "true")
-		res, err := br.c.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer res.Body.Close()
-		raw, _ := io.ReadAll(res.Body)
-		return res.StatusCode, string(raw)
+		return br.htmx(page+"/card", csrf, url.Values{"external": {external}})
 	}
 	st, section := hx("true")
 	fresh := regexp.MustCompile(`anv_dsh_[0-9A-Za-z]{32}`).FindString(section)

@@ -165,6 +165,23 @@ func (br *browser) post(path string, form url.Values) (*http.Response, string) {
 	return res, string(raw)
 }
 
+// htmx posts form as htmx does (HX-Request, the CSRF token in
+// X-CSRF-Token) and returns the status and the body.
+func (br *browser) htmx(path, csrf string, form url.Values) (int, string) {
+	br.t.Helper()
+	req, _ := http.NewRequest("POST", br.base+path, strings.NewReader(form.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("HX-Request", "true")
+	req.Header.Set("X-CSRF-Token", csrf)
+	res, err := br.c.Do(req)
+	if err != nil {
+		br.t.Fatal(err)
+	}
+	defer res.Body.Close()
+	raw, _ := io.ReadAll(res.Body)
+	return res.StatusCode, string(raw)
+}
+
 // csrf reads the CSRF token from a page.
 func (br *browser) csrf(path string) string {
 	br.t.Helper()

@@ -748,19 +748,7 @@ func TestWebhookSettingsPage(t *testing.T) {
 		}
 	}
 	csrf := csrfRE.FindStringSubmatch(body)[1]
-	htmx := func(path string, form url.Values) (int, string) {
-		req, _ := http.NewRequest("POST", b.srv.URL+path, strings.NewReader(form.Encode()))
-		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-		req.Header.Set("HX-Request", "true")
-		req.Header.Set("X-CSRF-Token", csrf)
-		res, err := br.c.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer res.Body.Close()
-		raw, _ := io.ReadAll(res.Body)
-		return res.StatusCode, string(raw)
-	}
+	htmx := func(path string, form url.Values) (int, string) { return br.htmx(path, csrf, form) }
 	base := "/projects/" + p + "/webhooks/"
 	// Without the CSRF token nothing happens.
 	if res, _ := br.post(base+"gitlab", url.Values{}); res.StatusCode != http.StatusForbidden {
