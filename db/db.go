@@ -128,16 +128,3 @@ func IsUniqueViolation(err error, constraint string) bool {
 
 // IsNoRows reports whether err means the query matched nothing.
 func IsNoRows(err error) bool { return errors.Is(err, sql.ErrNoRows) }
-
-// PgxConn is the pgx connection under a driver connection of this package's
-// database/sql pool — what sql.Conn.Raw hands out — or nil for any other.
-// It is for what database/sql cannot say, such as COPY.
-func PgxConn(driverConn any) *pgx.Conn {
-	switch c := driverConn.(type) {
-	case inlinedConn:
-		return c.Conn.Conn()
-	case *stdlib.Conn:
-		return c.Conn()
-	}
-	return nil
-}

@@ -22,6 +22,11 @@ type Feed struct {
 	s     *Store
 	cards cardRefresher
 	comb  combiner
+	// copySlot lets one group of the process at a time COPY its events,
+	// and form itself while it waits (see storeGroup).
+	copySlot chan struct{}
+	// incidents remembers the incidents' ids (see incidentCache).
+	incidents incidentCache
 	// StoreTimeout bounds one ingest's storage: a store that hangs becomes
 	// a 503 the sender retries, never a request that waits for ever.
 	StoreTimeout time.Duration
@@ -34,10 +39,16 @@ type Feed struct {
 	// scrub is event.Scrub; a test seam, because no validated event makes
 	// the real scrubber give up (Validate already bounds what it cannot walk).
 	scrub func(*event.Event) error
+	// afterLookup, when set, runs inside a group's transaction right after
+	// its incidents were looked up (general: on the general path); a test
+	// seam for the races with other processes that the paths must survive.
+	afterLookup func(general bool)
 }
 
 // NewFeed builds the service.
-func NewFeed(s *Store) *Feed { return &Feed{s: s, StoreTimeout: 10 * time.Second, scrub: event.Scrub} }
+func NewFeed(s *Store) *Feed {
+	return &Feed{s: s, StoreTimeout: 10 * time.Second, scrub: event.Scrub, copySlot: make(chan struct{}, 1)}
+}
 
 // Repair policies of a binding (DESIGN.md §5).
 const (

@@ -3,21 +3,18 @@ package domain
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/rivertype"
 	"github.com/uptrace/bun"
 	"github.com/uptrace/bun/dialect/pgdialect"
 
-	"anvil/db"
 	"anvil/domain/secret"
 )
 
@@ -81,32 +78,6 @@ func (s *Store) publishAfter(ctx context.Context, commit func(ctx context.Contex
 		s.pub.publish(s, ev.payloads)
 	}
 	return err
-}
-
-// rawConn runs f on the pgx connection under an inConnTx transaction.
-type rawConn func(f func(*pgx.Conn) error) error
-
-// inConnTx is inTx on one connection held for the transaction, with raw to
-// reach that connection's pgx driver in between fn's statements: COPY, which
-// database/sql cannot express, then commits or rolls back with the rest.
-func (s *Store) inConnTx(ctx context.Context, fn func(ctx context.Context, tx bun.Tx, raw rawConn) error) error {
-	conn, err := s.DB.Conn(ctx)
-	if err != nil {
-		return err
-	}
-	defer conn.Close()
-	raw := func(f func(*pgx.Conn) error) error {
-		return conn.Raw(func(dc any) error {
-			pc := db.PgxConn(dc)
-			if pc == nil {
-				return errors.New("domain: the database driver is not pgx")
-			}
-			return f(pc)
-		})
-	}
-	return s.publishAfter(ctx, func(ctx context.Context) error {
-		return conn.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error { return fn(ctx, tx, raw) })
-	})
 }
 
 // WithProject is THE helper for every per-project mutation: one transaction

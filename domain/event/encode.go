@@ -13,12 +13,19 @@ import (
 // largest single cost of the ingest after decoding. The free-form maps
 // (enrichment, agent_context) and a timestamp encoding/json would refuse
 // go through encoding/json itself. FuzzMarshal holds the two together.
-func Marshal(e *Event) ([]byte, error) {
+func Marshal(e *Event) ([]byte, error) { return AppendMarshal(make([]byte, 0, 1024), e) }
+
+// AppendMarshal appends Marshal's encoding of e to b (the ingest writes it
+// straight into the event's COPY row). On an error b is lost.
+func AppendMarshal(b []byte, e *Event) ([]byte, error) {
 	ts, err := e.Timestamp.MarshalJSON()
 	if err != nil {
-		return json.Marshal(e) // its error, word for word
+		v, err := json.Marshal(e) // its error, word for word
+		if err != nil {
+			return nil, err
+		}
+		return append(b, v...), nil
 	}
-	b := make([]byte, 0, 1024)
 	b = append(b, `{"schema_version":`...)
 	b = appendString(b, e.SchemaVersion)
 	b = append(b, `,"event_id":`...)

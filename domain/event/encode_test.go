@@ -19,6 +19,12 @@ func sameAsEncodingJSON(t *testing.T, name string, e *Event) {
 	if !bytes.Equal(got, want) {
 		t.Fatalf("%s:\n got %s\nwant %s", name, got, want)
 	}
+	// AppendMarshal keeps what it appends to.
+	prefix := []byte("row:")
+	got, err = AppendMarshal(prefix, e)
+	if err == nil && !bytes.Equal(got, append([]byte("row:"), want...)) {
+		t.Fatalf("%s: AppendMarshal\n got %s\nwant row:%s", name, got, want)
+	}
 }
 
 func TestMarshalIsEncodingJSON(t *testing.T) {
