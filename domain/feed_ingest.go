@@ -190,8 +190,6 @@ type combiner struct {
 
 type projectQueue struct {
 	pending []*combineJob
-	waiting int           // the events of pending
-	arrived chan struct{} // a batch joined pending
 	leaders int
 }
 
@@ -199,7 +197,6 @@ type projectQueue struct {
 func (q *projectQueue) take() *combineJob {
 	j := q.pending[0]
 	q.pending = q.pending[1:]
-	q.waiting -= len(j.evs)
 	return j
 }
 
@@ -237,7 +234,7 @@ func (f *Feed) combine(ctx context.Context, snd *FeedSender, evs []prepared, now
 	}
 	q := c.queue[snd.ProjectID]
 	if q == nil {
-		q = &projectQueue{arrived: make(chan struct{}, 1)}
+		q = &projectQueue{}
 		c.queue[snd.ProjectID] = q
 	}
 	lead := q.leaders < maxLeaders
@@ -245,11 +242,6 @@ func (f *Feed) combine(ctx context.Context, snd *FeedSender, evs []prepared, now
 		q.leaders++
 	} else {
 		q.pending = append(q.pending, job)
-		q.waiting += len(evs)
-		select {
-		case q.arrived <- struct{}{}:
-		default:
-		}
 	}
 	c.mu.Unlock()
 	if !lead {
@@ -276,7 +268,6 @@ func (f *Feed) storeGroup(ctx context.Context, projectID uuid.UUID, q *projectQu
 		release = func() {}
 	}
 	c := &f.comb
-	f.linger(q, own, time.Now().Add(groupLinger))
 	c.mu.Lock()
 	group := []*combineJob{own}
 	n := len(own.evs)
@@ -314,38 +305,6 @@ func (f *Feed) storeGroup(ctx context.Context, projectID uuid.UUID, q *projectQu
 		return
 	}
 	q.take().done <- errLead
-}
-
-// groupLinger and minGroup: while another group of the project is being
-// stored, a group that may COPY but holds fewer than minGroup events waits
-// up to groupLinger for more batches to join it. Every group costs a
-// commit — a WAL flush — and statements of its own, and under load the
-// batches it waits for are already on their way; without load (no other
-// group) nobody waits.
-const (
-	groupLinger = 2 * time.Millisecond
-	minGroup    = 200
-)
-
-// linger waits, until deadline, for batches to join own's group (see
-// groupLinger).
-func (f *Feed) linger(q *projectQueue, own *combineJob, deadline time.Time) {
-	c := &f.comb
-	for {
-		c.mu.Lock()
-		enough := q.leaders < 2 || len(own.evs)+q.waiting >= minGroup
-		c.mu.Unlock()
-		wait := time.Until(deadline)
-		if enough || wait <= 0 {
-			return
-		}
-		t := time.NewTimer(wait)
-		select {
-		case <-q.arrived:
-		case <-t.C:
-		}
-		t.Stop()
-	}
 }
 
 // takeCopySlot waits for the process's copy slot, at most until ctx ends.
