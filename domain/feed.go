@@ -39,8 +39,9 @@ type Feed struct {
 	// scrub is event.Scrub; a test seam, because no validated event makes
 	// the real scrubber give up (Validate already bounds what it cannot walk).
 	scrub func(*event.Event) error
-	// afterLookup, when set, runs inside a group's transaction right after
-	// its incidents were looked up (general: on the general path); a test
+	// afterLookup, when set, runs right after a group has learnt its
+	// incidents' ids — looked up, or known from an earlier group — and
+	// before it stores its events (general: on the general path); a test
 	// seam for the races with other processes that the paths must survive.
 	afterLookup func(general bool)
 }
