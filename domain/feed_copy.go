@@ -29,9 +29,6 @@ type copyRow struct {
 	payloadAt  int // offset of the payload's JSON text (after jsonb's version byte)
 }
 
-// copyFieldCount is len(feedEventColumns), as COPY's binary tuple header.
-const copyFieldCount = 10
-
 // pgEpoch is Postgres's zero time: timestamps travel as microseconds since.
 var pgEpoch = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC).Unix() * 1_000_000
 
@@ -40,7 +37,7 @@ var pgEpoch = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC).Unix() * 1_000_000
 func encodeEventRow(org, project, conn uuid.UUID, key, fp string, ev *event.Event) (copyRow, error) {
 	b := make([]byte, 0, 1536)
 	var r copyRow
-	b = binary.BigEndian.AppendUint16(b, copyFieldCount)
+	b = binary.BigEndian.AppendUint16(b, uint16(len(feedEventColumns))) // the tuple's field count
 	b = appendCopyUUID(b, org)
 	b = appendCopyText(b, key)
 	b = appendCopyUUID(b, project)

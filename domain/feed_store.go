@@ -326,8 +326,12 @@ func liveNotice(snd *FeedSender) string {
 // attempt has been rolled back.
 var errSlowStore = errors.New("feed: the group needs the general path")
 
-// copyEventsSQL COPYs the rows encodeEventRow makes.
-var copyEventsSQL = `COPY feed_events (` + strings.Join(feedEventColumns, ", ") + `) FROM STDIN (FORMAT binary)`
+// copyEventsSQL COPYs the rows encodeEventRow makes; beginCopyEventsSQL
+// opens the transaction first, in the same round trip.
+var (
+	copyEventsSQL      = `COPY feed_events (` + strings.Join(feedEventColumns, ", ") + `) FROM STDIN (FORMAT binary)`
+	beginCopyEventsSQL = "BEGIN; " + copyEventsSQL
+)
 
 // feedEventColumns are the columns of feed_events the ingest writes, in
 // the order of an encoded row.
@@ -366,7 +370,7 @@ func (f *Feed) storeFast(ctx context.Context, p *batchPlan, release func()) erro
 		return why
 	}
 
-	copySQL := "BEGIN; " + copyEventsSQL
+	copySQL := beginCopyEventsSQL
 	if missing := f.incidents.known(p); len(missing) > 0 {
 		find := incidentsStmt(p.snd.ProjectID, missing, false)
 		b := &pgx.Batch{}
@@ -556,7 +560,7 @@ func (f *Feed) storeBatch(ctx context.Context, tx bun.Tx, p *batchPlan) error {
 	}
 	p.count(fresh)
 	updated, created := p.split()
-	if err := f.lockCounted(q, p, updated, true); err != nil {
+	if err := p.lockCounted(q, updated, true); err != nil {
 		return err
 	}
 	var trs []transition
@@ -582,7 +586,7 @@ func (f *Feed) storeBatch(ctx context.Context, tx bun.Tx, p *batchPlan) error {
 				old[g] = g.id
 			}
 		}
-		if err := f.lockCounted(q, p, regroup, false); err != nil {
+		if err := p.lockCounted(q, regroup, false); err != nil {
 			return err
 		}
 		for _, g := range regroup {
@@ -622,7 +626,7 @@ func (f *Feed) storeBatch(ctx context.Context, tx bun.Tx, p *batchPlan) error {
 // otherwise whichever incidents now hold their fingerprints. One deleted
 // since the lookup fails the group: the sender resends it, and the resend
 // finds no incident and creates one.
-func (f *Feed) lockCounted(q func(stmt, func(rowSource) error) error, p *batchPlan, gs []*group, byID bool) error {
+func (p *batchPlan) lockCounted(q func(stmt, func(rowSource) error) error, gs []*group, byID bool) error {
 	if len(gs) == 0 {
 		return nil
 	}
