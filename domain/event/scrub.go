@@ -107,10 +107,11 @@ func invalidUTF8(field string) error {
 }
 
 func scrubField(field, s string) (string, error) {
-	if !utf8.ValidString(s) {
+	sc := scanText(s)
+	if sc.class&cHigh != 0 && !utf8.ValidString(s) {
 		return "", invalidUTF8(field)
 	}
-	return scrubText(s), nil
+	return scrubScanned(s, sc), nil
 }
 
 func scrubTags(tags map[string]string) error {
@@ -363,34 +364,92 @@ var (
 	ssnRe = regexp.MustCompile(`\b(\d{3})-(\d{2})-(\d{4})\b`)
 )
 
-// keyLiterals are substrings every match of keyRe contains; a string without
-// any of them skips the regex.
+// keyLiterals are substrings every match of keyRe contains (one per
+// alternative, as long as the alternative allows); a string without any of
+// them skips the regex. FuzzKeyLiterals holds them to keyRe.
 var keyLiterals = []string{"AKIA", "ASIA", "AGPA", "AIDA", "AROA", "ANPA", "ANVA", "AIPA",
-	"gh", "xox", "k_live_", "k_test_", "anv_", "glpat-", "AIza", "eyJ"}
+	"ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_", "xoxb-", "xoxa-", "xoxp-", "xoxr-", "xoxs-",
+	"k_live_", "k_test_", "anv_", "glpat-", "AIza", "eyJ"}
 
-// scrubText masks secrets in one piece of free text. A cheap scan decides
-// which patterns can possibly match, because almost every string in an event
-// contains none of them and the regexes are the expensive part.
-func scrubText(s string) string {
+// scrubText masks secrets in one piece of free text.
+func scrubText(s string) string { return scrubScanned(s, scanText(s)) }
+
+// Classes of the bytes scanText looks for.
+const (
+	cDigit = 1 << iota // 0-9
+	cSep               // '=' or ':'
+	cAt                // '@'
+	cSlash             // '/'
+	cDash              // '-'
+	cB                 // 'b' or 'B', the start of "bearer" and "basic"
+	cKey               // the first byte of one of keyLiterals
+	cHigh              // a byte of a multi-byte UTF-8 sequence (or none at all)
+)
+
+// byteClass is the class of every byte value.
+var byteClass = func() (t [256]uint8) {
+	for c := '0'; c <= '9'; c++ {
+		t[c] |= cDigit
+	}
+	t['='] |= cSep
+	t[':'] |= cSep
+	t['@'] |= cAt
+	t['/'] |= cSlash
+	t['-'] |= cDash
+	t['b'] |= cB
+	t['B'] |= cB
+	for _, l := range keyLiterals {
+		t[l[0]] |= cKey
+	}
+	for c := 0x80; c < 0x100; c++ {
+		t[c] |= cHigh
+	}
+	return t
+}()
+
+// scanned is what one pass over a string found: the classes of its bytes,
+// how many digits, and whether one of keyLiterals occurs.
+type scanned struct {
+	class  uint8
+	digits int
+	key    bool
+}
+
+// scanText reads s once and tells scrubScanned which patterns can possibly
+// match, because almost every string in an event contains none of them and
+// the patterns are the expensive part.
+func scanText(s string) scanned {
+	var sc scanned
+	for i := 0; i < len(s); i++ {
+		c := byteClass[s[i]]
+		if c == 0 {
+			continue
+		}
+		sc.class |= c
+		if c&cDigit != 0 {
+			sc.digits++
+		}
+		if c&cKey != 0 && !sc.key {
+			for _, l := range keyLiteralsByFirst[s[i]] {
+				if strings.HasPrefix(s[i:], l) {
+					sc.key = true
+					break
+				}
+			}
+		}
+	}
+	return sc
+}
+
+// scrubScanned masks the secrets in s that sc says may be there. The masks
+// put in only "[Filtered]" and "[private key]", which can neither hold nor
+// complete a key literal or a 'b', so what sc found in the original stays
+// true of every intermediate string.
+func scrubScanned(s string, sc scanned) string {
 	if len(s) < 4 {
 		return s
 	}
-	var digits int
-	var sep, at, slash, dash bool
-	for i := 0; i < len(s); i++ {
-		switch c := s[i]; {
-		case '0' <= c && c <= '9':
-			digits++
-		case c == '=' || c == ':':
-			sep = true
-		case c == '@':
-			at = true
-		case c == '/':
-			slash = true
-		case c == '-':
-			dash = true
-		}
-	}
+	sep, at, slash, dash := sc.class&cSep != 0, sc.class&cAt != 0, sc.class&cSlash != 0, sc.class&cDash != 0
 	if dash && strings.Contains(s, "-----BEGIN") {
 		s = pemRe.ReplaceAllLiteralString(s, privateKey)
 	}
@@ -400,22 +459,24 @@ func scrubText(s string) string {
 	if sep {
 		s = maskPairs(s)
 	}
-	if containsFold(s, "bearer") {
-		s = bearerRe.ReplaceAllLiteralString(s, "Bearer "+filtered)
+	if sc.class&cB != 0 {
+		if containsFold(s, "bearer") {
+			s = bearerRe.ReplaceAllLiteralString(s, "Bearer "+filtered)
+		}
+		if containsFold(s, "basic") {
+			s = maskBasic(s)
+		}
 	}
-	if containsFold(s, "basic") {
-		s = maskBasic(s)
-	}
-	if len(s) >= 20 && mayHoldKey(s) {
+	if len(s) >= 20 && sc.key {
 		s = keyRe.ReplaceAllLiteralString(s, filtered)
 	}
-	if digits >= 15 {
+	if sc.digits >= 15 {
 		s = maskCards(s)
 	}
-	if digits >= 2 && len(s) >= 15 {
+	if sc.digits >= 2 && len(s) >= 15 {
 		s = maskIBANs(s)
 	}
-	if digits >= 9 && dash {
+	if sc.digits >= 9 && dash {
 		s = ssnRe.ReplaceAllStringFunc(s, maskSSN)
 	}
 	return s
@@ -429,25 +490,15 @@ var keyLiteralsByFirst = func() (t [256][]string) {
 	return t
 }()
 
-// mayHoldKey reports whether s contains one of keyLiterals, in one pass
-// over s rather than one per literal.
-func mayHoldKey(s string) bool {
-	for i := 0; i < len(s); i++ {
-		for _, l := range keyLiteralsByFirst[s[i]] {
-			if strings.HasPrefix(s[i:], l) {
-				return true
-			}
-		}
-	}
-	return false
-}
+// mayHoldKey reports whether s contains one of keyLiterals.
+func mayHoldKey(s string) bool { return scanText(s).key }
 
 // containsFold reports whether s contains the lower-case ASCII word sub in
 // any case, without allocating a lower-cased copy of s.
 func containsFold(s, sub string) bool {
 	first := sub[0]
 	for i := 0; i+len(sub) <= len(s); i++ {
-		if lower(s[i]) == first && strings.EqualFold(s[i:i+len(sub)], sub) {
+		if s[i]|0x20 == first && strings.EqualFold(s[i:i+len(sub)], sub) {
 			return true
 		}
 	}

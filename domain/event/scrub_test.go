@@ -273,3 +273,116 @@ func FuzzMayHoldKey(f *testing.F) {
 		}
 	})
 }
+
+// scrubTextPassByPass is scrubText as it was before its checks shared one
+// scan: every check reads the string as it stands at that point, and none
+// relies on what an earlier mask can or cannot put in.
+func scrubTextPassByPass(s string) string {
+	if len(s) < 4 {
+		return s
+	}
+	var digits int
+	var sep, at, slash, dash bool
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case '0' <= c && c <= '9':
+			digits++
+		case c == '=' || c == ':':
+			sep = true
+		case c == '@':
+			at = true
+		case c == '/':
+			slash = true
+		case c == '-':
+			dash = true
+		}
+	}
+	hasFold := func(s, sub string) bool { return strings.Contains(strings.ToLower(s), sub) }
+	hasLiteral := func(s string) bool {
+		for _, l := range keyLiterals {
+			if strings.Contains(s, l) {
+				return true
+			}
+		}
+		return false
+	}
+	if dash && strings.Contains(s, "-----BEGIN") {
+		s = pemRe.ReplaceAllLiteralString(s, privateKey)
+	}
+	if at && slash && sep {
+		s = urlPassRe.ReplaceAllString(s, "${1}"+filtered+"@")
+	}
+	if sep {
+		s = maskPairs(s)
+	}
+	if hasFold(s, "bearer") {
+		s = bearerRe.ReplaceAllLiteralString(s, "Bearer "+filtered)
+	}
+	if hasFold(s, "basic") {
+		s = maskBasic(s)
+	}
+	if len(s) >= 20 && hasLiteral(s) {
+		s = keyRe.ReplaceAllLiteralString(s, filtered)
+	}
+	if digits >= 15 {
+		s = maskCards(s)
+	}
+	if digits >= 2 && len(s) >= 15 {
+		s = maskIBANs(s)
+	}
+	if digits >= 9 && dash {
+		s = ssnRe.ReplaceAllStringFunc(s, maskSSN)
+	}
+	return s
+}
+
+// FuzzScrubTextOneScan holds scrubText, whose checks are decided by one scan
+// of the original string, to the pass-by-pass version.
+func FuzzScrubTextOneScan(f *testing.F) {
+	for _, s := range []string{"", "password=hunter2 Bearer abc.def", "token: ghp_0123456789abcdefghij0123", "AKIA" + "ABCDEFGHIJKLMNOP",
+		"https://u:p@h/x?api_key=AKIAABCDEFGHIJKLMNOP", "Authorization: Basic dXNlcjpwYXNz", "-----BEGIN PRIVATE KEY-----\nabc",
+		"secret=eyJ eyJhbGciOi.eyJzdWIiOi.sig", "card 4111 1111 1111 1111 iban DE89370400440532013000 ssn 123-45-6789",
+		"BEARER x basic QWxhZGRpbjpvcGVuIHNlc2FtZQ== Cookie: a=b", "pass:AIzaSyA-0123456789abcdefghijklmnopqrstu x"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		if got, want := scrubText(s), scrubTextPassByPass(s); got != want {
+			t.Fatalf("scrubText(%q)\n= %q\nwant %q", s, got, want)
+		}
+	})
+}
+
+// keyFormats are tokens of every format keyRe knows, each alone in a
+// sentence that nothing else in scrubText would touch.
+var keyFormats = []string{"AKIAABCDEFGHIJKLMNOP", "ASIAABCDEFGHIJKLMNOP", "AIPAABCDEFGHIJKLMNOP",
+	"ghp_abcdefABCDEF0123456789", "ghs_abcdefABCDEF0123456789", "github_pat_11ABCDEFG0123456789_abcdefxyzijkl",
+	"xoxb-0123456789-abcdefABCDEF", "xoxp-0123456789-abcdef", "sk_live_abcdefABCDEF0123", "rk_test_abcdefABCDEF0123",
+	"anv_srv_abcdefABCDEF0123456789abcdef", "anv_pat_abcdefABCDEF0123456789abcdef", "glpat-abcdefABCDEF01234567",
+	"AIzaSyA-0123456789abcdefghijklmnopqrstu", "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0.c2ln"}
+
+// TestScrubMasksEveryKeyFormat: every format is masked whatever surrounds
+// it (a GitHub fine-grained token used to pass unmasked unless its string
+// happened to contain "gh").
+func TestScrubMasksEveryKeyFormat(t *testing.T) {
+	for _, k := range keyFormats {
+		t.Run(k[:4], func(t *testing.T) {
+			if got := scrubText("leaked " + k + " in a log line"); got != "leaked "+filtered+" in a log line" {
+				t.Fatalf("scrubText = %q", got)
+			}
+		})
+	}
+}
+
+// FuzzKeyLiterals: a string keyRe matches always holds one of keyLiterals,
+// so that the scan never lets a key skip the regex.
+func FuzzKeyLiterals(f *testing.F) {
+	for _, k := range keyFormats {
+		f.Add(k)
+		f.Add("x " + k[:len(k)-3])
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		if keyRe.MatchString(s) && !scanText(s).key {
+			t.Fatalf("keyRe matches %q, which holds none of keyLiterals", s)
+		}
+	})
+}
