@@ -508,6 +508,9 @@ func (c *incidentCache) learn(p *batchPlan) {
 	for _, k := range p.keys {
 		if _, ok := ids[k]; !ok {
 			c.n++
+			// The key's environment may share the request body's memory
+			// (see event.decodeWire); the cache outlives the request.
+			k = groupKey{strings.Clone(k.env), strings.Clone(k.fp)}
 		}
 		ids[k] = p.groups[k].id
 	}

@@ -121,6 +121,39 @@ func FuzzSplitArray(f *testing.F) {
 	})
 }
 
+// FuzzParseArray holds parseArray to encoding/json: what it accepts is
+// valid JSON with the same elements (encoding/json's own decoding into raw
+// messages, which also vouches for each one); what it refuses may still be
+// valid, for SplitBody's slower path to judge.
+func FuzzParseArray(f *testing.F) {
+	f.Add([]byte(`[]`))
+	f.Add([]byte(` [ 1 , "a,]\"}" , {"x":[1,{"y":"]"}]} ,null,[[]] ] `))
+	f.Add([]byte(`["\\", "\\\"", {"a":"\\\\"}]`))
+	f.Add([]byte(`[` + curlExample + `,` + curlExample + `]`))
+	f.Add([]byte(`[1, "\ud800", {"a":-0.0e+1}, tru]`))
+	f.Add([]byte("[\"\xff\"]"))
+	f.Add([]byte(`[1] x`))
+	f.Add([]byte(`[{"a":1}}`))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		got, ok := parseArray(body)
+		if !ok {
+			return
+		}
+		var want []json.RawMessage
+		if err := json.Unmarshal(body, &want); err != nil {
+			t.Fatalf("parseArray accepted what encoding/json refuses: %v", err)
+		}
+		if len(got) != len(want) {
+			t.Fatalf("%d elements, want %d", len(got), len(want))
+		}
+		for i := range got {
+			if string(got[i]) != string(want[i]) {
+				t.Fatalf("element %d: %q, want %q", i, got[i], want[i])
+			}
+		}
+	})
+}
+
 // FuzzDecodeWire holds decodeWire's fast path to encoding/json: whatever
 // the input, the decoded value and whether it decoded at all are the same.
 func FuzzDecodeWire(f *testing.F) {
@@ -129,12 +162,23 @@ func FuzzDecodeWire(f *testing.F) {
 	f.Add([]byte(`{"title":"\ud800 \u00e9 \"q\" \\ \/","level":3}`))
 	f.Add([]byte(`{"exception":{"stacktrace":[{"line":1.5},{"in_app":"yes"}]},"user":{"id":"u","ip_hash":"h"}}`))
 	f.Add([]byte("{\"title\":\"\xff\xfe\",\"enrichment\":{\"a\":[1,2e3,-0.5]}}"))
+	f.Add([]byte(`{"title":"t","tags":{}}`))
+	f.Add([]byte(`{"schema_version":null,"event_id":null,"title":null,"sdk":null,"exception":{"stacktrace":[null,{"line":null,"in_app":null}]},"breadcrumbs":[null,"a"],"tags":{"a":null},"user":null,"request":{"status_code":-0}}`))
+	f.Add([]byte(`{"title":"a\"b\\c\/d\n\t","breadcrumbs":[],"exception":{"stacktrace":[]},"enrichment":{"a":[1,-2.5e+3,true,false,null,"\u00e9",{}]},"x":{"y":[[]]}}`))
+	f.Add([]byte(`{"title":"a","title":"b","Title":"c","sdk":{"name":"n","NAME":"m"}}`))
+	f.Add([]byte(`{"exception":{"stacktrace":[{"line":01},{"line":1.0},{"line":123456789012345678901}]}}`))
+	f.Add([]byte(` {"user":{"id":"u","ip_hash":"h"},"request":{"url":"https://x","method":"GET","status_code":500}} `))
+	f.Add([]byte(`{"title":"t","tags":null}`))
+	f.Add([]byte(`{"title":"t"}`))
 	f.Fuzz(func(t *testing.T, raw []byte) {
 		var got, want wireEvent
 		gotErr := decodeWire(raw, &got)
 		wantErr := json.Unmarshal(raw, &want)
 		if (gotErr == nil) != (wantErr == nil) {
 			t.Fatalf("error %v, encoding/json says %v", gotErr, wantErr)
+		}
+		if len(want.Tags) == 0 {
+			want.Tags = nil // no tags and an empty object are alike
 		}
 		if !reflect.DeepEqual(got, want) {
 			t.Fatalf("decoded\n%#v\nencoding/json decodes\n%#v", got, want)

@@ -46,15 +46,17 @@ func SplitBody(body []byte, single bool, maxBatch int) ([]json.RawMessage, error
 		}
 		return []json.RawMessage{json.RawMessage(trimmed)}, nil
 	case '[':
-		if !validJSON(trimmed) {
-			return nil, fmt.Errorf("%w: the body is not valid JSON", ErrBadRequest)
+		elems, ok := parseArray(trimmed)
+		if !ok {
+			if !validJSON(trimmed) {
+				return nil, fmt.Errorf("%w: the body is not valid JSON", ErrBadRequest)
+			}
+			if elems, ok = splitArray(trimmed); !ok {
+				return nil, fmt.Errorf("%w: the body is not valid JSON", ErrBadRequest)
+			}
 		}
 		if single {
 			return nil, fmt.Errorf("%w: this endpoint takes one event object; post arrays to /api/feed/events/batch", ErrBadRequest)
-		}
-		elems, ok := splitArray(trimmed)
-		if !ok {
-			return nil, fmt.Errorf("%w: the body is not valid JSON", ErrBadRequest)
 		}
 		if len(elems) > maxBatch {
 			return nil, fmt.Errorf("%w: the batch holds %d events; at most %d are allowed", ErrBadRequest, len(elems), maxBatch)
@@ -73,6 +75,19 @@ func SplitBody(body []byte, single bool, maxBatch int) ([]json.RawMessage, error
 // encoding/json's answer, and a refusal is confirmed by encoding/json.
 func validJSON(b []byte) bool {
 	return fastjson.Valid(b) || json.Valid(b)
+}
+
+// parseArray validates arr and finds its elements in one pass, with
+// segmentio/encoding's parser; the elements are slices of arr, not copies.
+// When it refuses (which FuzzParseArray holds to mean encoding/json may
+// still accept), SplitBody asks validJSON and splitArray instead.
+func parseArray(arr []byte) ([]json.RawMessage, bool) {
+	elems := []json.RawMessage{}
+	rest, err := fastjson.Parse(arr, &elems, fastjson.DontCopyRawMessage|fastjson.ZeroCopy)
+	if err != nil || len(bytes.TrimLeft(rest, " \t\r\n")) != 0 {
+		return nil, false
+	}
+	return elems, true
 }
 
 // splitArray returns the elements of arr, a valid JSON array, as slices of

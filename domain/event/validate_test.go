@@ -609,3 +609,16 @@ func TestEventJSONShape(t *testing.T) {
 		t.Fatalf("round trip: %v %+v", err, back)
 	}
 }
+
+// TestDecodeWireFastTakesTheCommonShape: the one-pass decoder reads the
+// seed's example, and FuzzDecodeWire therefore holds it to encoding/json.
+func TestDecodeWireFastTakesTheCommonShape(t *testing.T) {
+	var w wireEvent
+	if !decodeWireFast([]byte(curlExample), &w) {
+		t.Fatal("the seed's example went to the general decoders")
+	}
+	if w.Title != "NullPointerException in CheckoutService" || len(w.Exception.Stacktrace) != 1 || w.Exception.Stacktrace[0].Line != 88 ||
+		!w.Exception.Stacktrace[0].InApp || w.Tags["tier"] != "gold" || string(w.EventID) != `"`+exampleID+`"` || len(w.Enrichment) == 0 {
+		t.Fatalf("decoded %+v", w)
+	}
+}
