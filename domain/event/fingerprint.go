@@ -3,7 +3,6 @@ package event
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"hash"
 	"regexp"
 	"strconv"
 	"strings"
@@ -33,16 +32,18 @@ const fingerprintVersion = "anvil-fp/1"
 // Compute it after Scrub: the material then contains no secret, and the same
 // event always scrubs to the same text.
 func Fingerprint(e *Event) string {
-	h := sha256.New()
-	h.Write([]byte(fingerprintVersion))
+	// The material is gathered in one buffer and hashed once: writing it
+	// piece by piece through hash.Hash made every piece escape to the heap.
+	var arr [512]byte
+	m := append(arr[:0], fingerprintVersion...)
 	ex := e.Exception
 	if ex == nil {
-		writeField(h, "title")
-		writeField(h, NormalizeTitle(e.Title))
-		return hex.EncodeToString(h.Sum(nil))
+		m = appendMaterial(m, "title")
+		m = appendMaterial(m, NormalizeTitle(e.Title))
+		return hexSum(m)
 	}
-	writeField(h, "exception")
-	writeField(h, ex.Type)
+	m = appendMaterial(m, "exception")
+	m = appendMaterial(m, ex.Type)
 	inApp := false
 	for i := range ex.Stacktrace {
 		if ex.Stacktrace[i].InApp {
@@ -56,25 +57,29 @@ func Fingerprint(e *Event) string {
 		if inApp && !f.InApp {
 			continue
 		}
-		writeField(h, stripQuery(f.File))
-		writeField(h, f.Function)
+		m = appendMaterial(m, stripQuery(f.File))
+		m = appendMaterial(m, f.Function)
 		frames++
 	}
 	if frames == 0 {
-		writeField(h, "title")
-		writeField(h, NormalizeTitle(e.Title))
+		m = appendMaterial(m, "title")
+		m = appendMaterial(m, NormalizeTitle(e.Title))
 	}
-	return hex.EncodeToString(h.Sum(nil))
+	return hexSum(m)
 }
 
-// writeField writes s length-prefixed, so that no choice of file and function
-// names can make two different frame lists hash the same material.
-func writeField(h hash.Hash, s string) {
-	var buf [20]byte
-	b := strconv.AppendInt(buf[:0], int64(len(s)), 10)
-	b = append(b, ':')
-	h.Write(b)
-	h.Write([]byte(s))
+// hexSum is the SHA-256 of m in lower-case hex.
+func hexSum(m []byte) string {
+	sum := sha256.Sum256(m)
+	return hex.EncodeToString(sum[:])
+}
+
+// appendMaterial appends s length-prefixed, so that no choice of file and
+// function names can make two different frame lists hash the same material.
+func appendMaterial(m []byte, s string) []byte {
+	m = strconv.AppendInt(m, int64(len(s)), 10)
+	m = append(m, ':')
+	return append(m, s...)
 }
 
 func stripQuery(file string) string {

@@ -1,6 +1,7 @@
 package event
 
 import (
+	"encoding/json"
 	"testing"
 )
 
@@ -100,5 +101,21 @@ func TestNormalizeTitle(t *testing.T) {
 		if got := NormalizeTitle(c.in); got != c.want {
 			t.Fatalf("NormalizeTitle(%q) = %q, want %q", c.in, got, c.want)
 		}
+	}
+}
+
+// TestFingerprintIsStable pins the material and its hashing: a change here
+// would split every open incident from its future events.
+func TestFingerprintIsStable(t *testing.T) {
+	ev, rej := Validate(json.RawMessage(curlExample))
+	if rej != nil {
+		t.Fatal(rej.Message)
+	}
+	if got := Fingerprint(&ev); got != "d8d72ef2c360706d12700af4c0a1966cb8e0ef0fa0e6f62699ac3ffae26e743a" {
+		t.Fatalf("with an exception: %s", got)
+	}
+	ev.Exception = nil
+	if got := Fingerprint(&ev); got != "b1c251dc30aeb380d11c7119c729e7c7894e3cac59ed4ae748e64c3160dca36d" {
+		t.Fatalf("without: %s", got)
 	}
 }
