@@ -122,8 +122,11 @@ type pendingEventsKey struct{}
 type pendingEvents struct{ payloads []string }
 
 // publisher sends committed live events in batches from one goroutine that
-// runs while there is something to send. A lost event only delays a page's
-// refresh (every consumer reads the truth on the next event or resync).
+// runs while there is something to send: one NOTIFY round at a time, at
+// most one per publishGap, each sending a payload once however often it
+// was queued (a busy project's groups all announce the same change). A
+// lost event only delays a page's refresh (every consumer reads the truth
+// on the next event or resync).
 type publisher struct {
 	mu      sync.Mutex
 	queue   []string
@@ -132,6 +135,12 @@ type publisher struct {
 
 // maxPendingEvents bounds the queue when the database is unreachable.
 const maxPendingEvents = 10000
+
+// publishGap is the least time between two NOTIFY rounds. Every round is a
+// transaction of its own and wakes every listening connection of the
+// database; under a steady stream of feed groups the rounds would
+// otherwise follow each other as fast as the database answers them.
+const publishGap = 20 * time.Millisecond
 
 func (p *publisher) publish(s *Store, payloads []string) {
 	p.mu.Lock()
@@ -157,10 +166,26 @@ func (p *publisher) run(s *Store) {
 			return
 		}
 		p.mu.Unlock()
-		if err := s.sendEvents(batch); err != nil {
+		began := time.Now()
+		if err := s.sendEvents(distinct(batch)); err != nil {
 			s.Log.Warn("live events: notify failed", "events", len(batch), "error", err)
 		}
+		time.Sleep(publishGap - time.Since(began))
 	}
+}
+
+// distinct is payloads without repeats, in the order of their first
+// occurrence.
+func distinct(payloads []string) []string {
+	seen := make(map[string]struct{}, len(payloads))
+	out := payloads[:0]
+	for _, p := range payloads {
+		if _, ok := seen[p]; !ok {
+			seen[p] = struct{}{}
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 // sendEvents sends a batch of payloads in one statement of its own.
