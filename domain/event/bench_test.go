@@ -73,3 +73,51 @@ func BenchmarkSplitBodyBatch50(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkPipelineBatch50 is the ingest's CPU work per request of make
+// bench's load (a batch of 50 events with eight frames each), without the
+// store: SplitBody, then per event Validate, Scrub, Fingerprint and the
+// stored form.
+func BenchmarkPipelineBatch50(b *testing.B) {
+	evs := make([]any, 50)
+	for i := range evs {
+		frames := make([]any, 8)
+		for f := range frames {
+			frames[f] = map[string]any{"file": fmt.Sprintf("src/shop/Service%d.java", f), "line": 10 + f, "function": fmt.Sprintf("call%d", i%10),
+				"context_code": "var sum = cart.total();", "in_app": f < 4}
+		}
+		evs[i] = map[string]any{"schema_version": "1.0", "event_id": fmt.Sprintf("f4b1a0c2-0f4a-4a1e-9d7a-2b6c5d8e1f%02d", i), "timestamp": "2026-09-16T10:11:12Z",
+			"title": fmt.Sprintf("NullPointerException in CheckoutService (order %d)", i), "level": "error", "environment": "production",
+			"service": "shop-api", "language": "java", "sdk": map[string]any{"name": "anvil-feed-java", "version": "0.1.0", "runtime": "jdk-25"},
+			"exception": map[string]any{"type": fmt.Sprintf("java.lang.NullPointerException%d", i%10), "message": "Cannot invoke \"Cart.total()\" because \"cart\" is null; Authorization: Bearer abc.def.ghi",
+				"stacktrace": frames},
+			"release": "2026.9.3", "request": map[string]any{"method": "POST", "url": "https://shop.example/api/checkout?session=123", "status_code": 500},
+			"user": map[string]any{"id": "u-4711"}, "breadcrumbs": []any{"cart.add sku=A1", "checkout.start"}, "tags": map[string]any{"tier": "gold"}}
+	}
+	body, err := json.Marshal(evs)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	b.SetBytes(int64(len(body)))
+	buf := make([]byte, 0, 4096)
+	for b.Loop() {
+		raws, err := SplitBody(body, false, 50)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, raw := range raws {
+			ev, rej := Validate(raw)
+			if rej != nil {
+				b.Fatal(rej.Message)
+			}
+			if err := Scrub(&ev); err != nil {
+				b.Fatal(err)
+			}
+			_ = Fingerprint(&ev)
+			if buf, err = AppendMarshal(buf[:0], &ev); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+}
