@@ -27,6 +27,8 @@ type Feed struct {
 	copySlot chan struct{}
 	// incidents remembers the incidents' ids (see incidentCache).
 	incidents incidentCache
+	// senders remembers what tokens resolved to (see senderCache).
+	senders senderCache
 	// StoreTimeout bounds one ingest's storage: a store that hangs becomes
 	// a 503 the sender retries, never a request that waits for ever.
 	StoreTimeout time.Duration
@@ -184,6 +186,7 @@ func (f *Feed) RevokeConnection(ctx context.Context, p *Principal, id uuid.UUID)
 	if err != nil {
 		return uuid.Nil, fmt.Errorf("feed: revoke connection %s: %w", id, err)
 	}
+	f.senders.clear()
 	return projectID, nil
 }
 
@@ -212,6 +215,7 @@ func (f *Feed) PutBinding(ctx context.Context, p *Principal, projectID uuid.UUID
 	if err != nil {
 		return nil, fmt.Errorf("feed: put binding: %w", err)
 	}
+	f.senders.clear()
 	return b, nil
 }
 
@@ -243,6 +247,7 @@ func (f *Feed) DeleteBinding(ctx context.Context, p *Principal, projectID uuid.U
 	if err != nil {
 		return fmt.Errorf("feed: delete binding: %w", err)
 	}
+	f.senders.clear()
 	if n, _ := res.RowsAffected(); n == 0 {
 		return NotFound("binding")
 	}
@@ -270,10 +275,18 @@ const senderQuery = `SELECT c.id, c.org_id, c.project_id, c.hash, c.revoked_at I
 // malformed, unknown prefix, wrong secret, revoked — is the same
 // ErrUnauthorized, after the same work, so the answer tells an attacker
 // nothing about which prefixes exist. Other errors are store failures.
+// The whole token's answer is remembered for a second (see senderCache).
 func (f *Feed) Authenticate(ctx context.Context, bearer string) (*FeedSender, error) {
 	lookup, hash, ok := splitToken(ServerTokenPrefix, bearer)
 	if !ok {
 		return nil, ErrUnauthorized
+	}
+	snd, cached, gen := f.senders.get(hash, f.s.Now())
+	switch {
+	case cached && snd == nil:
+		return nil, ErrUnauthorized
+	case cached:
+		return snd, nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, f.StoreTimeout)
 	defer cancel()
@@ -301,20 +314,25 @@ func (f *Feed) Authenticate(ctx context.Context, bearer string) (*FeedSender, er
 	if err != nil {
 		return nil, fmt.Errorf("feed: resolve token: %w", err)
 	}
-	if !hashEqual(stored, hash) || revoked {
+	now := f.s.Now()
+	if !hashEqual(stored, hash) {
 		return nil, ErrUnauthorized
 	}
-	snd := FeedSender{ConnectionID: connID.Bytes, OrgID: orgID.Bytes, ProjectID: projectID.Bytes}
+	if revoked {
+		f.senders.put(hash, nil, now, gen)
+		return nil, ErrUnauthorized
+	}
+	snd = &FeedSender{ConnectionID: connID.Bytes, OrgID: orgID.Bytes, ProjectID: projectID.Bytes}
 	if err := json.Unmarshal(bindings, &snd.bindings); err != nil {
 		return nil, fmt.Errorf("feed: bindings of %s: %w", snd.ProjectID, err)
 	}
 	// last_used_at at minute resolution: at most one write per connection
 	// per minute, whatever the request rate.
-	now := f.s.Now()
 	if !lastUsed.Valid || now.Sub(lastUsed.Time) >= time.Minute {
 		_, _ = f.s.DB.DB.ExecContext(ctx, `UPDATE feed_connections SET last_used_at = $1 WHERE id = $2`, now, snd.ConnectionID)
 	}
-	return &snd, nil
+	f.senders.put(hash, snd, now, gen)
+	return snd, nil
 }
 
 // policyFor returns the binding's policy for an environment: the exact
