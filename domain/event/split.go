@@ -91,12 +91,11 @@ func parseArray(arr []byte) ([]json.RawMessage, bool) {
 }
 
 // splitArray returns the elements of arr, a valid JSON array, as slices of
-// it (not copies). It only has to find where each element ends — a comma
-// or the closing bracket outside any string, object or array — because the
-// validator has already vouched for everything else; decoding the array
-// into []json.RawMessage instead would scan every element twice more and
-// copy it. ok is false if arr ends early after all, so that a validator
-// that was wrong costs a 400, not a panic.
+// it (not copies), for the arrays parseArray refuses and validJSON accepts.
+// It only has to find where each element ends — a comma or the closing
+// bracket outside any string, object or array — because the validator has
+// already vouched for everything else. ok is false if arr ends early after
+// all, so that a validator that was wrong costs a 400, not a panic.
 func splitArray(arr []byte) (elems []json.RawMessage, ok bool) {
 	elems = []json.RawMessage{}
 	i := skipSpace(arr, 1)
