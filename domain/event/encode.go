@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"slices"
 	"strconv"
+	"time"
 	"unicode/utf8"
 )
 
@@ -15,10 +16,22 @@ import (
 // go through encoding/json itself. FuzzMarshal holds the two together.
 func Marshal(e *Event) ([]byte, error) { return AppendMarshal(make([]byte, 0, 1024), e) }
 
+// appendTimestamp appends t as encoding/json writes a time.Time: quoted
+// strict RFC 3339 with nanoseconds, or MarshalJSON's error.
+func appendTimestamp(b []byte, t time.Time) ([]byte, error) {
+	b = append(b, '"')
+	b, err := t.AppendText(b)
+	if err != nil {
+		return nil, err
+	}
+	return append(b, '"'), nil
+}
+
 // AppendMarshal appends Marshal's encoding of e to b (the ingest writes it
 // straight into the event's COPY row). On an error b is lost.
 func AppendMarshal(b []byte, e *Event) ([]byte, error) {
-	ts, err := e.Timestamp.MarshalJSON()
+	var tsb [48]byte
+	ts, err := appendTimestamp(tsb[:0], e.Timestamp)
 	if err != nil {
 		v, err := json.Marshal(e) // its error, word for word
 		if err != nil {

@@ -377,21 +377,32 @@ func parseVersion(v string) (major string, ok bool) {
 	if v == "" || len(v) > MaxShortChars {
 		return "", false
 	}
-	parts := strings.Split(v, ".")
-	if len(parts) > 3 {
-		return "", false
-	}
-	for _, p := range parts {
-		if p == "" {
-			return "", false
-		}
-		for i := 0; i < len(p); i++ {
-			if p[i] < '0' || p[i] > '9' {
+	// One to three dot-separated runs of digits, each non-empty.
+	first, dots, run := "", 0, 0
+	for i := 0; i < len(v); i++ {
+		switch c := v[i]; {
+		case c == '.':
+			if run == 0 || dots == 2 {
 				return "", false
 			}
+			if dots == 0 {
+				first = v[:i]
+			}
+			dots++
+			run = 0
+		case '0' <= c && c <= '9':
+			run++
+		default:
+			return "", false
 		}
 	}
-	major = strings.TrimLeft(parts[0], "0")
+	if run == 0 {
+		return "", false
+	}
+	if dots == 0 {
+		first = v
+	}
+	major = strings.TrimLeft(first, "0")
 	if major == "" {
 		major = "0"
 	}
@@ -510,16 +521,18 @@ func boundBreadcrumbs(in []string) ([]string, int) {
 		omitted = len(in) - MaxBreadcrumbs
 		in = in[omitted:] // the most recent ones are nearest the error
 	}
-	out := make([]string, len(in))
-	for i, b := range in {
-		out[i] = truncate(b, MaxBreadcrumbChars)
+	for i, b := range in { // the decoder's own slice, cut in place
+		in[i] = truncate(b, MaxBreadcrumbChars)
 	}
-	return out, omitted
+	return in, omitted
 }
 
 func boundTags(in map[string]string) (map[string]string, int) {
 	if len(in) == 0 {
 		return nil, 0
+	}
+	if len(in) <= MaxTags && tagsWithinBounds(in) {
+		return in, 0 // the decoder's own map, kept as it is
 	}
 	keys := make([]string, 0, len(in))
 	for k := range in {
@@ -536,6 +549,17 @@ func boundTags(in map[string]string) (map[string]string, int) {
 		out[truncate(k, MaxTagKeyChars)] = truncate(in[k], MaxTagValueChars)
 	}
 	return out, omitted
+}
+
+// tagsWithinBounds reports whether no tag's key or value needs cutting
+// (a byte count within the bound is a character count within it too).
+func tagsWithinBounds(tags map[string]string) bool {
+	for k, v := range tags {
+		if len(k) > MaxTagKeyChars && truncate(k, MaxTagKeyChars) != k || len(v) > MaxTagValueChars && truncate(v, MaxTagValueChars) != v {
+			return false
+		}
+	}
+	return true
 }
 
 // decodeBag decodes enrichment or agent_context. Numbers stay json.Number so

@@ -210,6 +210,7 @@ func (p *wireParser) str(dst *string) bool {
 // escaped finishes a string with escapes, from p.i at its first backslash.
 func (p *wireParser) escaped(dst *string, start int) bool {
 	var sb strings.Builder
+	sb.Grow(p.stringEnd() - start)
 	sb.WriteString(p.s[start:p.i])
 	for p.i < len(p.b) {
 		c := p.b[p.i]
@@ -247,6 +248,20 @@ func (p *wireParser) escaped(dst *string, start int) bool {
 		p.i += 2
 	}
 	return false
+}
+
+// stringEnd is the index of the quote that ends the string p is in, or
+// len(p.b): an upper bound of the unescaped string's length from its start.
+func (p *wireParser) stringEnd() int {
+	for i := p.i; i < len(p.b); i++ {
+		switch p.b[i] {
+		case '\\':
+			i++
+		case '"':
+			return i
+		}
+	}
+	return len(p.b)
 }
 
 // integer reads a JSON integer that fits an int without question.
