@@ -14,14 +14,7 @@ func BenchmarkValidateScrub(b *testing.B) {
 	b.ReportAllocs()
 	b.SetBytes(int64(len(raw)))
 	for b.Loop() {
-		ev, rej := Validate(raw)
-		if rej != nil {
-			b.Fatal(rej.Message)
-		}
-		if err := Scrub(&ev); err != nil {
-			b.Fatal(err)
-		}
-		_ = Fingerprint(&ev)
+		judge(b, raw)
 	}
 }
 
@@ -47,14 +40,7 @@ func BenchmarkValidateScrubLarge(b *testing.B) {
 	b.ReportAllocs()
 	b.SetBytes(int64(len(raw)))
 	for b.Loop() {
-		ev, rej := Validate(raw)
-		if rej != nil {
-			b.Fatal(rej.Message)
-		}
-		if err := Scrub(&ev); err != nil {
-			b.Fatal(err)
-		}
-		_ = Fingerprint(&ev)
+		judge(b, raw)
 	}
 }
 
@@ -107,17 +93,24 @@ func BenchmarkPipelineBatch50(b *testing.B) {
 			b.Fatal(err)
 		}
 		for _, raw := range raws {
-			ev, rej := Validate(raw)
-			if rej != nil {
-				b.Fatal(rej.Message)
-			}
-			if err := Scrub(&ev); err != nil {
-				b.Fatal(err)
-			}
-			_ = Fingerprint(&ev)
+			ev := judge(b, raw)
 			if buf, err = AppendMarshal(buf[:0], &ev); err != nil {
 				b.Fatal(err)
 			}
 		}
 	}
+}
+
+// judge runs the per-event checks the ingest runs on raw: Validate, Scrub
+// and Fingerprint.
+func judge(b *testing.B, raw json.RawMessage) Event {
+	ev, rej := Validate(raw)
+	if rej != nil {
+		b.Fatal(rej.Message)
+	}
+	if err := Scrub(&ev); err != nil {
+		b.Fatal(err)
+	}
+	_ = Fingerprint(&ev)
+	return ev
 }

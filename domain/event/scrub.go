@@ -490,9 +490,6 @@ var keyLiteralsByFirst = func() (t [256][]string) {
 	return t
 }()
 
-// mayHoldKey reports whether s contains one of keyLiterals.
-func mayHoldKey(s string) bool { return scanText(s).key }
-
 // containsFold reports whether s contains the lower-case ASCII word sub in
 // any case, without allocating a lower-cased copy of s.
 func containsFold(s, sub string) bool {

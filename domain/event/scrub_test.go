@@ -254,7 +254,7 @@ func TestValidatedDeepBagScrubs(t *testing.T) {
 	}
 }
 
-// FuzzMayHoldKey holds the one-pass literal scan to the plain one.
+// FuzzMayHoldKey holds scanText's literal search to the plain one.
 func FuzzMayHoldKey(f *testing.F) {
 	for _, l := range keyLiterals {
 		f.Add("xx " + l + " yy")
@@ -268,8 +268,8 @@ func FuzzMayHoldKey(f *testing.F) {
 		for _, l := range keyLiterals {
 			want = want || strings.Contains(s, l)
 		}
-		if got := mayHoldKey(s); got != want {
-			t.Fatalf("mayHoldKey(%q) = %t, want %t", s, got, want)
+		if got := scanText(s).key; got != want {
+			t.Fatalf("scanText(%q).key = %t, want %t", s, got, want)
 		}
 	})
 }

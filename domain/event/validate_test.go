@@ -221,6 +221,8 @@ func TestValidateSchemaVersion(t *testing.T) {
 		{"1.x", SchemaViolation, ""},
 		{"v1.0", SchemaViolation, ""},
 		{"1..0", SchemaViolation, ""},
+		{"1.", SchemaViolation, ""},
+		{".1", SchemaViolation, ""},
 		{"1.0.0.0", SchemaViolation, ""},
 		{1.0, SchemaViolation, ""},
 	}

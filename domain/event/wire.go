@@ -18,14 +18,8 @@ import (
 func decodeWireFast(raw []byte, w *wireEvent) bool {
 	p := wireParser{b: raw, s: string(raw)}
 	p.ws()
-	if !p.object(func(key string) bool {
-		f, ok := p.field(key, wireEventFields[:])
-		switch {
-		case !ok:
-			return false
-		case f < 0:
-			return p.skip(0)
-		}
+	if !p.object(p.members(wireEventFields[:], 0, func(f int) bool {
+		var ok bool
 		switch f {
 		case 0:
 			w.SchemaVersion, ok = p.rawValue()
@@ -44,15 +38,15 @@ func decodeWireFast(raw []byte, w *wireEvent) bool {
 		case 7:
 			ok = p.str(&w.Language)
 		case 8:
-			ok = p.sdk(&w.SDK)
+			ok = nullableObject(&p, &w.SDK, wireSDKFields[:], p.sdk)
 		case 9:
-			ok = p.exception(&w.Exception)
+			ok = nullableObject(&p, &w.Exception, wireExceptionFields[:], p.exception)
 		case 10:
 			ok = p.str(&w.Release)
 		case 11:
-			ok = p.request(&w.Request)
+			ok = nullableObject(&p, &w.Request, wireRequestFields[:], p.request)
 		case 12:
-			ok = p.user(&w.User)
+			ok = nullableObject(&p, &w.User, wireUserFields[:], p.user)
 		case 13:
 			ok = p.strings(&w.Breadcrumbs)
 		case 14:
@@ -63,7 +57,7 @@ func decodeWireFast(raw []byte, w *wireEvent) bool {
 			w.AgentContext, ok = p.rawValue()
 		}
 		return ok
-	}) {
+	})) {
 		return false
 	}
 	p.ws()
@@ -135,6 +129,34 @@ func (p *wireParser) field(key string, names []string) (int, bool) {
 		}
 	}
 	return -1, true
+}
+
+// members is the member reader of an object whose fields are names (at
+// nesting depth depth): read reads the value of field f; a key the type
+// does not have is skipped, its value checked.
+func (p *wireParser) members(names []string, depth int, read func(f int) bool) func(key string) bool {
+	return func(key string) bool {
+		f, ok := p.field(key, names)
+		switch {
+		case !ok:
+			return false
+		case f < 0:
+			return p.skip(depth)
+		}
+		return read(f)
+	}
+}
+
+// nullableObject reads null into a nil *T, or an object with the fields
+// names into a new T, read reading field f's value into it.
+func nullableObject[T any](p *wireParser, dst **T, names []string, read func(v *T, f int) bool) bool {
+	if p.literal("null") {
+		*dst = nil
+		return true
+	}
+	v := new(T)
+	*dst = v
+	return p.object(p.members(names, 1, func(f int) bool { return read(v, f) }))
 }
 
 // object reads an object, calling member for each key with p at its value;
@@ -413,51 +435,39 @@ func (p *wireParser) array(elem func() bool) bool {
 	}
 }
 
-func (p *wireParser) sdk(dst **wireSDK) bool {
-	if p.literal("null") {
-		*dst = nil
-		return true
+// sdk, exception, request and user read field f (in the order of its
+// wire*Fields) of the objects nullableObject reads.
+func (p *wireParser) sdk(v *wireSDK, f int) bool {
+	switch f {
+	case 0:
+		return p.str(&v.Name)
+	case 1:
+		return p.str(&v.Version)
 	}
-	v := &wireSDK{}
-	*dst = v
-	return p.object(func(key string) bool {
-		f, ok := p.field(key, wireSDKFields[:])
-		switch {
-		case !ok:
-			return false
-		case f == 0:
-			return p.str(&v.Name)
-		case f == 1:
-			return p.str(&v.Version)
-		case f == 2:
-			return p.str(&v.Runtime)
-		}
-		return p.skip(1)
-	})
+	return p.str(&v.Runtime)
 }
 
-func (p *wireParser) exception(dst **wireException) bool {
-	if p.literal("null") {
-		*dst = nil
-		return true
+func (p *wireParser) exception(v *wireException, f int) bool {
+	switch f {
+	case 0:
+		return p.str(&v.Type)
+	case 1:
+		return p.str(&v.Message)
 	}
-	v := &wireException{}
-	*dst = v
-	return p.object(func(key string) bool {
-		f, ok := p.field(key, wireExceptionFields[:])
-		switch {
-		case !ok:
-			return false
-		case f == 0:
-			return p.str(&v.Type)
-		case f == 1:
-			return p.str(&v.Message)
-		case f == 2:
-			return p.frames(&v.Stacktrace)
-		}
-		return p.skip(1)
-	})
+	return p.frames(&v.Stacktrace)
 }
+
+func (p *wireParser) request(v *wireRequest, f int) bool {
+	switch f {
+	case 0:
+		return p.str(&v.Method)
+	case 1:
+		return p.str(&v.URL)
+	}
+	return p.integer(&v.StatusCode)
+}
+
+func (p *wireParser) user(v *wireUser, _ int) bool { return p.str(&v.ID) }
 
 func (p *wireParser) frames(dst *[]Frame) bool {
 	if p.literal("null") {
@@ -471,69 +481,22 @@ func (p *wireParser) frames(dst *[]Frame) bool {
 		if p.literal("null") {
 			return true
 		}
-		return p.object(func(key string) bool {
-			n, ok := p.field(key, wireFrameFields[:])
-			switch {
-			case !ok:
-				return false
-			case n == 0:
+		return p.object(p.members(wireFrameFields[:], 2, func(n int) bool {
+			switch n {
+			case 0:
 				return p.str(&f.File)
-			case n == 1:
+			case 1:
 				return p.integer(&f.Line)
-			case n == 2:
+			case 2:
 				return p.str(&f.Function)
-			case n == 3:
+			case 3:
 				return p.str(&f.ContextCode)
-			case n == 4:
-				return p.boolean(&f.InApp)
 			}
-			return p.skip(2)
-		})
+			return p.boolean(&f.InApp)
+		}))
 	})
 	*dst = frames
 	return ok
-}
-
-func (p *wireParser) request(dst **wireRequest) bool {
-	if p.literal("null") {
-		*dst = nil
-		return true
-	}
-	v := &wireRequest{}
-	*dst = v
-	return p.object(func(key string) bool {
-		f, ok := p.field(key, wireRequestFields[:])
-		switch {
-		case !ok:
-			return false
-		case f == 0:
-			return p.str(&v.Method)
-		case f == 1:
-			return p.str(&v.URL)
-		case f == 2:
-			return p.integer(&v.StatusCode)
-		}
-		return p.skip(1)
-	})
-}
-
-func (p *wireParser) user(dst **wireUser) bool {
-	if p.literal("null") {
-		*dst = nil
-		return true
-	}
-	v := &wireUser{}
-	*dst = v
-	return p.object(func(key string) bool {
-		f, ok := p.field(key, wireUserFields[:])
-		switch {
-		case !ok:
-			return false
-		case f == 0:
-			return p.str(&v.ID)
-		}
-		return p.skip(1)
-	})
 }
 
 func (p *wireParser) strings(dst *[]string) bool {
