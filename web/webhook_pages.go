@@ -54,9 +54,18 @@ func (s *Server) renderWebhooks(c echo.Context, projectID uuid.UUID, changed for
 	if err != nil {
 		return err
 	}
+	refused, err := s.Webhooks.Refusals(ctx, pr, projectID)
+	if err != nil {
+		return err
+	}
 	props := views.WebhooksProps{Page: s.page(c, "Webhooks · "+proj.Name, "projects"), ProjectID: projectID.String(), ProjectName: proj.Name}
 	for _, w := range ws {
 		card := s.webhookCard(c, w)
+		for _, r := range refused {
+			if r.Provider == string(w.Provider) {
+				card.Refusals = append(card.Refusals, views.RefusalRow{Reason: r.Reason, Count: r.Refusals, LastAt: r.LastAt, LastDetail: r.LastDetail})
+			}
+		}
 		if w.Provider == changed {
 			card.Reveal, card.Error = reveal, cardErr
 			if isHTMX(c) {

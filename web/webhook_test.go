@@ -363,6 +363,41 @@ func TestWebhookRefusalsRecordNothing(t *testing.T) {
 	if n := b.count(t, "project_runs", "true"); n != 0 {
 		t.Fatalf("refusals made %d runs", n)
 	}
+	// …but each refusal of a project that exists is counted by reason, and
+	// the webhook page shows the counts on the provider's card.
+	counts := map[string]int{}
+	rows, err := b.db.SQL.Query(`SELECT project_id::text, provider, reason, refusals FROM webhook_refusals`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var proj, provider, reason string
+		var n int
+		if err := rows.Scan(&proj, &provider, &reason, &n); err != nil {
+			t.Fatal(err)
+		}
+		if proj == other {
+			provider = "other:" + provider
+		} else if proj != p {
+			t.Fatalf("a refusal counted for project %s", proj)
+		}
+		counts[provider+"/"+reason] += n
+	}
+	rows.Close()
+	want := map[string]int{"github/invalid_signature": 4, "github/missing_signature": 1, "github/missing_delivery_id": 1, "github/webhook_disabled": 1,
+		"gitea/invalid_signature": 1, "gitea/not_configured": 1, "gitlab/missing_signature": 1, "gitlab/invalid_signature": 1, "other:github/not_configured": 1}
+	if fmt.Sprint(counts) != fmt.Sprint(want) {
+		t.Fatalf("refusal counts %v, want %v", counts, want)
+	}
+	br := b.browser(t)
+	br.login("owner@acme.test", testPassword)
+	_, page := br.get("/projects/" + p + "/webhooks")
+	card := page[strings.Index(page, `data-testid="webhook-card-github"`):]
+	card = card[:strings.Index(card, "</section>")]
+	if !strings.Contains(card, `data-testid="webhook-refusals"`) || !strings.Contains(card, `data-reason="invalid_signature" data-count="4"`) ||
+		!strings.Contains(card, `data-reason="webhook_disabled" data-count="1"`) || !strings.Contains(card, "signature does not verify") {
+		t.Fatalf("the github card does not show its refusals: %s", card)
+	}
 }
 
 func TestWebhookCRUDThroughTheAPI(t *testing.T) {
