@@ -47,6 +47,13 @@ func TestWebhookJourney(t *testing.T) {
 	if !strings.HasSuffix(url, "/api/public/webhooks/"+pid+"/github") {
 		t.Fatalf("payload URL %q", url)
 	}
+	// The URL stays on one line (it used to wrap at the UUID's hyphens); a
+	// narrow card scrolls it instead.
+	lines, err := card.Locator("[data-testid=webhook-url]").Evaluate(`el => Math.round((el.clientHeight - parseFloat(getComputedStyle(el).paddingTop) - parseFloat(getComputedStyle(el).paddingBottom)) / parseFloat(getComputedStyle(el).lineHeight))`, nil)
+	must(t, err, "measure the payload URL")
+	if n, _ := lines.(int); n != 1 {
+		t.Fatalf("the payload URL takes %v lines", lines)
+	}
 	screenshot(t, page, "created")
 	// The create answered with a redirect: a reload shows the secret no
 	// more, and creates nothing.
