@@ -99,7 +99,7 @@ func (a *Accounts) ListInvitations(ctx context.Context, p *Principal) ([]Invitat
 	out := []Invitation{}
 	rows, err := a.s.DB.QueryContext(ctx, `SELECT i.id, i.email, i.role, COALESCE(u.email, ''), i.created_at, i.expires_at
 		FROM invitations i LEFT JOIN users u ON u.id = i.invited_by
-		WHERE i.org_id = $1 AND i.used_at IS NULL AND i.revoked_at IS NULL AND i.expires_at > $2
+		WHERE i.org_id = ? AND i.used_at IS NULL AND i.revoked_at IS NULL AND i.expires_at > ?
 		ORDER BY i.created_at DESC`, p.OrgID, a.s.Now())
 	if err != nil {
 		return nil, fmt.Errorf("invitations: list: %w", err)

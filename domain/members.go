@@ -24,7 +24,7 @@ type Member struct {
 func (a *Accounts) ListMembers(ctx context.Context, p *Principal) ([]Member, error) {
 	ms := []Member{}
 	rows, err := a.s.DB.QueryContext(ctx, `SELECT u.id, u.email, u.name, m.role, m.created_at, m.last_seen_at
-		FROM memberships m JOIN users u ON u.id = m.user_id WHERE m.org_id = $1
+		FROM memberships m JOIN users u ON u.id = m.user_id WHERE m.org_id = ?
 		ORDER BY CASE m.role WHEN 'owner' THEN 0 WHEN 'admin' THEN 1 WHEN 'member' THEN 2 ELSE 3 END, lower(u.email)`, p.OrgID)
 	if err != nil {
 		return nil, fmt.Errorf("members: list: %w", err)

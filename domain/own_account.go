@@ -118,7 +118,7 @@ func sessionHandle(id []byte) string {
 // Sessions lists the caller's live sessions across organisations.
 func (a *Accounts) Sessions(ctx context.Context, p *Principal) ([]SessionInfo, error) {
 	rows, err := a.s.DB.QueryContext(ctx, `SELECT s.id, o.name, s.created_at, s.expires_at FROM sessions s
-		JOIN organizations o ON o.id = s.org_id WHERE s.user_id = $1 AND s.expires_at > $2 ORDER BY s.created_at DESC`, p.UserID, a.s.Now())
+		JOIN organizations o ON o.id = s.org_id WHERE s.user_id = ? AND s.expires_at > ? ORDER BY s.created_at DESC`, p.UserID, a.s.Now())
 	if err != nil {
 		return nil, fmt.Errorf("sessions: %w", err)
 	}
@@ -138,7 +138,7 @@ func (a *Accounts) Sessions(ctx context.Context, p *Principal) ([]SessionInfo, e
 
 // EndSession ends one of the caller's sessions by its handle.
 func (a *Accounts) EndSession(ctx context.Context, p *Principal, handle string) error {
-	ss, err := a.s.DB.QueryContext(ctx, `SELECT id FROM sessions WHERE user_id = $1`, p.UserID)
+	ss, err := a.s.DB.QueryContext(ctx, `SELECT id FROM sessions WHERE user_id = ?`, p.UserID)
 	if err != nil {
 		return err
 	}
@@ -172,7 +172,7 @@ type OrgChoice struct {
 // Organizations lists the organisations of the caller.
 func (a *Accounts) Organizations(ctx context.Context, p *Principal) ([]OrgChoice, error) {
 	rows, err := a.s.DB.QueryContext(ctx, `SELECT o.id, o.slug, o.name, m.role FROM memberships m
-		JOIN organizations o ON o.id = m.org_id WHERE m.user_id = $1 ORDER BY lower(o.name), o.slug`, p.UserID)
+		JOIN organizations o ON o.id = m.org_id WHERE m.user_id = ? ORDER BY lower(o.name), o.slug`, p.UserID)
 	if err != nil {
 		return nil, fmt.Errorf("organisations: %w", err)
 	}
