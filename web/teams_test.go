@@ -257,3 +257,42 @@ func jsonOf(v any) string {
 	raw, _ := json.Marshal(v)
 	return string(raw)
 }
+
+func TestExistingUserJoinsAnInvitationAfterLoggingIn(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	if _, err := b.accounts.Bootstrap(context.Background(), "beta", "boss@beta.test", testPassword); err != nil {
+		t.Fatal(err)
+	}
+	_, body := b.api(t, b.owner.Token, "POST", "/api/private/invitations", map[string]any{"email": "boss@beta.test", "role": "viewer"})
+	tok := inviteURLRE.FindStringSubmatch(body["url"].(string))[1]
+
+	br := b.browser(t)
+	res, page := br.get("/invite/" + tok)
+	if res.StatusCode != 200 || !strings.Contains(page, `data-testid="invite-login"`) || strings.Contains(page, `data-testid="invite-form"`) {
+		t.Fatalf("invite page for an existing account: %d", res.StatusCode)
+	}
+	// Creating a second account for that email is refused and changes nothing.
+	lt := br.csrf("/login")
+	if res, _ := br.post("/invite/"+tok, url.Values{"_csrf": {lt}, "name": {"X"}, "password": {testPassword}}); res.StatusCode != 409 {
+		t.Fatalf("second account: %d", res.StatusCode)
+	}
+	res, _ = br.post("/login", url.Values{"_csrf": {lt}, "email": {"boss@beta.test"}, "password": {testPassword}, "next": {"/invite/" + tok}})
+	if res.StatusCode != http.StatusSeeOther || res.Header.Get("Location") != "/invite/"+tok {
+		t.Fatalf("login: %d %s", res.StatusCode, res.Header.Get("Location"))
+	}
+	_, page = br.get("/invite/" + tok)
+	if !strings.Contains(page, `data-testid="invite-join"`) {
+		t.Fatal("no join button for the invited, logged-in person")
+	}
+	csrf := csrfRE.FindStringSubmatch(page)[1]
+	if res, _ := br.post("/invite/"+tok+"/join", url.Values{"_csrf": {csrf}}); res.StatusCode != http.StatusSeeOther {
+		t.Fatalf("join: %d", res.StatusCode)
+	}
+	if _, page := br.get("/"); !strings.Contains(page, "boss@beta.test · acme") {
+		t.Fatal("the session did not move to acme")
+	}
+	if res, _ := br.post("/invite/"+tok+"/join", url.Values{"_csrf": {csrf}}); res.StatusCode != 404 {
+		t.Fatalf("second join: %d", res.StatusCode)
+	}
+}
