@@ -296,3 +296,30 @@ func TestExistingUserJoinsAnInvitationAfterLoggingIn(t *testing.T) {
 		t.Fatalf("second join: %d", res.StatusCode)
 	}
 }
+
+func TestPasswordResetPage(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	tok, _, err := b.accounts.CreatePasswordReset(context.Background(), "owner@acme.test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	br := b.browser(t)
+	res, page := br.get("/reset/" + tok)
+	if res.StatusCode != 200 || !strings.Contains(page, "owner@acme.test") {
+		t.Fatalf("reset page: %d", res.StatusCode)
+	}
+	csrf := csrfRE.FindStringSubmatch(page)[1]
+	if res, page := br.post("/reset/"+tok, url.Values{"_csrf": {csrf}, "password": {"short"}}); res.StatusCode != 422 || !strings.Contains(page, "at least 10 characters") {
+		t.Fatalf("short password: %d", res.StatusCode)
+	}
+	if res, _ := br.post("/reset/"+tok, url.Values{"_csrf": {csrf}, "password": {"the new long password"}}); res.StatusCode != http.StatusSeeOther || res.Header.Get("Location") != "/login" {
+		t.Fatalf("reset: %d %s", res.StatusCode, res.Header.Get("Location"))
+	}
+	br.login("owner@acme.test", "the new long password")
+	for _, p := range []string{"/reset/" + tok, "/reset/anv_rst_nonsense"} {
+		if res, page := b.browser(t).get(p); res.StatusCode != 404 || !strings.Contains(page, "no longer valid") {
+			t.Fatalf("%s: %d", p, res.StatusCode)
+		}
+	}
+}
