@@ -7,6 +7,7 @@
 //	anvil migrate
 //	anvil admin bootstrap --org SLUG --email EMAIL [--password-file F]
 //	anvil admin rotate-key
+//	anvil admin reset-password --email EMAIL
 //	anvil dev     (what `make run` starts: a local database, a key, a demo owner)
 package main
 
@@ -21,6 +22,7 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+	"time"
 )
 
 const usage = `anvil — a self-hostable cockpit for software teams
@@ -32,6 +34,7 @@ Usage:
   anvil admin bootstrap --org SLUG --email EMAIL [--password-file F]
                                                        create an organisation, its owner and an API token
   anvil admin rotate-key                               re-encrypt every stored secret under ANVIL_SECRET_KEY
+  anvil admin reset-password --email EMAIL             end the user's sessions and password; print a one-time reset link
   anvil dev                                            local development: own Postgres, key and demo login
 
 Configuration is read from the environment (ANVIL_DATABASE_URL, ANVIL_SECRET_KEY,
@@ -155,7 +158,7 @@ func cmdMigrate(ctx context.Context, args []string, stderr io.Writer) error {
 
 func cmdAdmin(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" {
-		fmt.Fprint(stdout, "Usage:\n  anvil admin bootstrap --org SLUG --email EMAIL [--password-file F]\n  anvil admin rotate-key\n")
+		fmt.Fprint(stdout, "Usage:\n  anvil admin bootstrap --org SLUG --email EMAIL [--password-file F]\n  anvil admin rotate-key\n  anvil admin reset-password --email EMAIL\n")
 		if len(args) == 0 {
 			return errUsage
 		}
@@ -215,6 +218,33 @@ func cmdAdmin(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			return err
 		}
 		fmt.Fprintf(stdout, "re-encrypted %d secrets under key %s\n", n, a.keys.CurrentID())
+		return nil
+	case "reset-password":
+		fs := newFlags("reset-password", "anvil admin reset-password --email EMAIL\n\nStops the user's password and ends every session of theirs at once, and prints a\none-time link (ANVIL_PUBLIC_URL/reset/…, valid for one hour) on which they set a\nnew one. The link is shown only now; hand it over by any channel.", stdout)
+		email := fs.String("email", "", "the user's email")
+		if err := parseFlags(fs, args[1:]); err != nil {
+			return err
+		}
+		if *email == "" {
+			return fmt.Errorf("%w: --email is required", errUsage)
+		}
+		if cerr != nil {
+			return cerr
+		}
+		if err := cfg.validate(true); err != nil {
+			return err
+		}
+		a, err := newApp(ctx, cfg, stderr, false)
+		if err != nil {
+			return err
+		}
+		defer a.close()
+		tok, expires, err := a.Accounts.CreatePasswordReset(ctx, *email)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "%s/reset/%s\n", cfg.PublicURL, tok)
+		fmt.Fprintf(stderr, "the link is valid until %s and works once; the old password no longer works\n", expires.UTC().Format(time.RFC3339))
 		return nil
 	}
 	return fmt.Errorf("%w: unknown admin command %q", errUsage, args[0])

@@ -15,7 +15,10 @@ import (
 	"github.com/uptrace/bun"
 )
 
-// Roles of a membership. Viewers read; everybody else may write.
+// Roles of a membership, from the least to the most powerful: viewers read;
+// members also run and decide; admins also manage the organisation's
+// settings and its members and viewers; owners also manage owners and
+// admins (see requireRole).
 const (
 	RoleOwner  = "owner"
 	RoleAdmin  = "admin"
@@ -58,16 +61,9 @@ type Principal struct {
 	TokenID   uuid.UUID
 }
 
-// CanWrite reports whether the principal may change anything.
+// CanWrite reports whether the principal may trigger and cancel runs and take
+// inbox decisions (members and above).
 func (p *Principal) CanWrite() bool { return p != nil && p.Role != RoleViewer }
-
-// requireWrite refuses viewers.
-func requireWrite(p *Principal) error {
-	if !p.CanWrite() {
-		return Forbidden("viewers cannot make changes")
-	}
-	return nil
-}
 
 // Accounts manages organisations, people, sessions and personal tokens.
 type Accounts struct{ s *Store }
@@ -178,13 +174,14 @@ func (a *Accounts) bootstrap(ctx context.Context, orgSlug, email, password strin
 // AddMember creates (or reuses) a user and gives them role in the
 // organisation of p. Only owners and admins may add people.
 func (a *Accounts) AddMember(ctx context.Context, p *Principal, email, password, role string) (uuid.UUID, error) {
-	if p.Role != RoleOwner && p.Role != RoleAdmin {
-		return uuid.Nil, Forbidden("only owners and admins can add members")
+	if err := requireRole(p, RoleAdmin); err != nil {
+		return uuid.Nil, err
 	}
-	switch role {
-	case RoleOwner, RoleAdmin, RoleMember, RoleViewer:
-	default:
+	if !ValidRole(role) {
 		return uuid.Nil, Invalid("invalid_role", "role must be one of owner, admin, member, viewer")
+	}
+	if !managedByAdmin(role) && !p.AtLeast(RoleOwner) {
+		return uuid.Nil, Forbidden("only an owner may add an owner or an admin")
 	}
 	email, err := validateEmail(email)
 	if err != nil {
@@ -206,9 +203,15 @@ func (a *Accounts) AddMember(ctx context.Context, p *Principal, email, password,
 		if err != nil {
 			return fmt.Errorf("user: %w", err)
 		}
-		_, err = tx.NewRaw(`INSERT INTO memberships (org_id, user_id, role) VALUES (?, ?, ?)
-			ON CONFLICT (org_id, user_id) DO UPDATE SET role = EXCLUDED.role`, p.OrgID, u.ID, role).Exec(ctx)
-		return err
+		res, err := tx.NewRaw(`INSERT INTO memberships (org_id, user_id, role) VALUES (?, ?, ?)
+			ON CONFLICT (org_id, user_id) DO NOTHING`, p.OrgID, u.ID, role).Exec(ctx)
+		if err != nil {
+			return err
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			return Conflict("already_member", "%s is already a member of this organisation", email)
+		}
+		return recordAudit(ctx, tx, p, AuditMemberAdded, email, map[string]any{"role": role})
 	})
 	return u.ID, err
 }
@@ -247,23 +250,32 @@ func (a *Accounts) Login(ctx context.Context, email, password string) (string, *
 	if err != nil {
 		return "", nil, fmt.Errorf("login membership: %w", err)
 	}
-	raw := make([]byte, 32)
-	if _, err := rand.Read(raw); err != nil {
+	cookie, err := a.openSession(ctx, a.s.DB, u.ID, orgID)
+	if err != nil {
 		return "", nil, err
-	}
-	cookie := base64.RawURLEncoding.EncodeToString(raw)
-	id := sessionHash(cookie)
-	now := a.s.Now()
-	if _, err := a.s.DB.NewRaw(`INSERT INTO sessions (id, user_id, org_id, created_at, expires_at) VALUES (?, ?, ?, ?, ?)`,
-		id, u.ID, orgID, now, now.Add(SessionTTL)).Exec(ctx); err != nil {
-		return "", nil, fmt.Errorf("create session: %w", err)
 	}
 	p, err := a.principal(ctx, u.ID, orgID)
 	if err != nil {
 		return "", nil, err
 	}
-	p.SessionID = id
+	p.SessionID = sessionHash(cookie)
 	return cookie, p, nil
+}
+
+// openSession stores a new session of userID in orgID and returns its cookie
+// value (only the hash is stored).
+func (a *Accounts) openSession(ctx context.Context, db bun.IDB, userID, orgID uuid.UUID) (string, error) {
+	raw := make([]byte, 32)
+	if _, err := rand.Read(raw); err != nil {
+		return "", err
+	}
+	cookie := base64.RawURLEncoding.EncodeToString(raw)
+	now := a.s.Now()
+	if _, err := db.NewRaw(`INSERT INTO sessions (id, user_id, org_id, created_at, expires_at) VALUES (?, ?, ?, ?, ?)`,
+		sessionHash(cookie), userID, orgID, now, now.Add(SessionTTL)).Exec(ctx); err != nil {
+		return "", fmt.Errorf("create session: %w", err)
+	}
+	return cookie, nil
 }
 
 func sessionHash(cookie string) []byte {
@@ -304,14 +316,19 @@ func (a *Accounts) Logout(ctx context.Context, cookie string) error {
 
 func (a *Accounts) principal(ctx context.Context, userID, orgID uuid.UUID) (*Principal, error) {
 	p := &Principal{UserID: userID, OrgID: orgID}
-	err := a.s.DB.NewRaw(`SELECT u.email, o.slug, o.name, m.role
+	var seen *time.Time
+	err := a.s.DB.NewRaw(`SELECT u.email, o.slug, o.name, m.role, m.last_seen_at
 		FROM memberships m JOIN users u ON u.id = m.user_id JOIN organizations o ON o.id = m.org_id
-		WHERE m.user_id = ? AND m.org_id = ?`, userID, orgID).Scan(ctx, &p.Email, &p.OrgSlug, &p.OrgName, &p.Role)
+		WHERE m.user_id = ? AND m.org_id = ?`, userID, orgID).Scan(ctx, &p.Email, &p.OrgSlug, &p.OrgName, &p.Role, &seen)
 	if isNoRows(err) {
 		return nil, ErrUnauthorized
 	}
 	if err != nil {
 		return nil, fmt.Errorf("principal: %w", err)
+	}
+	// last_seen_at at minute resolution: one write per member per minute at most.
+	if now := a.s.Now(); seen == nil || now.Sub(*seen) > time.Minute {
+		_, _ = a.s.DB.NewRaw(`UPDATE memberships SET last_seen_at = ? WHERE org_id = ? AND user_id = ?`, now, orgID, userID).Exec(ctx)
 	}
 	return p, nil
 }
@@ -348,7 +365,14 @@ func (a *Accounts) CreateToken(ctx context.Context, p *Principal, name string) (
 	if len(name) > 100 {
 		return "", Invalid("invalid_name", "token name must be at most 100 characters")
 	}
-	return a.insertToken(ctx, a.s.DB, p.OrgID, p.UserID, name)
+	var tok string
+	err := a.s.inTx(ctx, func(ctx context.Context, tx bun.Tx) (err error) {
+		if tok, err = a.insertToken(ctx, tx, p.OrgID, p.UserID, name); err != nil {
+			return err
+		}
+		return recordAudit(ctx, tx, p, AuditTokenCreated, name, map[string]any{"prefix": tok[:tokenLookupLen]})
+	})
+	return tok, err
 }
 
 // ListTokens lists the caller's own tokens in this organisation.
@@ -361,15 +385,22 @@ func (a *Accounts) ListTokens(ctx context.Context, p *Principal) ([]APIToken, er
 
 // RevokeToken revokes one of the caller's tokens.
 func (a *Accounts) RevokeToken(ctx context.Context, p *Principal, id uuid.UUID) error {
-	res, err := a.s.DB.NewRaw(`UPDATE api_tokens SET revoked_at = COALESCE(revoked_at, ?)
-		WHERE id = ? AND org_id = ? AND user_id = ?`, a.s.Now(), id, p.OrgID, p.UserID).Exec(ctx)
-	if err != nil {
-		return err
-	}
-	if n, _ := res.RowsAffected(); n == 0 {
-		return NotFound("token")
-	}
-	return nil
+	return a.s.inTx(ctx, func(ctx context.Context, tx bun.Tx) error {
+		var name, prefix string
+		var was *time.Time
+		err := tx.NewRaw(`SELECT name, prefix, revoked_at FROM api_tokens WHERE id = ? AND org_id = ? AND user_id = ? FOR UPDATE`,
+			id, p.OrgID, p.UserID).Scan(ctx, &name, &prefix, &was)
+		if isNoRows(err) {
+			return NotFound("token")
+		}
+		if err != nil || was != nil {
+			return err
+		}
+		if _, err := tx.NewRaw(`UPDATE api_tokens SET revoked_at = ? WHERE id = ?`, a.s.Now(), id).Exec(ctx); err != nil {
+			return err
+		}
+		return recordAudit(ctx, tx, p, AuditTokenRevoked, name, map[string]any{"prefix": prefix})
+	})
 }
 
 // Authenticate resolves a bearer personal token to its principal. Every

@@ -274,7 +274,7 @@ type DashboardConfig struct {
 // store, which replaces the card at once.
 func (c *Cards) SetExternal(ctx context.Context, pr *Principal, projectID uuid.UUID, external bool) (DashboardConfig, error) {
 	var out DashboardConfig
-	if err := requireWrite(pr); err != nil {
+	if err := requireRole(pr, RoleAdmin); err != nil {
 		return out, err
 	}
 	err := c.s.WithProject(ctx, projectID, func(ctx context.Context, tx bun.Tx, p *Project) error {
@@ -302,6 +302,9 @@ func (c *Cards) SetExternal(ctx context.Context, pr *Principal, projectID uuid.U
 			return fmt.Errorf("cards: set external: %w", err)
 		}
 		out.External = external
+		if err := recordAudit(ctx, tx, pr, AuditCardExternal, p.Slug, map[string]any{"external": external}); err != nil {
+			return err
+		}
 		if !external {
 			return c.refreshTx(ctx, tx, p.ID)
 		}

@@ -138,7 +138,7 @@ func (f *Feed) project(ctx context.Context, p *Principal, id uuid.UUID) (*Projec
 // CreateConnection issues a connection for a project and returns it with its
 // token, which exists in plaintext only in this return value.
 func (f *Feed) CreateConnection(ctx context.Context, p *Principal, projectID uuid.UUID, name string) (*FeedConnection, string, error) {
-	if err := requireWrite(p); err != nil {
+	if err := requireRole(p, RoleAdmin); err != nil {
 		return nil, "", err
 	}
 	name = strings.TrimSpace(name)
@@ -154,7 +154,12 @@ func (f *Feed) CreateConnection(ctx context.Context, p *Principal, projectID uui
 	}
 	tok, lookup, hash := newToken(ServerTokenPrefix)
 	c := &FeedConnection{OrgID: pr.OrgID, ProjectID: pr.ID, Name: name, Prefix: lookup, Hash: hash, CreatedAt: f.s.Now()}
-	if _, err := f.s.DB.NewInsert().Model(c).Returning("*").Exec(ctx); err != nil {
+	if err := f.s.inTx(ctx, func(ctx context.Context, tx bun.Tx) error {
+		if _, err := tx.NewInsert().Model(c).Returning("*").Exec(ctx); err != nil {
+			return err
+		}
+		return recordAudit(ctx, tx, p, AuditConnectionCreated, pr.Slug+"/"+name, map[string]any{"prefix": lookup})
+	}); err != nil {
 		return nil, "", fmt.Errorf("feed: create connection: %w", err)
 	}
 	return c, tok, nil
@@ -174,12 +179,22 @@ func (f *Feed) ListConnections(ctx context.Context, p *Principal, projectID uuid
 // RevokeConnection revokes one connection; its next request is a 401. It
 // returns the connection's project. Revoking twice is no error.
 func (f *Feed) RevokeConnection(ctx context.Context, p *Principal, id uuid.UUID) (uuid.UUID, error) {
-	if err := requireWrite(p); err != nil {
+	if err := requireRole(p, RoleAdmin); err != nil {
 		return uuid.Nil, err
 	}
 	var projectID uuid.UUID
-	err := f.s.DB.NewRaw(`UPDATE feed_connections SET revoked_at = COALESCE(revoked_at, ?)
-		WHERE id = ? AND org_id = ? RETURNING project_id`, f.s.Now(), id, p.OrgID).Scan(ctx, &projectID)
+	err := f.s.inTx(ctx, func(ctx context.Context, tx bun.Tx) error {
+		var name string
+		var was *time.Time
+		if err := tx.NewRaw(`SELECT project_id, name, revoked_at FROM feed_connections WHERE id = ? AND org_id = ? FOR UPDATE`,
+			id, p.OrgID).Scan(ctx, &projectID, &name, &was); err != nil || was != nil {
+			return err
+		}
+		if _, err := tx.NewRaw(`UPDATE feed_connections SET revoked_at = ? WHERE id = ?`, f.s.Now(), id).Exec(ctx); err != nil {
+			return err
+		}
+		return recordAudit(ctx, tx, p, AuditConnectionRevoked, name, map[string]any{"connection_id": id.String()})
+	})
 	if isNoRows(err) {
 		return uuid.Nil, NotFound("connection")
 	}
@@ -192,7 +207,7 @@ func (f *Feed) RevokeConnection(ctx context.Context, p *Principal, id uuid.UUID)
 
 // PutBinding creates or changes the binding of a project's environment.
 func (f *Feed) PutBinding(ctx context.Context, p *Principal, projectID uuid.UUID, environment, policy string) (*FeedBinding, error) {
-	if err := requireWrite(p); err != nil {
+	if err := requireRole(p, RoleAdmin); err != nil {
 		return nil, err
 	}
 	env, err := NormalizeEnvironment(environment)
@@ -212,10 +227,13 @@ func (f *Feed) PutBinding(ctx context.Context, p *Principal, projectID uuid.UUID
 	}
 	now := f.s.Now()
 	b := &FeedBinding{ProjectID: projectID, Environment: env, RepairPolicy: policy, CreatedAt: now, UpdatedAt: now}
-	_, err = f.s.DB.NewInsert().Model(b).
-		On("CONFLICT (project_id, environment) DO UPDATE").
-		Set("repair_policy = EXCLUDED.repair_policy, updated_at = EXCLUDED.updated_at").
-		Returning("*").Exec(ctx)
+	err = f.s.inTx(ctx, func(ctx context.Context, tx bun.Tx) error {
+		if _, err := tx.NewInsert().Model(b).On("CONFLICT (project_id, environment) DO UPDATE").
+			Set("repair_policy = EXCLUDED.repair_policy, updated_at = EXCLUDED.updated_at").Returning("*").Exec(ctx); err != nil {
+			return err
+		}
+		return recordAudit(ctx, tx, p, AuditBindingChanged, env, map[string]any{"project_id": projectID.String(), "repair_policy": policy})
+	})
 	if err != nil {
 		return nil, fmt.Errorf("feed: put binding: %w", err)
 	}
@@ -287,7 +305,7 @@ func (f *Feed) ListBindings(ctx context.Context, p *Principal, projectID uuid.UU
 // DeleteBinding removes a binding: the environment's events are then
 // refused as no_binding (unless a wildcard binding admits them).
 func (f *Feed) DeleteBinding(ctx context.Context, p *Principal, projectID uuid.UUID, environment string) error {
-	if err := requireWrite(p); err != nil {
+	if err := requireRole(p, RoleAdmin); err != nil {
 		return err
 	}
 	env, err := NormalizeEnvironment(environment)
@@ -297,15 +315,18 @@ func (f *Feed) DeleteBinding(ctx context.Context, p *Principal, projectID uuid.U
 	if _, err := f.project(ctx, p, projectID); err != nil {
 		return err
 	}
-	res, err := f.s.DB.NewDelete().Model((*FeedBinding)(nil)).Where("project_id = ? AND environment = ?", projectID, env).Exec(ctx)
-	if err != nil {
-		return fmt.Errorf("feed: delete binding: %w", err)
-	}
+	err = f.s.inTx(ctx, func(ctx context.Context, tx bun.Tx) error {
+		res, err := tx.NewDelete().Model((*FeedBinding)(nil)).Where("project_id = ? AND environment = ?", projectID, env).Exec(ctx)
+		if err != nil {
+			return fmt.Errorf("feed: delete binding: %w", err)
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			return NotFound("binding")
+		}
+		return recordAudit(ctx, tx, p, AuditBindingChanged, env, map[string]any{"project_id": projectID.String(), "deleted": true})
+	})
 	f.senders.clear()
-	if n, _ := res.RowsAffected(); n == 0 {
-		return NotFound("binding")
-	}
-	return nil
+	return err
 }
 
 // FeedSender is a resolved, live connection: who is sending (the token

@@ -213,7 +213,7 @@ func (in *Incidents) Decide(ctx context.Context, pr *Principal, id uuid.UUID, de
 	if !ok {
 		return nil, Invalid("unknown_decision", "decision must be one of approve, ignore, close, reopen")
 	}
-	if err := requireWrite(pr); err != nil {
+	if err := requireRole(pr, RoleMember); err != nil {
 		return nil, err
 	}
 	var out *Incident
@@ -293,7 +293,7 @@ func (in *Incidents) DecideMany(ctx context.Context, pr *Principal, ids []uuid.U
 	if len(ids) > 200 {
 		return res, Invalid("too_many_incidents", "at most 200 incidents at once")
 	}
-	if err := requireWrite(pr); err != nil {
+	if err := requireRole(pr, RoleMember); err != nil {
 		return res, err
 	}
 	for _, id := range ids {

@@ -226,7 +226,7 @@ func (ps *Projects) ProviderToken(p *Project) (string, error) {
 
 // Create validates and stores a new project.
 func (ps *Projects) Create(ctx context.Context, pr *Principal, in ProjectInput) (*Project, error) {
-	if err := requireWrite(pr); err != nil {
+	if err := requireRole(pr, RoleAdmin); err != nil {
 		return nil, err
 	}
 	p := &Project{ID: uuid.New(), OrgID: pr.OrgID}
@@ -236,7 +236,13 @@ func (ps *Projects) Create(ctx context.Context, pr *Principal, in ProjectInput) 
 	if err := ps.setToken(p, &in); err != nil {
 		return nil, err
 	}
-	if _, err := ps.s.DB.NewInsert().Model(p).Returning("*").Exec(ctx); err != nil {
+	err := ps.s.inTx(ctx, func(ctx context.Context, tx bun.Tx) error {
+		if _, err := tx.NewInsert().Model(p).Returning("*").Exec(ctx); err != nil {
+			return err
+		}
+		return recordAudit(ctx, tx, pr, AuditProjectCreated, p.Slug, map[string]any{"project_id": p.ID.String()})
+	})
+	if err != nil {
 		if isUnique(err, "projects_org_slug_key") {
 			return nil, Conflict("slug_taken", "a project with slug %q already exists in this organisation", p.Slug)
 		}
@@ -247,7 +253,7 @@ func (ps *Projects) Create(ctx context.Context, pr *Principal, in ProjectInput) 
 
 // Update changes the given fields of a project.
 func (ps *Projects) Update(ctx context.Context, pr *Principal, id uuid.UUID, in ProjectInput) (*Project, error) {
-	if err := requireWrite(pr); err != nil {
+	if err := requireRole(pr, RoleAdmin); err != nil {
 		return nil, err
 	}
 	var out *Project

@@ -183,7 +183,7 @@ func validSHA(s string) bool {
 // AcceptManual queues a run of the project's branch (its default branch
 // when empty) for a person or API client. A full queue is ErrQueueFull.
 func (q *Queue) AcceptManual(ctx context.Context, pr *Principal, projectID uuid.UUID, branch string) (*Run, error) {
-	if err := requireWrite(pr); err != nil {
+	if err := requireRole(pr, RoleMember); err != nil {
 		return nil, err
 	}
 	branch = strings.TrimSpace(branch)
@@ -368,7 +368,7 @@ func (q *Queue) terminalizeTx(ctx context.Context, tx bun.Tx, p *Project, r *Run
 // RequestCancel cancels a run: a queued run at once (its position cleared),
 // an active one by asking its executor (→ cancel_requested).
 func (q *Queue) RequestCancel(ctx context.Context, pr *Principal, runID uuid.UUID) (*Run, error) {
-	if err := requireWrite(pr); err != nil {
+	if err := requireRole(pr, RoleMember); err != nil {
 		return nil, err
 	}
 	var out *Run

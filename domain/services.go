@@ -24,6 +24,7 @@ type Services struct {
 	Feed      *Feed
 	Incidents *Incidents
 	Cards     *Cards
+	Audit     *Audit
 }
 
 // Options tune the services.
@@ -38,7 +39,7 @@ func NewServices(bdb *bun.DB, pool *pgxpool.Pool, keys *secret.Keyring, log *slo
 	s := NewStore(bdb, keys, log)
 	s.Pool = pool
 	sv := &Services{Store: s, Accounts: NewAccounts(s), Projects: NewProjects(s), Queue: NewQueue(s, o.HeartbeatTimeout),
-		Logs: NewLogs(s, o.LogMaxBytes), Hub: NewHub(pool, s.Log), Feed: NewFeed(s), Cards: NewCards(s)}
+		Logs: NewLogs(s, o.LogMaxBytes), Hub: NewHub(pool, s.Log), Feed: NewFeed(s), Cards: NewCards(s), Audit: NewAudit(s)}
 	sv.Webhooks = NewWebhooks(s, sv.Queue)
 	sv.Incidents = NewIncidents(s, sv.Queue)
 	sv.Feed.OnQueued = sv.Incidents.RequestRepairs

@@ -159,7 +159,7 @@ func validateSecret(s string) error {
 // delivery reads what the write left (other processes learn it from
 // Deliver's check; see sealCache).
 func (w *Webhooks) withOwnProject(ctx context.Context, pr *Principal, projectID uuid.UUID, fn func(ctx context.Context, tx bun.Tx, p *Project) error) error {
-	if err := requireWrite(pr); err != nil {
+	if err := requireRole(pr, RoleAdmin); err != nil {
 		return err
 	}
 	defer func() {
@@ -254,7 +254,7 @@ func (w *Webhooks) Put(ctx context.Context, pr *Principal, projectID uuid.UUID, 
 			return fmt.Errorf("create %s webhook: %w", p, err)
 		}
 		res.Webhook, res.Created, res.Secrets.Secret = row.view(), true, secret
-		return nil
+		return recordAudit(ctx, tx, pr, AuditWebhookCreated, proj.Slug+"/"+string(p), nil)
 	})
 	if err != nil {
 		return WebhookResult{}, err
@@ -328,7 +328,7 @@ func (w *Webhooks) Delete(ctx context.Context, pr *Principal, projectID uuid.UUI
 		if n, _ := res.RowsAffected(); n == 0 {
 			return errWebhookNotFound(p)
 		}
-		return nil
+		return recordAudit(ctx, tx, pr, AuditWebhookDeleted, proj.Slug+"/"+string(p), nil)
 	})
 }
 
@@ -364,7 +364,7 @@ func (w *Webhooks) RotateSecret(ctx context.Context, pr *Principal, projectID uu
 			return fmt.Errorf("rotate %s webhook secret: %w", p, err)
 		}
 		res.Webhook = row.view()
-		return nil
+		return recordAudit(ctx, tx, pr, AuditWebhookRotated, proj.Slug+"/"+string(p), nil)
 	})
 	if err != nil {
 		return WebhookResult{}, err

@@ -4,6 +4,7 @@ package views
 
 import (
 	"encoding/json"
+	"strings"
 	"time"
 )
 
@@ -50,3 +51,5 @@ func placed(r RunRow, place int) RunRow {
 	r.Place = place
 	return r
 }
+
+func equalFold(a, b string) bool { return strings.EqualFold(a, b) }

@@ -6,6 +6,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/labstack/echo/v4"
 
+	"anvil/domain"
 	"anvil/views"
 )
 
@@ -27,7 +28,7 @@ func (s *Server) dashboard(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	props := views.DashboardProps{Page: s.page(c, "Dashboard", "dashboard"), CanWrite: p.CanWrite()}
+	props := views.DashboardProps{Page: s.page(c, "Dashboard", "dashboard"), CanWrite: p.AtLeast(domain.RoleAdmin)}
 	for _, sm := range sums {
 		hourly, err := s.Incidents.ProjectHourly(ctx, sm.ID)
 		if err != nil {

@@ -34,7 +34,7 @@ func (s *Server) feedProps(c echo.Context) (views.FeedProps, error) {
 		return views.FeedProps{}, err
 	}
 	props := views.FeedProps{Page: s.page(c, pr.Name+" · Feed", "projects"), ProjectID: pr.ID.String(), ProjectName: pr.Name,
-		IngestURL: strings.TrimRight(s.opts.PublicURL, "/") + "/api/feed/events", CanWrite: p.CanWrite()}
+		IngestURL: strings.TrimRight(s.opts.PublicURL, "/") + "/api/feed/events", CanWrite: p.AtLeast(domain.RoleAdmin)}
 	for _, cn := range cs {
 		row := views.FeedConnectionRow{ID: cn.ID.String(), Name: cn.Name, Prefix: cn.Prefix, CreatedAt: cn.CreatedAt, Revoked: cn.RevokedAt != nil}
 		if cn.LastUsedAt != nil {

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"runtime/debug"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -47,7 +48,7 @@ func (s *Server) requestID(next echo.HandlerFunc) echo.HandlerFunc {
 			slog.String("request_id", id),
 			slog.String("method", c.Request().Method),
 			slog.String("route", routeOf(c)),
-			slog.String("path", c.Request().URL.Path), // never the query: it may carry secrets
+			slog.String("path", loggedPath(c)), // never the query: it may carry secrets
 			slog.Int("status", status),
 			slog.Duration("duration", time.Since(start)),
 		}
@@ -123,4 +124,13 @@ func (s *Server) observe(next echo.HandlerFunc) echo.HandlerFunc {
 		s.metrics.latency.WithLabelValues(c.Request().Method, route).Observe(time.Since(start).Seconds())
 		return nil
 	}
+}
+
+// loggedPath is the path to log: the route instead for paths that carry a
+// one-time token (/invite/:token, /reset/:token).
+func loggedPath(c echo.Context) string {
+	if r := routeOf(c); strings.HasSuffix(r, ":token") || strings.Contains(r, ":token/") {
+		return r
+	}
+	return c.Request().URL.Path
 }

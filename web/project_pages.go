@@ -30,12 +30,12 @@ func (s *Server) projectsPage(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return Render(c, http.StatusOK, views.Projects(views.ProjectsProps{Page: s.page(c, "Projects", "projects"), Projects: rows, CanWrite: principal(c).CanWrite()}))
+	return Render(c, http.StatusOK, views.Projects(views.ProjectsProps{Page: s.page(c, "Projects", "projects"), Projects: rows, CanWrite: principal(c).AtLeast(domain.RoleAdmin)}))
 }
 
 func (s *Server) projectNewPage(c echo.Context) error {
-	if !principal(c).CanWrite() {
-		return domain.Forbidden("viewers cannot create projects")
+	if !principal(c).AtLeast(domain.RoleAdmin) {
+		return domain.Forbidden("only admins and owners create projects")
 	}
 	return Render(c, http.StatusOK, views.ProjectFormPage(views.ProjectFormProps{Page: s.page(c, "New project", "projects")}))
 }
@@ -113,8 +113,8 @@ func (s *Server) projectEditPage(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	if !principal(c).CanWrite() {
-		return domain.Forbidden("viewers cannot edit projects")
+	if !principal(c).AtLeast(domain.RoleAdmin) {
+		return domain.Forbidden("only admins and owners edit projects")
 	}
 	f := views.ProjectForm{ID: p.ID.String(), Slug: p.Slug, Name: p.Name, RepoURL: p.RepoURL, DefaultBranch: p.DefaultBranch,
 		RunCommand: p.RunCommand, RepairCommand: p.RepairCommand, Provider: p.Provider, ProviderAPIURL: p.ProviderAPIURL,
@@ -152,7 +152,7 @@ func (s *Server) projectPage(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	props := views.ProjectProps{Page: s.page(c, p.Name, "projects"), CanWrite: principal(c).CanWrite(), Queue: q,
+	props := views.ProjectProps{Page: s.page(c, p.Name, "projects"), CanWrite: principal(c).CanWrite(), CanEdit: principal(c).AtLeast(domain.RoleAdmin), Queue: q,
 		Project:    views.ProjectRow{ID: p.ID.String(), Slug: p.Slug, Name: p.Name, RepoURL: p.RepoURL, DefaultBranch: p.DefaultBranch, UpdatedAt: p.UpdatedAt},
 		RunCommand: p.RunCommand}
 	return Render(c, http.StatusOK, views.ProjectPage(props))

@@ -39,6 +39,7 @@ func (s *Server) page(c echo.Context, title, nav string) views.Page {
 		pg.UserEmail = p.Email
 		pg.OrgName = p.OrgName
 		pg.CSRF = s.csrfToken(p)
+		s.layoutOrgs(c, &pg)
 	}
 	if f, err := c.Cookie("anvil_flash"); err == nil && f.Value != "" {
 		pg.Flash = flashes[f.Value]

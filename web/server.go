@@ -86,7 +86,7 @@ func New(d Deps) *echo.Echo {
 	// Pages: a session (or a redirect to /login), CSRF on every write.
 	e.GET("/login", s.loginPage, s.anonymousCSRF)
 	e.POST("/login", s.loginSubmit, s.anonymousCSRF)
-	pages := e.Group("", s.authenticate, s.requirePage, s.requireCSRF)
+	pages := e.Group("", s.authenticate, s.requirePage, s.requireCSRF, s.requireRouteRole)
 	pages.POST("/logout", s.logout)
 	pages.GET("/", s.dashboard)
 	pages.GET("/inbox", s.inbox)
@@ -107,7 +107,7 @@ func New(d Deps) *echo.Echo {
 	pages.POST("/settings/tokens/:tokenId/revoke", s.tokenRevokeSubmit)
 
 	// Private API: a bearer token, or the session plus the CSRF token.
-	api := e.Group("/api/private", s.authenticate, s.requireAPI, s.requireCSRF)
+	api := e.Group("/api/private", s.authenticate, s.requireAPI, s.requireCSRF, s.requireRouteRole)
 	api.GET("/projects", s.apiProjectList)
 	api.POST("/projects", s.apiProjectCreate)
 	api.GET("/projects/:projectId", s.apiProjectGet)
@@ -121,5 +121,6 @@ func New(d Deps) *echo.Echo {
 	s.registerWebhooks(e, pages, api)
 	s.registerFeed(e, pages, api)
 	s.registerIncidents(e, pages, api)
+	s.registerTeams(e, pages, api)
 	return e
 }

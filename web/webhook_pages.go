@@ -21,7 +21,7 @@ func (s *Server) webhookCard(c echo.Context, w domain.Webhook) views.WebhookCard
 	p := principal(c)
 	return views.WebhookCard{ProjectID: w.ProjectID.String(), Provider: string(w.Provider), Label: providerLabels[w.Provider],
 		Configured: w.Configured, Enabled: w.Enabled, SigningToken: w.Config.SigningToken,
-		URL: s.webhookURL(w.ProjectID.String(), string(w.Provider)), CanWrite: p.CanWrite(), CSRF: s.csrfToken(p)}
+		URL: s.webhookURL(w.ProjectID.String(), string(w.Provider)), CanWrite: p.AtLeast(domain.RoleAdmin), CSRF: s.csrfToken(p)}
 }
 
 func (s *Server) deliveriesProps(c echo.Context, projectID uuid.UUID) (views.DeliveriesProps, error) {

@@ -1,0 +1,34 @@
+package domain
+
+// roleRank orders the roles: each may do what the ones below it may.
+var roleRank = map[string]int{RoleViewer: 1, RoleMember: 2, RoleAdmin: 3, RoleOwner: 4}
+
+// Roles lists the roles from the most to the least powerful.
+var Roles = []string{RoleOwner, RoleAdmin, RoleMember, RoleViewer}
+
+// ValidRole reports whether r is one of the four roles.
+func ValidRole(r string) bool { return roleRank[r] > 0 }
+
+// AtLeast reports whether the principal holds role min or a higher one.
+func (p *Principal) AtLeast(min string) bool {
+	return p != nil && roleRank[p.Role] >= roleRank[min] && roleRank[min] > 0
+}
+
+// requireRole refuses a principal below min, naming both roles so that a
+// person knows whom to ask. Viewers read only; members trigger and cancel
+// runs and take inbox decisions; admins also manage projects, webhooks,
+// connections, bindings, the card and members; owners also manage owners.
+func requireRole(p *Principal, min string) error {
+	if p.AtLeast(min) {
+		return nil
+	}
+	role := "no role"
+	if p != nil {
+		role = "a " + p.Role
+	}
+	return Forbidden("you are %s in this organisation; this needs the %s role or higher", role, min)
+}
+
+// requireWrite refuses viewers: what members may do (runs, cancels, inbox
+// decisions). Settings use requireRole(p, RoleAdmin).
+func requireWrite(p *Principal) error { return requireRole(p, RoleMember) }

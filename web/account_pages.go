@@ -1,0 +1,116 @@
+package web
+
+import (
+	"errors"
+	"net/http"
+
+	"github.com/google/uuid"
+	"github.com/labstack/echo/v4"
+
+	"anvil/domain"
+	"anvil/views"
+)
+
+// layoutOrgs fills the layout's organisation switcher.
+func (s *Server) layoutOrgs(c echo.Context, pg *views.Page) {
+	p := principal(c)
+	if p == nil {
+		return
+	}
+	pg.OrgID = p.OrgID.String()
+	orgs, err := s.Accounts.Organizations(c.Request().Context(), p)
+	if err != nil {
+		return // the switcher is a convenience; the page still renders
+	}
+	for _, o := range orgs {
+		pg.Orgs = append(pg.Orgs, views.OrgChoice{ID: o.ID.String(), Name: o.Name})
+	}
+}
+
+func (s *Server) accountProps(c echo.Context) (views.AccountProps, error) {
+	p := principal(c)
+	ctx := c.Request().Context()
+	acc, err := s.Accounts.OwnAccount(ctx, p)
+	if err != nil {
+		return views.AccountProps{}, err
+	}
+	props := views.AccountProps{Page: s.page(c, "Your account", "settings"), Email: acc.Email, Name: acc.Name}
+	ss, err := s.Accounts.Sessions(ctx, p)
+	if err != nil {
+		return props, err
+	}
+	for _, x := range ss {
+		props.Sessions = append(props.Sessions, views.SessionRow{ID: x.ID, OrgName: x.OrgName, CreatedAt: x.CreatedAt, ExpiresAt: x.ExpiresAt, Current: x.Current})
+	}
+	orgs, err := s.Accounts.Organizations(ctx, p)
+	if err != nil {
+		return props, err
+	}
+	for _, o := range orgs {
+		props.Orgs = append(props.Orgs, views.OrgRow{ID: o.ID.String(), Slug: o.Slug, Name: o.Name, Role: o.Role, Current: o.ID == p.OrgID})
+	}
+	return props, nil
+}
+
+func (s *Server) accountPage(c echo.Context) error {
+	props, err := s.accountProps(c)
+	if err != nil {
+		return err
+	}
+	return Render(c, http.StatusOK, views.Account(props))
+}
+
+// accountResult redirects with a flash on success and shows the account
+// page again with a domain refusal.
+func (s *Server) accountResult(c echo.Context, err error, flash, to string, edit func(*views.AccountProps)) error {
+	if err == nil {
+		s.flash(c, flash)
+		return redirect(c, to)
+	}
+	var de *domain.Error
+	if !errors.As(err, &de) {
+		return err
+	}
+	props, perr := s.accountProps(c)
+	if perr != nil {
+		return perr
+	}
+	props.Error = de.Message
+	if edit != nil {
+		edit(&props)
+	}
+	return Render(c, statusOf(de.Kind), views.Account(props))
+}
+
+func (s *Server) accountNameSubmit(c echo.Context) error {
+	err := s.Accounts.Rename(c.Request().Context(), principal(c), c.FormValue("name"))
+	return s.accountResult(c, err, "name_saved", "/settings/account", nil)
+}
+
+func (s *Server) accountPasswordSubmit(c echo.Context) error {
+	err := s.Accounts.ChangePassword(c.Request().Context(), principal(c), c.FormValue("current_password"), c.FormValue("new_password"))
+	return s.accountResult(c, err, "password_changed", "/settings/account", nil)
+}
+
+func (s *Server) accountSessionEndSubmit(c echo.Context) error {
+	err := s.Accounts.EndSession(c.Request().Context(), principal(c), c.Param("id"))
+	return s.accountResult(c, err, "session_ended", "/settings/account", nil)
+}
+
+func (s *Server) orgSwitchSubmit(c echo.Context) error {
+	id, err := uuid.Parse(c.FormValue("org_id"))
+	if err != nil {
+		return domain.NotFound("organisation")
+	}
+	if err := s.Accounts.SwitchOrganization(c.Request().Context(), principal(c), id); err != nil {
+		return err
+	}
+	s.flash(c, "org_switched")
+	return redirect(c, "/")
+}
+
+func (s *Server) orgCreateSubmit(c echo.Context) error {
+	slug, name := c.FormValue("slug"), c.FormValue("name")
+	_, err := s.Accounts.CreateOrganization(c.Request().Context(), principal(c), slug, name)
+	return s.accountResult(c, err, "org_created", "/", func(p *views.AccountProps) { p.OrgSlug, p.OrgName = slug, name })
+}
