@@ -19,7 +19,7 @@ import (
 const maxWebhookBody = 5 << 20
 
 // deliveryAnswer is the body of every answer to a verified delivery
-// (DESIGN.md §4); Error and Message only accompany queue_full.
+// (docs/contracts/webhooks.md, "Answers"); Error and Message only accompany queue_full.
 type deliveryAnswer struct {
 	Outcome string     `json:"outcome"`
 	RunID   *uuid.UUID `json:"run_id"`

@@ -53,7 +53,7 @@ func feedBenchAPI(ctx context.Context, method, url, token string, body any, want
 	return nil
 }
 
-// feedBenchEvent is a realistic event: the seed's example with a stack of
+// feedBenchEvent is a realistic event: the feed contract's example with a stack of
 // eight frames, one of ten faults.
 func feedBenchEvent(i int) map[string]any {
 	frames := make([]any, 8)
