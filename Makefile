@@ -52,6 +52,10 @@ test: node_modules .e2e/driver ## run every test, browser tests included (needs 
 	$(GO) test -count=1 -timeout 15m $(PKGS)
 	PLAYWRIGHT_DRIVER_PATH=$(E2E_DRIVER) $(GO) test -count=1 -tags e2e -timeout 10m ./e2e/...
 
+.PHONY: test-race
+test-race: ## run the Go tests under the race detector (no browser tests)
+	$(GO) test -race -count=1 -timeout 20m $(PKGS)
+
 .PHONY: test-unit
 test-unit: ## run the Go tests without the browser
 	$(GO) test -count=1 $(PKGS)
