@@ -249,7 +249,7 @@ func (c *Cards) ForProjects(ctx context.Context, ids []uuid.UUID) (map[uuid.UUID
 		return out, nil
 	}
 	var rows []cardRow
-	if err := c.s.DB.NewSelect().Model(&rows).Where("project_id IN (?)", bun.In(ids)).Scan(ctx); err != nil {
+	if err := c.s.DB.NewSelect().Model(&rows).Where("project_id IN (?)", bun.List(ids)).Scan(ctx); err != nil {
 		return nil, fmt.Errorf("cards: read: %w", err)
 	}
 	for i := range rows {

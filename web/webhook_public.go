@@ -149,7 +149,7 @@ func (s *Server) deliveryRefusal(c echo.Context, err error) error {
 	var de *domain.Error
 	if errors.As(err, &de) {
 		switch de.Kind {
-		case domain.ErrNotFound, domain.ErrUnauthorized, domain.ErrForbidden:
+		case domain.ErrNotFound, domain.ErrUnauthorized, domain.ErrForbidden: //nolint:errorlint // Kind is a bare sentinel, never wrapped
 			return refuse(c, statusOf(de.Kind), de.Code, de.Message)
 		}
 	}

@@ -67,7 +67,7 @@ func setup(m *testing.M) (int, error) {
 		cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=" + home, "GIT_CONFIG_NOSYSTEM=1"}
 		out, err := cmd.CombinedOutput()
 		if err != nil {
-			return "", fmt.Errorf("git %v: %v: %s", args, err, out)
+			return "", fmt.Errorf("git %v: %w: %s", args, err, out)
 		}
 		return strings.TrimSpace(string(out)), nil
 	}
