@@ -4,6 +4,7 @@ package views
 
 import (
 	"encoding/json"
+	"strconv"
 	"time"
 )
 
@@ -40,10 +41,7 @@ func Stamp(t time.Time) string {
 	return t.UTC().Format(time.RFC3339)
 }
 
-func itoa(n int) string {
-	b, _ := json.Marshal(n)
-	return string(b)
-}
+func itoa(n int) string { return strconv.Itoa(n) }
 
 // placed is r shown as the place-th run in line.
 func placed(r RunRow, place int) RunRow {
