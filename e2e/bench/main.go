@@ -43,6 +43,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"anvil/internal/anviltest"
 )
 
 // section is one named group of measurements.
@@ -189,22 +191,7 @@ type proc struct {
 }
 
 // syncBuffer collects a process's output; safe to read while it writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+type syncBuffer = anviltest.SyncBuffer
 
 // Pid is the server's process id.
 func (p *proc) Pid() int { return p.cmd.Process.Pid }
