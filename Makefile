@@ -36,8 +36,9 @@ verify: generate ## fail when generated code or CSS differ from what is committe
 GOLANGCI_LINT := github.com/golangci/golangci-lint/v2/cmd/golangci-lint@v2.15.0
 
 .PHONY: lint
-lint: ## gofmt, vet and depguard's import directions (.golangci.yml): web → domain → db, jobs → domain
+lint: ## gofmt, vet, go mod tidy, golangci-lint (.golangci.yml: import directions, errcheck, errorlint, staticcheck, revive, unparam)
 	@test -z "$$(gofmt -l $$(git ls-files '*.go' | grep -v '_templ.go$$'))" || (gofmt -l $$(git ls-files '*.go' | grep -v '_templ.go$$'); echo "gofmt needed" >&2; exit 1)
+	@$(GO) mod tidy -diff || (echo "go.mod/go.sum are not tidy: run 'go mod tidy' and commit" >&2; exit 1)
 	$(GO) vet $(PKGS)
 	$(GO) vet -tags e2e ./e2e/...
 	$(GO) run $(GOLANGCI_LINT) run ./...
@@ -51,6 +52,10 @@ lint: ## gofmt, vet and depguard's import directions (.golangci.yml): web → do
 test: node_modules .e2e/driver ## run every test, browser tests included (needs Postgres, Chromium, bubblewrap)
 	$(GO) test -count=1 -timeout 15m $(PKGS)
 	PLAYWRIGHT_DRIVER_PATH=$(E2E_DRIVER) $(GO) test -count=1 -tags e2e -timeout 10m ./e2e/...
+
+.PHONY: test-race
+test-race: ## run the Go tests under the race detector (no browser tests)
+	$(GO) test -race -count=1 -timeout 20m $(PKGS)
 
 .PHONY: test-unit
 test-unit: ## run the Go tests without the browser

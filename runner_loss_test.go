@@ -5,8 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
 	"os"
 	"os/exec"
 	"strings"
@@ -16,6 +14,7 @@ import (
 
 	"anvil/db"
 	"anvil/db/testdb"
+	"anvil/internal/anviltest"
 	"anvil/jobs/jobstest"
 	"anvil/jobs/sandbox"
 )
@@ -41,27 +40,7 @@ func startAnvil(t *testing.T, env []string, args ...string) (*exec.Cmd, string, 
 
 func apiCall(t *testing.T, token, method, url string, body any) map[string]any {
 	t.Helper()
-	var r io.Reader
-	if body != nil {
-		raw, _ := json.Marshal(body)
-		r = bytes.NewReader(raw)
-	}
-	req, _ := http.NewRequest(method, url, r)
-	req.Header.Set("Authorization", "Bearer "+token)
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
-	out := map[string]any{}
-	_ = json.NewDecoder(res.Body).Decode(&out)
-	if res.StatusCode >= 300 {
-		t.Fatalf("%s %s: %d %v", method, url, res.StatusCode, out)
-	}
-	return out
+	return anviltest.MustJSON(t, token, method, url, body)
 }
 
 func pollUntil(t *testing.T, within time.Duration, what string, cond func() bool) {

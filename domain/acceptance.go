@@ -120,7 +120,7 @@ func (q *Queue) admit(p *Project, st *queueState, spec AcceptSpec, now time.Time
 		return nil, err
 	}
 	// The read model's create sync is done in the accepting transaction:
-	// the seed's D1 is another database, anvil's run_index is this one, so
+	// run_index lives in the same database as the runs, so
 	// the queued row appears atomically with the run (needs_create →
 	// current) and acceptance costs no job. Later changes reconcile through
 	// reconcile_run jobs.
@@ -505,7 +505,7 @@ func (q *Queue) decideGroup(group []*acceptJob, byID map[uuid.UUID]*Project, sta
 // positions are queue positions drawn for a group, in ascending order,
 // while its projects' locks are held (see migration 10): each admitted run
 // takes the next, so positions follow arrival order. Those left unused are
-// gaps, which the seed allows.
+// gaps, which positions allow (docs/architecture.md).
 type positions []int64
 
 func (p *positions) next() (int64, error) {

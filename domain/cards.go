@@ -14,7 +14,8 @@ import (
 	"github.com/uptrace/bun"
 )
 
-// Cards owns the production cards of the portfolio dashboard (seed 004):
+// Cards owns the production cards of the portfolio dashboard
+// (docs/architecture.md, "Incidents and cards"):
 // one per project, replaced whole — from the incident store, or, once a
 // project's dashboard config is external, by the producer holding its token.
 type Cards struct{ s *Store }
@@ -36,7 +37,8 @@ const (
 	DashboardTokenPrefix = "anv_dsh_"
 )
 
-// CardStateOf maps an incident status onto the card (the seed's table);
+// CardStateOf maps an incident status onto the card (docs/architecture.md,
+// "Incidents and cards");
 // ok is false for CLOSED and IGNORED, which are not on the card at all.
 // NEEDS_HUMAN is OPEN, never MITIGATED: nothing has been mitigated, the
 // machine is waiting for a person.
@@ -247,7 +249,7 @@ func (c *Cards) ForProjects(ctx context.Context, ids []uuid.UUID) (map[uuid.UUID
 		return out, nil
 	}
 	var rows []cardRow
-	if err := c.s.DB.NewSelect().Model(&rows).Where("project_id IN (?)", bun.In(ids)).Scan(ctx); err != nil {
+	if err := c.s.DB.NewSelect().Model(&rows).Where("project_id IN (?)", bun.List(ids)).Scan(ctx); err != nil {
 		return nil, fmt.Errorf("cards: read: %w", err)
 	}
 	for i := range rows {

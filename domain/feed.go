@@ -16,7 +16,7 @@ import (
 )
 
 // Feed owns the Anvil Feed ingest: connections, bindings and event storage
-// (seed 004), and the first steps of the incident store the events group
+// (docs/contracts/feed.md), and the first steps of the incident store the events group
 // into.
 type Feed struct {
 	s     *Store
@@ -35,8 +35,8 @@ type Feed struct {
 	// OnQueued is the hook through which an incident that the `auto` policy
 	// moved to QUEUED gets its repair run. It runs inside the ingest's
 	// transaction, so whatever it enqueues exists exactly when the incident
-	// commits. Issue 7 sets it; nil means no repair run is started yet (the
-	// incident stays QUEUED and is visible as such).
+	// commits. NewServices sets it to Incidents.RequestRepairs; nil means no
+	// repair run is started (the incident stays QUEUED and is visible as such).
 	OnQueued func(ctx context.Context, tx bun.Tx, projectID uuid.UUID, incidentIDs []uuid.UUID) error
 	// scrub is event.Scrub; a test seam, because no validated event makes
 	// the real scrubber give up (Validate already bounds what it cannot walk).
@@ -53,7 +53,7 @@ func NewFeed(s *Store) *Feed {
 	return &Feed{s: s, StoreTimeout: 10 * time.Second, scrub: event.Scrub, copySlot: make(chan struct{}, 1)}
 }
 
-// Repair policies of a binding (DESIGN.md §5).
+// Repair policies of a binding (docs/architecture.md, "Incident lifecycle").
 const (
 	PolicyOff     = "off"     // events refused as binding_disabled
 	PolicyObserve = "observe" // incidents, no repair

@@ -17,8 +17,8 @@ const maxCachedSenders = 10000
 // row. It is keyed by the SHA-256 of the whole token, so only a caller who
 // holds the token itself can meet an entry: a prefix alone, or a prefix
 // with a wrong secret, always takes the database path, and answers as
-// before in the same time (seed 004: no answer may tell which prefixes
-// exist). Unknown tokens are not remembered.
+// before in the same time (docs/contracts/feed.md: no answer may tell which
+// prefixes exist). Unknown tokens are not remembered.
 //
 // Revoking a connection or changing a binding empties the cache of the
 // process that made the change at once; another process follows within

@@ -11,7 +11,7 @@ import (
 	"github.com/uptrace/bun"
 )
 
-// The lifecycle of DESIGN.md §5 in one table: every legal move and which
+// The lifecycle (docs/architecture.md, "Incident lifecycle") in one table: every legal move and which
 // kind of actor may make it. Anything not listed is refused. The ingest
 // (feed_ingest.go) makes the system and policy moves of new and regressed
 // incidents in bulk; they are listed here too so the table is the whole

@@ -6,7 +6,7 @@ import (
 	"github.com/riverqueue/river/rivertype"
 )
 
-// Incident statuses: the lifecycle of DESIGN.md §5.
+// Incident statuses: docs/architecture.md, "Incident lifecycle".
 const (
 	IncidentObserved        = "OBSERVED"
 	IncidentTriaged         = "TRIAGED"
@@ -41,12 +41,12 @@ func PolicyTarget(policy string) string {
 }
 
 // RefreshCardArgs replaces a project's production card from the incident
-// store (seed 004). Unique per project among unfinished jobs, so a burst of
+// store (docs/architecture.md, "Incidents and cards"). Unique per project among unfinished jobs, so a burst of
 // ingested batches coalesces into one refresh.
 //
-// Issue 7 builds the card and its worker. Until a worker for this kind is
-// registered nothing may insert it (a River client with workers refuses
-// unknown kinds); the ingest's call site is Feed.afterBatch.
+// The ingest does not insert it itself: Feed.refreshCard asks cardRefresher
+// after the commit; decisions and repair statuses insert it in their own
+// transaction (EnqueueCardRefresh).
 type RefreshCardArgs struct {
 	ProjectID uuid.UUID `json:"project_id" river:"unique"`
 }

@@ -56,7 +56,7 @@ type Incident struct {
 	UpdatedAt        time.Time  `bun:"updated_at"`
 }
 
-// IncidentView is an incident as it leaves the domain (DESIGN.md §6).
+// IncidentView is an incident as it leaves the domain (docs/contracts/private-api.md).
 type IncidentView struct {
 	ID               uuid.UUID  `json:"id"`
 	ProjectID        uuid.UUID  `json:"project_id"`

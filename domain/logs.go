@@ -122,7 +122,7 @@ func (w *LogWriter) Write(p []byte) (int, error) {
 	}
 	w.buf.Write(p)
 	if w.buf.Len() >= 32<<10 {
-		w.flushLocked(context.Background())
+		_ = w.flushLocked(context.Background()) // a failed flush keeps the buffer; Close reports it
 	}
 	return len(p), nil
 }

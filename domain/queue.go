@@ -63,7 +63,8 @@ type WatchdogArgs struct{}
 // Kind implements river.JobArgs.
 func (WatchdogArgs) Kind() string { return "run_watchdog" }
 
-// Queue is the authoritative per-project run queue (the seed's ProjectDO).
+// Queue is the authoritative per-project run queue, the one writer of queue
+// state (docs/architecture.md, "One writer per project").
 // Every method runs in one transaction that holds the project row lock;
 // nothing else writes queue state.
 type Queue struct {
@@ -117,9 +118,9 @@ func (q *Queue) publish(ctx context.Context, tx bun.Tx, r *Run) error {
 	return notify(ctx, tx, string(b))
 }
 
-// changed records that a run's truth changed: the sync status moves as the
-// seed allows, reconciliation is enqueued, and a live event goes out — all
-// in the caller's transaction.
+// changed records that a run's truth changed: the sync status moves as
+// docs/architecture.md ("Runs and the read model") allows, reconciliation
+// is enqueued, and a live event goes out — all in the caller's transaction.
 func (q *Queue) changed(ctx context.Context, tx bun.Tx, r *Run, cols ...string) error {
 	next, err := syncAfterChange(r.SyncStatus, IsTerminal(r.State))
 	if err != nil {

@@ -10,7 +10,8 @@ import (
 	"github.com/uptrace/bun"
 )
 
-// upsertIndexSQL is the seed's idempotent reconciliation (Resolution 6): an
+// upsertIndexSQL is the idempotent reconciliation of
+// docs/architecture.md ("Runs and the read model"): an
 // upsert of the current truth by run_id. A non-terminal upsert never
 // regresses a terminal row (status, started_at, finished_at, exit_code and
 // failure_reason keep their terminal values), and commit_sha is never
@@ -99,8 +100,8 @@ const lostRunsSQL = `
 	  AND (j.id IS NULL OR j.state NOT IN ('available', 'scheduled', 'retryable', 'pending'))
 	LIMIT 500`
 
-// RecoverLostRunners declares lost runners (seed 000 Resolution 5, the
-// recovery path): active runs without a heartbeat for the timeout, and
+// RecoverLostRunners declares lost runners (the recovery path of
+// promotion, docs/architecture.md "Where each rule lives"): active runs without a heartbeat for the timeout, and
 // executable runs that nothing claimed in that time while their execution
 // job is no longer waiting in River, are terminalized by the service
 // itself — failed with failure_reason runner_lost (canceled when a cancel

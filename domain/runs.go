@@ -22,7 +22,7 @@ const (
 	StateCanceled        = "canceled"
 )
 
-// Public run statuses (seed 000, Resolution 2).
+// Public run statuses (docs/architecture.md, "Runs and the read model").
 const (
 	StatusQueued          = "queued"
 	StatusStarting        = "starting"
@@ -99,7 +99,7 @@ func checkTransition(from, to string) error {
 	return Conflict("illegal_transition", "a run cannot go from %s to %s", PublicStatus(from), PublicStatus(to))
 }
 
-// Run is one run of a project's command (the seed's RunDO row).
+// Run is one run of a project's command: its authoritative row.
 type Run struct {
 	bun.BaseModel `bun:"table:project_runs"`
 	ID            uuid.UUID  `bun:"id,pk,type:uuid"`
@@ -168,7 +168,7 @@ func (r *Run) View() RunView {
 		Sandboxed: r.Sandboxed, IncidentID: r.IncidentID}
 }
 
-// The seed's d1_sync_status values (Resolution 6).
+// The d1_sync_status values (docs/architecture.md, "Runs and the read model").
 const (
 	SyncNeedsCreate         = "needs_create"
 	SyncCurrent             = "current"
@@ -185,7 +185,7 @@ var syncTransitions = map[string][]string{
 	SyncNeedsTerminalUpdate: {SyncDone},
 }
 
-// SyncTransitionAllowed reports whether from → to is one of the seed's moves.
+// SyncTransitionAllowed reports whether from → to is an allowed move.
 func SyncTransitionAllowed(from, to string) bool {
 	for _, s := range syncTransitions[from] {
 		if s == to {

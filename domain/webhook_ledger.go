@@ -140,8 +140,8 @@ func loadLedger(ctx context.Context, tx bun.Tx, group []*acceptJob) (groupLedger
 	return l.entries, nil
 }
 
-// decideDelivery decides one delivery of the group (seed 000 §7–9 and the
-// 2026-03-22 addendum):
+// decideDelivery decides one delivery of the group (docs/contracts/webhooks.md,
+// "Classification" and "The ledger"):
 //
 //   - a delivery id already in the ledger replays its stored outcome
 //     without reprocessing — except queue_full, which is re-evaluated and,
@@ -172,7 +172,7 @@ func (q *Queue) decideDelivery(j *acceptJob, p *Project, st *queueState, l group
 		e.expired, e.exists = true, false
 	}
 	if e.exists && e.outcome != string(forge.OutcomeQueueFull) {
-		// A duplicate: the stored decision stands (seed 000 §9).
+		// A duplicate: the stored decision stands (docs/contracts/webhooks.md).
 		e.attempts++
 		d.res = DeliveryResult{Outcome: forge.Outcome(e.outcome), RunID: e.runID, Replayed: true}
 		return nil

@@ -6,7 +6,7 @@ import (
 )
 
 // WebhookRetentionArgs is the periodic job that deletes ledger rows older
-// than DeliveryRetention (72 h, seed 000 §9).
+// than DeliveryRetention (72 h, docs/contracts/webhooks.md, "The ledger").
 type WebhookRetentionArgs struct{}
 
 // Kind implements river.JobArgs.

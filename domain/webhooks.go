@@ -14,7 +14,7 @@ import (
 )
 
 // Webhooks owns webhook configuration, secret custody and the delivery
-// ledger (seed 000 §7–11). The web tier verifies raw deliveries with the
+// ledger (docs/contracts/webhooks.md). The web tier verifies raw deliveries with the
 // material (Cached)VerificationMaterial hands it in memory, and then calls
 // Deliver with the verified, normalized payload and the Verification only.
 type Webhooks struct {
@@ -30,7 +30,7 @@ func NewWebhooks(s *Store, q *Queue) *Webhooks { return &Webhooks{s: s, queue: q
 var Providers = []forge.Provider{forge.GitHub, forge.GitLab, forge.Gitea}
 
 // DeliveryRetention is how long a delivery stays in the ledger, and so the
-// window in which a redelivery of the same id is recognised (seed 000 §9).
+// window in which a redelivery of the same id is recognised (docs/contracts/webhooks.md, "The ledger").
 const DeliveryRetention = 72 * time.Hour
 
 // Secret length bounds for secrets a person brings. Generated secrets are 64
@@ -196,7 +196,8 @@ func (w *Webhooks) seal(plain string, aad []byte) (string, error) {
 	return enc, nil
 }
 
-// Put creates the provider's webhook or updates it (seed 000 §10). On create
+// Put creates the provider's webhook or updates it (docs/contracts/private-api.md,
+// "Webhooks"). On create
 // the body must say whether it is enabled and may bring a secret; without
 // one a secret is generated; either way it is returned once. On update only
 // enabled and config change, and a secret is refused: secrets change through
@@ -396,7 +397,7 @@ func (w *Webhooks) List(ctx context.Context, pr *Principal, projectID uuid.UUID)
 }
 
 // Material is a webhook's verification material, decrypted for one request
-// and held in memory only (seed 000 §11): the web tier verifies with it and
+// and held in memory only (docs/contracts/webhooks.md, "Secrets"): the web tier verifies with it and
 // drops it, keeping only its Verification for Deliver. It never reaches a
 // log (String hides it).
 type Material struct {

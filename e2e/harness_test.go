@@ -28,6 +28,7 @@ import (
 	"github.com/playwright-community/playwright-go"
 
 	"anvil/db/testdb"
+	"anvil/internal/anviltest"
 	"anvil/jobs/sandbox"
 )
 
@@ -95,22 +96,7 @@ type server struct {
 }
 
 // syncBuffer is a bytes.Buffer safe for the process writer and the test.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+type syncBuffer = anviltest.SyncBuffer
 
 // startServer starts the binary on a fresh database and a free port, waits
 // for /readyz and bootstraps the organisation "acme" with an owner. The

@@ -3,37 +3,16 @@
 package e2e
 
 import (
-	"bytes"
-	"encoding/json"
-	"net/http"
 	"testing"
 
+	"anvil/internal/anviltest"
 	"anvil/jobs/jobstest"
 )
 
 // apiJSON calls the private API with the owner's token.
 func apiJSON(t *testing.T, s *server, method, path string, body any) map[string]any {
 	t.Helper()
-	var raw []byte
-	if body != nil {
-		raw, _ = json.Marshal(body)
-	}
-	req, _ := http.NewRequest(method, s.URL+path, bytes.NewReader(raw))
-	req.Header.Set("Authorization", "Bearer "+s.Token)
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
-	out := map[string]any{}
-	_ = json.NewDecoder(res.Body).Decode(&out)
-	if res.StatusCode >= 300 {
-		t.Fatalf("%s %s: %d %v", method, path, res.StatusCode, out)
-	}
-	return out
+	return anviltest.MustJSON(t, s.Token, method, s.URL+path, body)
 }
 
 // TestRunJourney: press "Run now", watch the log arrive live, cancel the

@@ -34,7 +34,7 @@ type RepairPlan struct {
 	ExtraReadOnly []string
 }
 
-// ExecuteRunWorker is the execution agent (the seed's queue consumer): it
+// ExecuteRunWorker is the execution agent (the queue consumer): it
 // claims a promoted run, checks the repository out into a fresh workspace,
 // runs the command in the sandbox with live logs and heartbeats, tears the
 // sandbox down and reports the terminal result. The queue service decides

@@ -239,11 +239,11 @@ func openGiteaPR(ctx context.Context, hc *http.Client, api, token, owner, repo, 
 	}
 	gc, err := gitea.NewClient(api, gitea.SetToken(token), gitea.SetHTTPClient(hc), gitea.SetContext(ctx), gitea.SetGiteaVersion(""))
 	if err != nil {
-		return "", fmt.Errorf("Gitea client: %w", err)
+		return "", fmt.Errorf("Gitea client: %w", err) //nolint:staticcheck // ST1005: Gitea is a name, and this is the reason a person reads
 	}
 	pr, _, err := gc.CreatePullRequest(owner, repo, gitea.CreatePullRequestOption{Head: head, Base: base, Title: title, Body: body})
 	if err != nil {
-		return "", fmt.Errorf("Gitea: %s", providerError(err))
+		return "", fmt.Errorf("Gitea: %s", providerError(err)) //nolint:staticcheck // ST1005: as above
 	}
 	return pr.HTMLURL, nil
 }
@@ -320,7 +320,7 @@ func (g *hostGit) run(ctx context.Context, args ...string) (string, error) {
 		for _, s := range g.secrets {
 			msg = strings.ReplaceAll(msg, s, "[REDACTED]")
 		}
-		return "", fmt.Errorf("git %s: %v: %s", args[0], err, clip(msg, 500))
+		return "", fmt.Errorf("git %s: %w: %s", args[0], err, clip(msg, 500))
 	}
 	return stdout.String(), nil
 }

@@ -5,6 +5,7 @@ package views
 import (
 	"encoding/json"
 	"strings"
+	"strconv"
 	"time"
 )
 
@@ -41,10 +42,7 @@ func Stamp(t time.Time) string {
 	return t.UTC().Format(time.RFC3339)
 }
 
-func itoa(n int) string {
-	b, _ := json.Marshal(n)
-	return string(b)
-}
+func itoa(n int) string { return strconv.Itoa(n) }
 
 // placed is r shown as the place-th run in line.
 func placed(r RunRow, place int) RunRow {

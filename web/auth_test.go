@@ -102,11 +102,9 @@ func TestSessionCookieFlags(t *testing.T) {
 func TestLoginNextStaysOnSite(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	br := b.browser(t)
-	tok := br.csrf("/login")
 	for next, want := range map[string]string{"/projects": "/projects", "//evil.example": "/", "https://evil.example": "/", "/\\evil": "/"} {
 		br2 := b.browser(t)
-		tok = br2.csrf("/login")
+		tok := br2.csrf("/login")
 		res, _ := br2.post("/login", url.Values{"_csrf": {tok}, "email": {"owner@acme.test"}, "password": {testPassword}, "next": {next}})
 		if loc := res.Header.Get("Location"); loc != want {
 			t.Errorf("next=%q: redirected to %q, want %q", next, loc, want)

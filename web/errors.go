@@ -44,7 +44,7 @@ func classify(err error) (int, string, string) {
 
 func statusOf(kind error) int {
 	switch kind {
-	case domain.ErrNotFound:
+	case domain.ErrNotFound: //nolint:errorlint // kind is a bare sentinel (domain.Error.Kind), never wrapped
 		return http.StatusNotFound
 	case domain.ErrInvalid:
 		return http.StatusUnprocessableEntity

@@ -7,7 +7,8 @@ import (
 	"github.com/labstack/echo/v4"
 )
 
-// Connections and bindings in the private API (DESIGN.md §6). Viewers are
+// Connections and bindings in the private API (docs/contracts/private-api.md,
+// "Feed connections and bindings"). Viewers are
 // refused by the domain; another organisation's ids are 404s.
 
 // apiConnectionCreate: POST /api/private/projects/:projectId/connections

@@ -20,7 +20,7 @@ import (
 )
 
 // feedIngest serves POST /api/feed/events (single) and /events/batch. The
-// order of the checks is the seed's and is fixed: body size (413), token
+// order of the checks is fixed (docs/contracts/feed.md, "Order of the checks"): body size (413), token
 // (401), Origin with a live token (403), rate limit (429), parse (400). Each
 // check runs only on what passed the ones before, so a bad token never
 // learns whether it carried an Origin and never spends a connection's budget.
@@ -159,8 +159,8 @@ func parseHostAddr(v string) (netip.Addr, bool) {
 }
 
 // feedLimiter counts requests per connection in fixed 60-second windows, in
-// this process's memory (seed 004: requests, not events, per connection per
-// pod). A window starts with a connection's first request after the last
+// this process's memory (docs/contracts/feed.md: requests, not events, per
+// connection per process). A window starts with a connection's first request after the last
 // one ended.
 type feedLimiter struct {
 	mu        sync.Mutex

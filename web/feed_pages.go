@@ -154,7 +154,7 @@ func curlEnvironment(bs []domain.FeedBinding) (env, refusal string) {
 // refusal splits a client's refusal (shown on the page) from a failure.
 func refusal(err error) (*domain.Error, error) {
 	var de *domain.Error
-	if err != nil && errors.As(err, &de) && de.Kind != domain.ErrNotFound {
+	if err != nil && errors.As(err, &de) && !errors.Is(de.Kind, domain.ErrNotFound) {
 		return de, nil
 	}
 	return nil, err

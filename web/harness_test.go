@@ -3,7 +3,6 @@ package web_test
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/cookiejar"
@@ -21,6 +20,7 @@ import (
 	"anvil/db/testdb"
 	"anvil/domain"
 	"anvil/domain/secret"
+	"anvil/internal/anviltest"
 	"anvil/web"
 )
 
@@ -89,43 +89,11 @@ func make32(seed byte) []byte {
 // api calls the private API with a bearer token.
 func (b *testBundle) api(t testing.TB, token, method, path string, body any) (int, map[string]any) {
 	t.Helper()
-	var r io.Reader
-	switch v := body.(type) {
-	case nil:
-	case string:
-		r = strings.NewReader(v)
-	default:
-		raw, _ := json.Marshal(v)
-		r = strings.NewReader(string(raw))
-	}
-	req, _ := http.NewRequest(method, b.srv.URL+path, r)
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	return do(t, http.DefaultClient, req)
+	return anviltest.CallJSON(t, token, method, b.srv.URL+path, body)
 }
 
-func do(t testing.TB, c *http.Client, req *http.Request) (int, map[string]any) {
-	t.Helper()
-	res, err := c.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
-	raw, _ := io.ReadAll(res.Body)
-	out := map[string]any{}
-	if strings.HasPrefix(res.Header.Get("Content-Type"), "application/json") {
-		if err := json.Unmarshal(raw, &out); err != nil {
-			t.Fatalf("%s %s: bad JSON %q", req.Method, req.URL.Path, raw)
-		}
-	} else {
-		out["_body"] = string(raw)
-	}
-	return res.StatusCode, out
-}
+// do sends req and returns the status and the decoded answer.
+var do = anviltest.Do
 
 // browser is a cookie-keeping client that does not follow redirects.
 type browser struct {

@@ -71,7 +71,7 @@ func (s *Server) inbox(c echo.Context) error {
 // refusal a person can act on) or an error for the error handler.
 func domainRefusal(err error) (string, error) {
 	var de *domain.Error
-	if errors.As(err, &de) && de.Kind != domain.ErrNotFound && de.Kind != domain.ErrForbidden {
+	if errors.As(err, &de) && !errors.Is(de.Kind, domain.ErrNotFound) && !errors.Is(de.Kind, domain.ErrForbidden) {
 		return de.Message, nil
 	}
 	return "", err

@@ -263,6 +263,9 @@ func TestInboxAndIncidentPages(t *testing.T) {
 	_, out := b.api(t, b.owner.Token, "GET", "/api/private/incidents", nil)
 	id := out["incidents"].([]any)[0].(map[string]any)["id"].(string)
 	res, body = br.get("/incidents/" + id)
+	if res.StatusCode != 200 {
+		t.Fatalf("incident page: %d", res.StatusCode)
+	}
 	for _, want := range []string{"NullPointerException in CheckoutService", `data-in-app="true"`, "u-4711", "tier", "cart.add", "2026.9.3", `data-testid="hourly-chart"`, `data-to="WAITING_APPROVAL"`} {
 		if !strings.Contains(body, want) {
 			t.Errorf("incident page lacks %q", want)

@@ -82,7 +82,7 @@ func (s *Server) recover(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) (err error) {
 		defer func() {
 			if r := recover(); r != nil {
-				if r == http.ErrAbortHandler {
+				if r == http.ErrAbortHandler { //nolint:errorlint // a recover() value, compared as net/http compares it
 					panic(r)
 				}
 				s.log.Error("panic", "request_id", c.Get(requestIDKey), "panic", fmt.Sprint(r), "stack", string(debug.Stack()))

@@ -42,7 +42,7 @@ func (s *Server) projectNewPage(c echo.Context) error {
 
 // formInput reads the project form into a domain input and the form state
 // to show again on refusal.
-func formInput(c echo.Context, creating bool) (domain.ProjectInput, views.ProjectForm, error) {
+func formInput(c echo.Context) (domain.ProjectInput, views.ProjectForm, error) {
 	f := views.ProjectForm{
 		Slug: c.FormValue("slug"), Name: c.FormValue("name"), RepoURL: c.FormValue("repo_url"),
 		DefaultBranch: c.FormValue("default_branch"), RunCommand: c.FormValue("run_command"),
@@ -84,7 +84,7 @@ func fieldOf(code string) string {
 // is not one a person can fix.
 func (s *Server) formRefusal(c echo.Context, title string, f views.ProjectForm, err error) error {
 	var de *domain.Error
-	if !errors.As(err, &de) || (de.Kind != domain.ErrInvalid && de.Kind != domain.ErrConflict) {
+	if !errors.As(err, &de) || (!errors.Is(de.Kind, domain.ErrInvalid) && !errors.Is(de.Kind, domain.ErrConflict)) {
 		return err
 	}
 	f.Error, f.ErrorField = de.Message, fieldOf(de.Code)
@@ -92,7 +92,7 @@ func (s *Server) formRefusal(c echo.Context, title string, f views.ProjectForm, 
 }
 
 func (s *Server) projectCreateSubmit(c echo.Context) error {
-	in, f, err := formInput(c, true)
+	in, f, err := formInput(c)
 	if err == nil {
 		var p *domain.Project
 		p, err = s.Projects.Create(c.Request().Context(), principal(c), in)
@@ -127,7 +127,7 @@ func (s *Server) projectEditSubmit(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	in, f, err := formInput(c, false)
+	in, f, err := formInput(c)
 	f.ID = id.String()
 	if err == nil {
 		_, err = s.Projects.Update(c.Request().Context(), principal(c), id, in)

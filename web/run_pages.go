@@ -102,7 +102,7 @@ func (s *Server) runNowSubmit(c echo.Context) error {
 	if aerr != nil && !errors.As(aerr, &de) {
 		return aerr
 	}
-	if de != nil && de.Kind != domain.ErrQueueFull {
+	if de != nil && !errors.Is(de.Kind, domain.ErrQueueFull) {
 		return aerr
 	}
 	if !isHTMX(c) {

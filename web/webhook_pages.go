@@ -127,7 +127,7 @@ func (s *Server) webhookAction(c echo.Context, creates bool, act func(id uuid.UU
 	}
 	reveal, err := act(id, string(provider))
 	var de *domain.Error
-	if err != nil && errors.As(err, &de) && (de.Kind == domain.ErrInvalid || de.Kind == domain.ErrConflict) {
+	if err != nil && errors.As(err, &de) && (errors.Is(de.Kind, domain.ErrInvalid) || errors.Is(de.Kind, domain.ErrConflict)) {
 		return s.renderWebhooks(c, id, provider, nil, de.Message)
 	}
 	if err != nil {

@@ -20,7 +20,7 @@ import (
 const maxWebhookBody = 5 << 20
 
 // deliveryAnswer is the body of every answer to a verified delivery
-// (DESIGN.md §4); Error and Message only accompany queue_full.
+// (docs/contracts/webhooks.md, "Answers"); Error and Message only accompany queue_full.
 type deliveryAnswer struct {
 	Outcome string     `json:"outcome"`
 	RunID   *uuid.UUID `json:"run_id"`
@@ -179,7 +179,7 @@ func (s *Server) deliveryRefusal(c echo.Context, err error) error {
 	var de *domain.Error
 	if errors.As(err, &de) {
 		switch de.Kind {
-		case domain.ErrNotFound, domain.ErrUnauthorized, domain.ErrForbidden:
+		case domain.ErrNotFound, domain.ErrUnauthorized, domain.ErrForbidden: //nolint:errorlint // Kind is a bare sentinel, never wrapped
 			return refuse(c, statusOf(de.Kind), de.Code, de.Message)
 		}
 	}

@@ -1,6 +1,6 @@
 // Package event turns the bodies posted to the Anvil Feed ingest
-// (POST /api/feed/events and /api/feed/events/batch, seed 004) into events
-// that are safe to store: it splits a body into its elements, validates each
+// (POST /api/feed/events and /api/feed/events/batch, docs/contracts/feed.md)
+// into events that are safe to store: it splits a body into its elements, validates each
 // element against the wire contract, bounds long values with a visible cut,
 // scrubs secrets out of everything a person or an agent will later read, and
 // computes the fingerprint that groups events into incidents.
@@ -23,8 +23,8 @@ import (
 	"time"
 )
 
-// Reason codes. They are the closed set of seed 004: a sender may switch on
-// them, so nothing outside this list may ever appear in a Rejection.
+// Reason codes. They are the closed set of docs/contracts/feed.md: a sender
+// may switch on them, so nothing outside this list may ever appear in a Rejection.
 const (
 	SchemaViolation          = "schema_violation"
 	UnsupportedSchemaVersion = "unsupported_schema_version"
@@ -59,7 +59,7 @@ type Rejection struct {
 
 // Event is the validated, bounded and scrubbed shape of one Anvil Feed event,
 // the form in which it is stored (as JSONB) and shown. It keeps the fields of
-// the seed's curl example and nothing else: unknown fields are read past
+// the feed contract's schema 1.0 and nothing else: unknown fields are read past
 // (evolution is additive) and `browser` is a known schema-1.0 field that
 // release A deliberately does not keep.
 //

@@ -15,8 +15,8 @@ import (
 // mistaken for old ones computed from different material.
 const fingerprintVersion = "anvil-fp/1"
 
-// Fingerprint returns the key that groups events into incidents (DESIGN.md
-// §5), as 64 lower-case hex digits of SHA-256.
+// Fingerprint returns the key that groups events into incidents (docs/architecture.md,
+// "Incident lifecycle"), as 64 lower-case hex digits of SHA-256.
 //
 // With an exception it hashes the exception type and the file and function of
 // every in-app frame, in order — or of every frame when none is marked in-app.

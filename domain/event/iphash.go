@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// IPHash returns seed 004's per-day pseudonym for a client address:
+// IPHash returns the per-day pseudonym of docs/contracts/feed.md for a client address:
 //
 //	dailySalt = hex(sha256(at.UTC().Format("2006-01-02") + connectionID))
 //	IPHash    = hex(sha256(clientAddr + dailySalt))

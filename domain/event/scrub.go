@@ -33,7 +33,7 @@ const maxScrubNodes = 20 * MaxBagNodes
 
 // Scrub masks secrets in e in place, before anything is stored.
 //
-// Two mechanisms, after Sentry's Relay defaults (REFERENCE.md):
+// Two mechanisms, after Sentry's Relay defaults:
 //
 //   - Keys that name secrets lose their values: in tags, enrichment and
 //     agent_context (at any depth) the value becomes "[Filtered]". Keys are

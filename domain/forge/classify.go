@@ -3,7 +3,7 @@ package forge
 import "strings"
 
 // Classify decides what a normalized delivery means for the project, before
-// anything reaches the queue (DESIGN.md §4):
+// anything reaches the queue (docs/contracts/webhooks.md, "Classification"):
 //
 //   - GitHub's ping and Gitea's test push → [OutcomeIgnoredPing];
 //   - tags, branch deletions, Gitea create/delete, GitLab Tag Push Hook and

@@ -1,6 +1,6 @@
 // Package forge turns raw webhook deliveries from GitHub, GitLab and
-// Gitea/Forgejo into anvil's canonical payload (seed 000 §8) and decides what
-// each delivery means for the project's run queue (DESIGN.md §4).
+// Gitea/Forgejo into anvil's canonical payload and decides what each delivery
+// means for the project's run queue (docs/contracts/webhooks.md).
 //
 // The package is deliberately pure: it knows nothing about HTTP servers,
 // databases or queues. The web tier hands it the raw body and headers, in this
@@ -81,7 +81,7 @@ const (
 )
 
 // Outcome is the stored result of a verified delivery in the ledger
-// (seed 000 §9).
+// (docs/contracts/webhooks.md, "The ledger").
 type Outcome string
 
 // The ledger outcomes.
@@ -94,7 +94,8 @@ const (
 	OutcomeQueueFull Outcome = "queue_full"
 )
 
-// Payload is the canonical normalized payload of seed 000 §8: the only thing
+// Payload is the canonical normalized payload
+// (docs/contracts/webhooks.md, "Classification"): the only thing
 // that crosses from the web tier into the domain after verification.
 type Payload struct {
 	Provider      Provider `json:"provider"`

@@ -86,11 +86,11 @@ func newKey(raw []byte) (*key, error) {
 	raw = append([]byte(nil), raw...) // the caller may reuse its slice
 	block, err := aes.NewCipher(raw)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrInvalidKey, err)
+		return nil, fmt.Errorf("%w: %w", ErrInvalidKey, err)
 	}
 	aead, err := cipher.NewGCM(block)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrInvalidKey, err)
+		return nil, fmt.Errorf("%w: %w", ErrInvalidKey, err)
 	}
 	return &key{id: keyID(raw), raw: raw, aead: aead}, nil
 }

@@ -1,6 +1,6 @@
 package main
 
-// Issue 6's figures: the Anvil Feed ingest under load against a real
+// The feed's figures: the Anvil Feed ingest under load against a real
 // `anvil serve`, beside a raw COPY of the same rows into the same Postgres.
 
 import (
@@ -23,7 +23,7 @@ import (
 )
 
 func init() {
-	register("issue6/ingest", feedBenchIngest)
+	register("feed/ingest", feedBenchIngest)
 }
 
 const (
@@ -53,7 +53,7 @@ func feedBenchAPI(ctx context.Context, method, url, token string, body any, want
 	return nil
 }
 
-// feedBenchEvent is a realistic event: the seed's example with a stack of
+// feedBenchEvent is a realistic event: the feed contract's example with a stack of
 // eight frames, one of ten faults.
 func feedBenchEvent(i int) map[string]any {
 	frames := make([]any, 8)
@@ -86,7 +86,7 @@ func feedBenchIngest(ctx context.Context, env *benchEnv) error {
 	if err != nil {
 		return err
 	}
-	defer p.stop()
+	defer func() { _ = p.stop() }()
 	var project struct {
 		ID string `json:"id"`
 	}
@@ -214,15 +214,15 @@ func feedBenchIngest(ctx context.Context, env *benchEnv) error {
 	if err != nil {
 		return err
 	}
-	env.note("issue6", "events_sent", float64(feedBenchSenders*feedBenchBatches*feedBenchBatch))
-	env.reportAtLeast("issue6", "accepted_events_per_s", float64(int(eps)), 10000)
-	env.note("issue6", "raw_copy_rows_per_s", float64(int(copyRate)))
-	env.note("issue6", "raw_copy_lowest_rows_per_s", float64(int(copyLow)))
-	env.note("issue6", "raw_copy_highest_rows_per_s", float64(int(copyHigh)))
-	env.reportAtLeast("issue6", "ingest_to_copy_ratio", float64(int(eps/copyRate*100))/100, 0.5)
-	env.report("issue6", "batch_p50_ms", ms(percentile(latencies, 50)), 100)
-	env.report("issue6", "batch_p99_ms", ms(percentile(latencies, 99)), 100)
-	env.report("issue6", "server_rss_under_load_mb", maxRSS, 200)
+	env.note("feed", "events_sent", float64(feedBenchSenders*feedBenchBatches*feedBenchBatch))
+	env.reportAtLeast("feed", "accepted_events_per_s", float64(int(eps)), 10000)
+	env.note("feed", "raw_copy_rows_per_s", float64(int(copyRate)))
+	env.note("feed", "raw_copy_lowest_rows_per_s", float64(int(copyLow)))
+	env.note("feed", "raw_copy_highest_rows_per_s", float64(int(copyHigh)))
+	env.reportAtLeast("feed", "ingest_to_copy_ratio", float64(int(eps/copyRate*100))/100, 0.5)
+	env.report("feed", "batch_p50_ms", ms(percentile(latencies, 50)), 100)
+	env.report("feed", "batch_p99_ms", ms(percentile(latencies, 99)), 100)
+	env.report("feed", "server_rss_under_load_mb", maxRSS, 200)
 	return nil
 }
 

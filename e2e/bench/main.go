@@ -1,9 +1,9 @@
-// Command bench prints the performance figures the issues name. It is a
+// Command bench prints anvil's performance figures (docs/figures.md). It is a
 // report, not a test: it exits 0 when a figure misses its target and
 // non-zero only when a section fails to measure.
 //
 //	go run ./e2e/bench                 # every section
-//	go run ./e2e/bench -only issue2    # the sections of issue 2
+//	go run ./e2e/bench -only server    # the sections of one group
 //	go run ./e2e/bench -list           # the section names
 //
 // It builds the binary once, creates its own database anvil_bench_<random>
@@ -12,7 +12,7 @@
 //
 // Sections live in their own files of this package and register in init:
 //
-//	func init() { register("issueN/what", func(ctx context.Context, env *benchEnv) error { … }) }
+//	func init() { register("group/what", func(ctx context.Context, env *benchEnv) error { … }) }
 //
 // and report figures with env.report (with a target) or env.note (without).
 package main
@@ -43,6 +43,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"anvil/internal/anviltest"
 )
 
 // section is one named group of measurements.
@@ -189,22 +191,7 @@ type proc struct {
 }
 
 // syncBuffer collects a process's output; safe to read while it writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+type syncBuffer = anviltest.SyncBuffer
 
 // Pid is the server's process id.
 func (p *proc) Pid() int { return p.cmd.Process.Pid }
@@ -231,13 +218,16 @@ func (e *benchEnv) startWith(dbURL string, extra ...string) (*proc, error) {
 	return p, nil
 }
 
+// readyWithin bounds how long a started server may take to answer /readyz.
+const readyWithin = 30 * time.Second
+
 // waitReady polls /readyz every 2 ms until it answers 200.
-func (p *proc) waitReady(ctx context.Context, within time.Duration) error {
+func (p *proc) waitReady(ctx context.Context) error {
 	client := &http.Client{Timeout: 2 * time.Second}
-	deadline := time.Now().Add(within)
+	deadline := time.Now().Add(readyWithin)
 	for time.Now().Before(deadline) {
 		if res, err := client.Get(p.URL + "/readyz"); err == nil {
-			io.Copy(io.Discard, res.Body)
+			_, _ = io.Copy(io.Discard, res.Body)
 			res.Body.Close()
 			if res.StatusCode == http.StatusOK {
 				return nil
@@ -246,13 +236,13 @@ func (p *proc) waitReady(ctx context.Context, within time.Duration) error {
 		select {
 		case err := <-p.exited:
 			p.exited <- err
-			return fmt.Errorf("anvil serve exited before it was ready: %v\n%s", err, p.logs.String())
+			return fmt.Errorf("anvil serve exited before it was ready: %w\n%s", err, p.logs.String())
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-time.After(2 * time.Millisecond):
 		}
 	}
-	return fmt.Errorf("anvil serve was not ready within %s\n%s", within, p.logs.String())
+	return fmt.Errorf("anvil serve was not ready within %s\n%s", readyWithin, p.logs.String())
 }
 
 // serve starts `anvil serve` and waits until it is ready.
@@ -261,8 +251,8 @@ func (e *benchEnv) serve(ctx context.Context, dbURL string) (*proc, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := p.waitReady(ctx, 30*time.Second); err != nil {
-		p.stop()
+	if err := p.waitReady(ctx); err != nil {
+		_ = p.stop()
 		return nil, err
 	}
 	return p, nil
@@ -275,7 +265,7 @@ func (p *proc) stop() error {
 	case err := <-p.exited:
 		p.exited <- err
 		if err != nil {
-			return fmt.Errorf("anvil serve exited with %v after SIGTERM\n%s", err, p.logs.String())
+			return fmt.Errorf("anvil serve exited with %w after SIGTERM\n%s", err, p.logs.String())
 		}
 		return nil
 	case <-time.After(30 * time.Second):
@@ -355,7 +345,7 @@ func main() {
 }
 
 func mainErr() int {
-	onlyFlag := flag.String("only", "", "comma-separated groups or sections to run (e.g. issue2 or issue2/cold_start)")
+	onlyFlag := flag.String("only", "", "comma-separated groups or sections to run (e.g. server or server/cold_start)")
 	list := flag.Bool("list", false, "list the sections and exit")
 	flag.Parse()
 	if *list {

@@ -1,6 +1,6 @@
 package main
 
-// Issue 5's figures: verified GitHub pushes through the real public route of
+// The webhooks' figures: verified GitHub pushes through the real public route of
 // a running `anvil serve`, across 60 projects from 8 concurrent senders,
 // each delivery a new id: p99 from request to queued run (the answer of an
 // accepted delivery is sent after the run is committed, so the round trip
@@ -31,7 +31,7 @@ import (
 )
 
 func init() {
-	register("issue5/webhook_push", benchWebhookPush)
+	register("webhooks/webhook_push", benchWebhookPush)
 }
 
 const (
@@ -61,8 +61,8 @@ func startWebRole(ctx context.Context, env *benchEnv, dbURL string) (*proc, erro
 		return nil, err
 	}
 	go func() { p.exited <- p.cmd.Wait() }()
-	if err := p.waitReady(ctx, 30*time.Second); err != nil {
-		p.stop()
+	if err := p.waitReady(ctx); err != nil {
+		_ = p.stop()
 		return nil, err
 	}
 	return p, nil
@@ -115,7 +115,7 @@ func benchWebhookPush(ctx context.Context, env *benchEnv) error {
 	if err != nil {
 		return err
 	}
-	defer p.stop()
+	defer func() { _ = p.stop() }()
 	client := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 2 * whSenders}}
 
 	projects := make([]whProject, whProjects)
@@ -280,10 +280,10 @@ func benchWebhookPush(ctx context.Context, env *benchEnv) error {
 		}
 	}
 	sortDurations(all)
-	env.report("issue5", "webhook_push_p99_ms", ms(percentile(all, 99)), 50)
-	env.note("issue5", "webhook_push_p50_ms", ms(percentile(all, 50)))
-	env.reportAtLeast("issue5", "webhook_accepted_per_s", float64(int(float64(len(all))/busy.Seconds())), 1000)
-	env.note("issue5", "webhook_accepted_total", float64(len(all)))
-	env.note("issue5", "webhook_queue_full_503", float64(full))
+	env.report("webhooks", "webhook_push_p99_ms", ms(percentile(all, 99)), 50)
+	env.note("webhooks", "webhook_push_p50_ms", ms(percentile(all, 50)))
+	env.reportAtLeast("webhooks", "webhook_accepted_per_s", float64(int(float64(len(all))/busy.Seconds())), 1000)
+	env.note("webhooks", "webhook_accepted_total", float64(len(all)))
+	env.note("webhooks", "webhook_queue_full_503", float64(full))
 	return p.stop()
 }

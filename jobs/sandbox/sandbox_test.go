@@ -12,10 +12,11 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"anvil/internal/anviltest"
 )
 
 const testGrace = 500 * time.Millisecond
@@ -67,7 +68,7 @@ func setup(m *testing.M) (int, error) {
 		cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=" + home, "GIT_CONFIG_NOSYSTEM=1"}
 		out, err := cmd.CombinedOutput()
 		if err != nil {
-			return "", fmt.Errorf("git %v: %v: %s", args, err, out)
+			return "", fmt.Errorf("git %v: %w: %s", args, err, out)
 		}
 		return strings.TrimSpace(string(out)), nil
 	}
@@ -108,22 +109,7 @@ func setup(m *testing.M) (int, error) {
 }
 
 // syncBuffer is an io.Writer tests can read while Run writes it.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
+type syncBuffer = anviltest.SyncBuffer
 
 // waitFor polls until the buffer contains s.
 func waitFor(t *testing.T, b *syncBuffer, s string) {

@@ -1,6 +1,6 @@
 package main
 
-// Issue 3's figures: acceptance throughput and latency across 100 projects
+// The run queue's figures: acceptance throughput and latency across 100 projects
 // with 8 concurrent callers, and promotion after a terminal report — the
 // queue service itself, in process, on the bench database.
 
@@ -25,8 +25,8 @@ import (
 )
 
 func init() {
-	register("issue3/accept", benchAccept)
-	register("issue3/promotion", benchPromotion)
+	register("queue/accept", benchAccept)
+	register("queue/promotion", benchPromotion)
 }
 
 // queueBench is the domain wired on its own fresh database.
@@ -91,7 +91,7 @@ func (q *queueBench) projects(ctx context.Context, n int) ([]uuid.UUID, error) {
 }
 
 // drain cancels every queued run (untimed) so the next wave has room.
-func (q *queueBench) drain(ctx context.Context, projects []uuid.UUID) error {
+func (q *queueBench) drain(ctx context.Context) error {
 	var ids []uuid.UUID
 	if err := q.db.Bun.NewRaw(`SELECT id FROM project_runs WHERE position IS NOT NULL`).Scan(ctx, &ids); err != nil {
 		return err
@@ -157,15 +157,15 @@ func benchAccept(ctx context.Context, env *benchEnv) error {
 		default:
 		}
 		accepted += len(projects) * domain.MaxQueued
-		if err := qb.drain(ctx, projects); err != nil {
+		if err := qb.drain(ctx); err != nil {
 			return err
 		}
 	}
 	sortDurations(lat)
-	env.note("issue3", "accepted_runs", float64(accepted))
-	env.reportAtLeast("issue3", "accept_runs_per_s", float64(accepted)/total.Seconds(), 2000)
-	env.note("issue3", "accept_p50_ms", ms(percentile(lat, 50)))
-	env.report("issue3", "accept_p99_ms", ms(percentile(lat, 99)), 20)
+	env.note("queue", "accepted_runs", float64(accepted))
+	env.reportAtLeast("queue", "accept_runs_per_s", float64(accepted)/total.Seconds(), 2000)
+	env.note("queue", "accept_p50_ms", ms(percentile(lat, 50)))
+	env.report("queue", "accept_p99_ms", ms(percentile(lat, 99)), 20)
 	return nil
 }
 
@@ -207,7 +207,7 @@ func benchPromotion(ctx context.Context, env *benchEnv) error {
 			lat = append(lat, time.Since(t0))
 			var jobID *int64
 			if err := qb.db.Bun.NewRaw(`SELECT job_id FROM project_runs WHERE id = ? AND state = 'executable'`, b.ID).Scan(ctx, &jobID); err != nil || jobID == nil {
-				return fmt.Errorf("next run not promoted with its job: %v", err)
+				return fmt.Errorf("next run not promoted with its job: %w", err)
 			}
 			if _, err := qb.queue.RequestCancel(ctx, qb.owner, b.ID); err != nil {
 				return err
@@ -215,7 +215,7 @@ func benchPromotion(ctx context.Context, env *benchEnv) error {
 		}
 	}
 	sortDurations(lat)
-	env.note("issue3", "promotion_p50_ms", ms(percentile(lat, 50)))
-	env.report("issue3", "promotion_p99_ms", ms(percentile(lat, 99)), 50)
+	env.note("queue", "promotion_p50_ms", ms(percentile(lat, 50)))
+	env.report("queue", "promotion_p99_ms", ms(percentile(lat, 99)), 50)
 	return nil
 }

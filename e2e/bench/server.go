@@ -1,6 +1,6 @@
 package main
 
-// Issue 2's figures: cold start, idle memory and the projects page.
+// The server's figures: cold start, idle memory and the projects page.
 
 import (
 	"bytes"
@@ -21,9 +21,9 @@ import (
 )
 
 func init() {
-	register("issue2/cold_start", coldStart)
-	register("issue2/idle_rss", idleRSS)
-	register("issue2/projects_page", projectsPage)
+	register("server/cold_start", coldStart)
+	register("server/idle_rss", idleRSS)
+	register("server/projects_page", projectsPage)
 }
 
 // coldStart times `anvil serve` from exec to the first 200 from /readyz on
@@ -40,8 +40,8 @@ func coldStart(ctx context.Context, env *benchEnv) error {
 		if err != nil {
 			return err
 		}
-		if err := p.waitReady(ctx, 30*time.Second); err != nil {
-			p.stop()
+		if err := p.waitReady(ctx); err != nil {
+			_ = p.stop()
 			return err
 		}
 		ds = append(ds, time.Since(begin))
@@ -50,8 +50,8 @@ func coldStart(ctx context.Context, env *benchEnv) error {
 		}
 	}
 	sortDurations(ds)
-	env.report("issue2", "cold_start_to_ready_ms", ms(ds[len(ds)/2]), 2000)
-	env.report("issue2", "cold_start_to_ready_max_ms", ms(ds[len(ds)-1]), 2000)
+	env.report("server", "cold_start_to_ready_ms", ms(ds[len(ds)/2]), 2000)
+	env.report("server", "cold_start_to_ready_max_ms", ms(ds[len(ds)-1]), 2000)
 	return nil
 }
 
@@ -61,7 +61,7 @@ func idleRSS(ctx context.Context, env *benchEnv) error {
 	if err != nil {
 		return err
 	}
-	defer p.stop()
+	defer func() { _ = p.stop() }()
 	for range 5 {
 		for _, path := range []string{"/healthz", "/readyz", "/login", "/metrics", "/static/app.css"} {
 			if _, err := get(http.DefaultClient, p.URL+path); err != nil {
@@ -79,17 +79,17 @@ func idleRSS(ctx context.Context, env *benchEnv) error {
 	if err != nil {
 		return err
 	}
-	env.report("issue2", "idle_rss_mb", mem["VmRSS"], 60)
-	env.note("issue2", "idle_rss_anon_mb", mem["RssAnon"])
-	env.note("issue2", "idle_rss_file_mb", mem["RssFile"])
-	env.note("issue2", "peak_rss_mb (VmHWM)", mem["VmHWM"])
+	env.report("server", "idle_rss_mb", mem["VmRSS"], 60)
+	env.note("server", "idle_rss_anon_mb", mem["RssAnon"])
+	env.note("server", "idle_rss_file_mb", mem["RssFile"])
+	env.note("server", "peak_rss_mb (VmHWM)", mem["VmHWM"])
 	if metrics, err := get(http.DefaultClient, p.URL+"/metrics"); err == nil {
 		for _, name := range []string{"go_memstats_heap_inuse_bytes", "go_memstats_sys_bytes", "go_goroutines"} {
 			if v, ok := gauge(metrics, name); ok {
 				if strings.HasSuffix(name, "_bytes") {
-					env.note("issue2", strings.TrimSuffix(name, "_bytes")+"_mb", float64(int(v/(1<<20)*10))/10)
+					env.note("server", strings.TrimSuffix(name, "_bytes")+"_mb", float64(int(v/(1<<20)*10))/10)
 				} else {
-					env.note("issue2", name, v)
+					env.note("server", name, v)
 				}
 			}
 		}
@@ -138,15 +138,15 @@ func projectsPage(ctx context.Context, env *benchEnv) error {
 		projects = 500
 		warmup   = 20
 		samples  = 200
-		email    = "owner@issue2.test"
+		email    = "owner@server.bench"
 		password = "a bench password"
 	)
 	p, err := env.serve(ctx, env.DBURL)
 	if err != nil {
 		return err
 	}
-	defer p.stop()
-	token, err := env.bootstrap(ctx, env.DBURL, "issue2", email, password)
+	defer func() { _ = p.stop() }()
+	token, err := env.bootstrap(ctx, env.DBURL, "server", email, password)
 	if err != nil {
 		return err
 	}
@@ -155,7 +155,7 @@ func projectsPage(ctx context.Context, env *benchEnv) error {
 	if err := createProjects(ctx, p.URL, token, projects); err != nil {
 		return err
 	}
-	env.note("issue2", "create_500_projects_api_ms", ms(time.Since(begin)))
+	env.note("server", "create_500_projects_api_ms", ms(time.Since(begin)))
 
 	client, err := loginClient(p.URL, email, password)
 	if err != nil {
@@ -168,7 +168,7 @@ func projectsPage(ctx context.Context, env *benchEnv) error {
 	if n := strings.Count(body, `data-testid="project-row"`); n != projects {
 		return fmt.Errorf("/projects lists %d rows, want %d", n, projects)
 	}
-	env.note("issue2", "projects_page_kb", float64(len(body)/1024))
+	env.note("server", "projects_page_kb", float64(len(body)/1024))
 	for range warmup {
 		if _, err := get(client, p.URL+"/projects"); err != nil {
 			return err
@@ -186,9 +186,9 @@ func projectsPage(ctx context.Context, env *benchEnv) error {
 		ds = append(ds, time.Since(start))
 	}
 	sortDurations(ds)
-	env.note("issue2", "projects_page_500_p50_ms", ms(percentile(ds, 50)))
-	env.report("issue2", "projects_page_500_p95_ms", ms(percentile(ds, 95)), 20)
-	env.note("issue2", "projects_page_500_p99_ms", ms(percentile(ds, 99)))
+	env.note("server", "projects_page_500_p50_ms", ms(percentile(ds, 50)))
+	env.report("server", "projects_page_500_p95_ms", ms(percentile(ds, 95)), 20)
+	env.note("server", "projects_page_500_p99_ms", ms(percentile(ds, 99)))
 	return p.stop()
 }
 

@@ -1,6 +1,6 @@
 package main
 
-// Issue 7's figures: the inbox's first page with 10,000 incidents (the real
+// The incidents' figures: the inbox's first page with 10,000 incidents (the real
 // page, rendered by the real handler over HTTP with a session) and the
 // production card's refresh for a project with 1,000 open incidents — on a
 // database of their own, in process.
@@ -21,8 +21,8 @@ import (
 )
 
 func init() {
-	register("issue7/inbox", benchInbox)
-	register("issue7/card", benchCard)
+	register("incidents/inbox", benchInbox)
+	register("incidents/card", benchCard)
 }
 
 // seedIncidents inserts n incidents spread over the given projects, with
@@ -104,14 +104,14 @@ func benchInbox(ctx context.Context, env *benchEnv) error {
 	if err != nil {
 		return err
 	}
-	env.note("issue7", "inbox_incidents", 10000)
-	env.note("issue7", "inbox_first_page_p50_ms", ms(percentile(lat, 50)))
-	env.report("issue7", "inbox_first_page_p95_ms", ms(percentile(lat, 95)), 100)
+	env.note("incidents", "inbox_incidents", 10000)
+	env.note("incidents", "inbox_first_page_p50_ms", ms(percentile(lat, 50)))
+	env.report("incidents", "inbox_first_page_p95_ms", ms(percentile(lat, 95)), 100)
 	lat, err = measure("/inbox?status=NEEDS_HUMAN&project="+ps[3], 100)
 	if err != nil {
 		return err
 	}
-	env.note("issue7", "inbox_filtered_p95_ms", ms(percentile(lat, 95)))
+	env.note("incidents", "inbox_filtered_p95_ms", ms(percentile(lat, 95)))
 	return nil
 }
 
@@ -156,8 +156,8 @@ func benchCard(ctx context.Context, env *benchEnv) error {
 		return fmt.Errorf("card holds %d incidents, want 1000", len(card.Incidents))
 	}
 	sortDurations(lat)
-	env.note("issue7", "card_incidents", float64(len(card.Incidents)))
-	env.note("issue7", "card_refresh_p50_ms", ms(percentile(lat, 50)))
-	env.report("issue7", "card_refresh_p95_ms", ms(percentile(lat, 95)), 20)
+	env.note("incidents", "card_incidents", float64(len(card.Incidents)))
+	env.note("incidents", "card_refresh_p50_ms", ms(percentile(lat, 50)))
+	env.report("incidents", "card_refresh_p95_ms", ms(percentile(lat, 95)), 20)
 	return nil
 }

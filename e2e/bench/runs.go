@@ -1,6 +1,6 @@
 package main
 
-// Issue 4's figures, against a real `anvil serve` executing in bubblewrap
+// Run execution's figures, against a real `anvil serve` executing in bubblewrap
 // (the process executor where bubblewrap cannot run): per-run time through
 // the queue for a trivial command compared with a bare `git clone` plus the
 // same command; terminal report → next run running; a log line → an open
@@ -25,7 +25,7 @@ import (
 )
 
 func init() {
-	register("issue4/runs", benchRuns)
+	register("runs/execute", benchRuns)
 }
 
 // benchRepo makes a bare repository with one commit.
@@ -38,7 +38,7 @@ func benchRepo(dir string) (string, error) {
 		{"init", "-q", "-b", "main", work},
 	} {
 		if out, err := exec.Command("git", args...).CombinedOutput(); err != nil {
-			return "", fmt.Errorf("git %v: %v %s", args, err, out)
+			return "", fmt.Errorf("git %v: %w %s", args, err, out)
 		}
 	}
 	if err := os.WriteFile(filepath.Join(work, "README"), []byte("bench\n"), 0o644); err != nil {
@@ -48,7 +48,7 @@ func benchRepo(dir string) (string, error) {
 		cmd := exec.Command("git", args...)
 		cmd.Dir, cmd.Env = work, env
 		if out, err := cmd.CombinedOutput(); err != nil {
-			return "", fmt.Errorf("git %v: %v %s", args, err, out)
+			return "", fmt.Errorf("git %v: %w %s", args, err, out)
 		}
 	}
 	_ = filepath.Walk(dir, func(p string, info os.FileInfo, err error) error {
@@ -123,7 +123,7 @@ func benchRuns(ctx context.Context, env *benchEnv) error {
 	if sandbox.BwrapAvailable() != nil {
 		mode = "process"
 	}
-	env.note("issue4", "sandbox="+mode, 1)
+	env.note("runs", "sandbox="+mode, 1)
 	url, err := env.newDatabase(ctx)
 	if err != nil {
 		return err
@@ -149,8 +149,8 @@ func benchRuns(ctx context.Context, env *benchEnv) error {
 	if err != nil {
 		return err
 	}
-	defer p.stop()
-	if err := p.waitReady(ctx, 30*time.Second); err != nil {
+	defer func() { _ = p.stop() }()
+	if err := p.waitReady(ctx); err != nil {
 		return err
 	}
 	base := p.URL
@@ -162,7 +162,7 @@ func benchRuns(ctx context.Context, env *benchEnv) error {
 		dir := filepath.Join(work, "bare-"+strconv.Itoa(i))
 		t0 := time.Now()
 		if out, err := exec.Command("git", "clone", "-q", "--depth", "1", repo, dir).CombinedOutput(); err != nil {
-			return fmt.Errorf("git clone: %v %s", err, out)
+			return fmt.Errorf("git clone: %w %s", err, out)
 		}
 		cmd := exec.Command("/bin/sh", "-c", "true")
 		cmd.Dir = dir
@@ -198,9 +198,9 @@ func benchRuns(ctx context.Context, env *benchEnv) error {
 	sortDurations(bare)
 	sortDurations(through)
 	b, t := percentile(bare, 50), percentile(through, 50)
-	env.note("issue4", "bare_clone_plus_command_p50_ms", ms(b))
-	env.note("issue4", "run_through_queue_p50_ms", ms(t))
-	env.report("issue4", "run_over_bare_ratio", float64(int(float64(t)/float64(b)*100))/100, 3)
+	env.note("runs", "bare_clone_plus_command_p50_ms", ms(b))
+	env.note("runs", "run_through_queue_p50_ms", ms(t))
+	env.report("runs", "run_over_bare_ratio", float64(int(float64(t)/float64(b)*100))/100, 3)
 
 	// 2. Terminal report → next run running, for back-to-back runs.
 	var gaps []time.Duration
@@ -227,8 +227,8 @@ func benchRuns(ctx context.Context, env *benchEnv) error {
 		}
 	}
 	sortDurations(gaps)
-	env.note("issue4", "terminal_to_next_running_p50_ms", ms(percentile(gaps, 50)))
-	env.report("issue4", "terminal_to_next_running_p99_ms", ms(percentile(gaps, 99)), 250)
+	env.note("runs", "terminal_to_next_running_p50_ms", ms(percentile(gaps, 50)))
+	env.report("runs", "terminal_to_next_running_p99_ms", ms(percentile(gaps, 99)), 250)
 
 	// 3. A log line → the run page's event stream.
 	if _, err := apiDo(http.DefaultClient, "PATCH", base+"/api/private/projects/"+pid, token, map[string]any{
@@ -270,7 +270,7 @@ func benchRuns(ctx context.Context, env *benchEnv) error {
 		return fmt.Errorf("no log lines arrived on the stream")
 	}
 	sortDurations(lags)
-	env.note("issue4", "log_line_to_page_p50_ms", ms(percentile(lags, 50)))
-	env.report("issue4", "log_line_to_page_p99_ms", ms(percentile(lags, 99)), 500)
+	env.note("runs", "log_line_to_page_p50_ms", ms(percentile(lags, 50)))
+	env.report("runs", "log_line_to_page_p99_ms", ms(percentile(lags, 99)), 500)
 	return nil
 }
