@@ -75,6 +75,14 @@ func TestFixtures(t *testing.T) {
 		{"gitea_push_branch_create.json", Gitea, "push", "main", KindPush, "fdsafdsa", "28c3613ae62640216bea5e7dc71aa65356e4298b", "https://codeberg.org/meisam/woodpecktester.git", OutcomeIgnoredBranch},
 		{"gitea_delete_branch.json", Gitea, "delete", "master", KindBranchDelete, "", "", "http://try.gitea.io/gogits/hello-world.git", OutcomeIgnoredEvent},
 		{"gitea_create_tag.json", Gitea, "create", "master", KindTag, "", "599d25c67b05717269f50ac082b34f176d085179", "http://try.gitea.io/gogits/hello-world.git", OutcomeIgnoredEvent},
+		// Pull and merge requests are not runs yet: every one is another event.
+		{"github_pull_request_opened.json", GitHub, "pull_request", "master", KindOther, "", "", "https://github.com/mendersoftware/mender-docs.git", OutcomeIgnoredEvent},
+		{"github_pull_request_synchronize.json", GitHub, "pull_request", "main", KindOther, "", "", "https://github.com/suo/actions-test.git", OutcomeIgnoredEvent},
+		{"github_pull_request_fork.json", GitHub, "pull_request", "master", KindOther, "", "", "https://github.com/mendersoftware/workflows.git", OutcomeIgnoredEvent},
+		{"gitlab_merge_request_open.json", GitLab, "Merge Request Hook", "main", KindOther, "", "", "https://gitlab.com/demoaccount2-commits-group/test_ci_tmp.git", OutcomeIgnoredEvent},
+		{"gitlab_merge_request_update.json", GitLab, "Merge Request Hook", "main", KindOther, "", "", "https://gitlab.com/anbraten/woodpecker.git", OutcomeIgnoredEvent},
+		{"gitea_pull_request_opened.json", Gitea, "pull_request", "master", KindOther, "", "", "https://try.gitea.io/jcitizen/my-repo.git", OutcomeIgnoredEvent},
+		{"gitea_pull_request_synchronized.json", Gitea, "pull_request", "master", KindOther, "", "", "https://try.gitea.io/jcitizen/my-repo.git", OutcomeIgnoredEvent},
 	}
 	covered := map[string]bool{}
 	for _, tt := range tests {
