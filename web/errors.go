@@ -1,6 +1,7 @@
 package web
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"strings"
@@ -85,11 +86,28 @@ func codeFor(status int) string {
 	return strings.ToLower(strings.ReplaceAll(http.StatusText(status), " ", "_"))
 }
 
+// statusClientClosed is nginx's "client closed request".
+const statusClientClosed = 499
+
+// clientGone reports whether err only says that the request's own client
+// went away (its context was canceled).
+func clientGone(c echo.Context, err error) bool {
+	return errors.Is(err, context.Canceled) && c.Request().Context().Err() != nil
+}
+
 // handleError is the one place errors become responses: JSON for the API,
 // an error page (or a small fragment for htmx) for people. 5xx are logged
 // with the cause; clients never see raw error text or a stack.
 func (s *Server) handleError(err error, c echo.Context) {
 	if c.Response().Committed {
+		return
+	}
+	if clientGone(c, err) {
+		// A closed tab or a page left mid-request: nobody is waiting for an
+		// answer and nothing is wrong, so it is no error. nginx's 499 marks it
+		// in the request log and the metrics.
+		s.log.Debug("client went away", "request_id", c.Get(requestIDKey), "route", routeOf(c))
+		c.Response().WriteHeader(statusClientClosed)
 		return
 	}
 	status, code, msg := classify(err)

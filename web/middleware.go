@@ -35,6 +35,7 @@ func (s *Server) requestID(next echo.HandlerFunc) echo.HandlerFunc {
 		status := c.Response().Status
 		level := slog.LevelInfo
 		switch {
+		case status == statusClientClosed:
 		case status >= 500:
 			level = slog.LevelError
 		case status >= 400:

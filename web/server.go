@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/netip"
+	"strings"
 
 	"github.com/labstack/echo/v4"
 
@@ -121,5 +122,23 @@ func New(d Deps) *echo.Echo {
 	s.registerWebhooks(e, pages, api)
 	s.registerFeed(e, pages, api)
 	s.registerIncidents(e, pages, api)
+
+	// A group with middleware claims every unknown path under its prefix, so
+	// that its middleware runs: an anonymous GET /no/such/page was sent to
+	// the login page. Unknown paths are a 404 for everybody instead; known
+	// pages still send anonymous visitors to the login.
+	e.RouteNotFound("/*", s.notFound)
+	e.RouteNotFound("/api/private", s.notFound)
+	e.RouteNotFound("/api/private/*", s.notFound)
 	return e
+}
+
+// notFound answers a path no route claims: JSON under /api/, a page
+// otherwise. The session is looked up (best effort) only so that a signed-in
+// visitor's error page keeps its navigation.
+func (s *Server) notFound(c echo.Context) error {
+	if !strings.HasPrefix(c.Request().URL.Path, "/api/") {
+		_ = s.authenticate(func(echo.Context) error { return nil })(c)
+	}
+	return echo.ErrNotFound
 }
