@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/netip"
 	"strings"
+	"time"
 
 	"github.com/labstack/echo/v4"
 
@@ -26,6 +27,7 @@ type Options struct {
 	FeedMaxBatch   int            // events per batch
 	FeedRatePerMin int            // requests per connection per fixed 60 s window
 	TrustedProxies []netip.Prefix // whose X-Forwarded-For is believed
+	BodyTimeout    time.Duration  // how long a request body may take to arrive; DefaultBodyTimeout when 0
 }
 
 // Server holds the dependencies of every handler.
@@ -68,7 +70,7 @@ func (s *Server) base() *echo.Echo {
 	e.HideBanner = true
 	e.HidePort = true
 	e.HTTPErrorHandler = s.handleError
-	e.Use(s.requestID, s.recover, s.securityHeaders, s.observe)
+	e.Use(s.requestID, s.recover, s.securityHeaders, s.observe, s.bodyDeadline)
 	e.GET("/healthz", s.healthz)
 	e.GET("/readyz", s.readyz)
 	e.GET("/metrics", echo.WrapHandler(s.metrics.Handler()))
