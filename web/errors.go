@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"strconv"
 	"strings"
 
 	"github.com/labstack/echo/v4"
 
+	"anvil/db"
 	"anvil/domain"
 	"anvil/views"
 )
@@ -33,6 +35,8 @@ func classify(err error) (int, string, string) {
 		return http.StatusForbidden, "forbidden", "forbidden"
 	case errors.Is(err, domain.ErrQueueFull):
 		return http.StatusConflict, "project_queue_full", "the project's queue is full (20 queued runs); wait for runs to finish or cancel some"
+	case db.IsTransient(err):
+		return http.StatusServiceUnavailable, "unavailable", "the database is unavailable for a moment; try again in a few seconds"
 	case errors.As(err, &he):
 		msg := http.StatusText(he.Code)
 		if m, ok := he.Message.(string); ok && he.Code < 500 {
@@ -86,6 +90,10 @@ func codeFor(status int) string {
 	return strings.ToLower(strings.ReplaceAll(http.StatusText(status), " ", "_"))
 }
 
+// retryAfterUnavailable is the Retry-After (seconds) of a 503 answered
+// because the database was unavailable.
+const retryAfterUnavailable = 5
+
 // statusClientClosed is nginx's "client closed request".
 const statusClientClosed = 499
 
@@ -112,7 +120,11 @@ func (s *Server) handleError(err error, c echo.Context) {
 	}
 	status, code, msg := classify(err)
 	c.Set("error", err)
-	if status >= 500 {
+	if code == "unavailable" {
+		// A restart or a cut connection: the same request succeeds shortly.
+		c.Response().Header().Set("Retry-After", strconv.Itoa(retryAfterUnavailable))
+		s.log.Warn("database unavailable; answering 503", "request_id", c.Get(requestIDKey), "route", routeOf(c), "error", err.Error())
+	} else if status >= 500 {
 		s.log.Error("request failed", "request_id", c.Get(requestIDKey), "route", routeOf(c), "error", err.Error())
 	}
 	path := c.Request().URL.Path

@@ -37,7 +37,7 @@ func (s *Server) requestID(next echo.HandlerFunc) echo.HandlerFunc {
 		level := slog.LevelInfo
 		switch {
 		case status == statusClientClosed:
-		case status >= 500:
+		case status >= 500 && status != http.StatusServiceUnavailable: // a 503 is a deliberate answer, logged where it is made
 			level = slog.LevelError
 		case status >= 400:
 			level = slog.LevelWarn
