@@ -85,6 +85,7 @@ func New(d Deps) *echo.Echo {
 	s := newServer(d)
 	e := s.base()
 	e.GET("/static/*", echo.WrapHandler(http.StripPrefix("/static/", static.Handler())))
+	e.GET("/favicon.ico", echo.WrapHandler(static.Favicon()))
 
 	// Pages: a session (or a redirect to /login), CSRF on every write.
 	e.GET("/login", s.loginPage, s.anonymousCSRF)
