@@ -41,15 +41,12 @@ func IsTransient(err error) bool {
 		}
 		return false
 	}
-	var netErr net.Error
 	switch {
 	case pgconn.SafeToRetry(err),
 		errors.Is(err, driver.ErrBadConn),
 		errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF),
 		errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.ECONNRESET),
 		errors.Is(err, syscall.EPIPE), errors.Is(err, net.ErrClosed):
-		return true
-	case errors.As(err, &netErr):
 		return true
 	}
 	return false
