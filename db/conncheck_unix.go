@@ -26,7 +26,10 @@ func alive(c net.Conn) connState {
 	}
 	state := connUnknown
 	var buf [1]byte
-	err = raw.Read(func(fd uintptr) bool {
+	// Control, not Read: pgconn may have a reader of its own blocked on
+	// this socket (its background reader finishes a read it had begun), and
+	// Read would wait for that reader's lock. MSG_DONTWAIT never blocks.
+	err = raw.Control(func(fd uintptr) {
 		n, _, rerr := syscall.Recvfrom(int(fd), buf[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
 		switch {
 		case errors.Is(rerr, syscall.EAGAIN) || errors.Is(rerr, syscall.EWOULDBLOCK):
@@ -36,7 +39,6 @@ func alive(c net.Conn) connState {
 		case n == 0:
 			state = connDead
 		}
-		return true // never wait for readiness
 	})
 	if err != nil {
 		return connUnknown
