@@ -137,7 +137,7 @@ func (a *app) deps() web.Deps {
 	return web.Deps{DB: a.db, Services: a.Services, Keys: a.keys, Log: a.log,
 		Metrics: a.metrics, Options: web.Options{PublicURL: a.cfg.PublicURL, SecureCookies: isHTTPS(a.cfg.PublicURL),
 			FeedArmed: a.cfg.FeedArmed, FeedMaxBody: a.cfg.FeedMaxBody, FeedMaxBatch: a.cfg.FeedMaxBatch,
-			FeedRatePerMin: a.cfg.FeedRatePerMin, TrustedProxies: a.cfg.TrustedProxies}}
+			FeedRatePerMin: a.cfg.FeedRatePerMin, TrustedProxies: a.cfg.TrustedProxies, BodyTimeout: a.cfg.BodyTimeout}}
 }
 
 func isHTTPS(u string) bool { return len(u) >= 8 && u[:8] == "https://" }

@@ -28,6 +28,7 @@ type Config struct {
 	TrustedProxies    []netip.Prefix
 	Sandbox           string
 	HeartbeatTimeout  time.Duration
+	BodyTimeout       time.Duration
 	WorkDir           string
 	LogLevel          string
 	RunConcurrency    int
@@ -124,6 +125,15 @@ func loadConfig(getenv func(string) string) (*Config, error) {
 			bad("ANVIL_HEARTBEAT_TIMEOUT must be a duration between 1s and 24h, such as 60s")
 		} else {
 			c.HeartbeatTimeout = d
+		}
+	}
+	c.BodyTimeout = 30 * time.Second
+	if v := str("ANVIL_BODY_TIMEOUT", ""); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < time.Second || d > time.Hour {
+			bad("ANVIL_BODY_TIMEOUT must be a duration between 1s and 1h, such as 30s")
+		} else {
+			c.BodyTimeout = d
 		}
 	}
 	if len(ce.msgs) > 0 {

@@ -74,6 +74,7 @@ func TestConfigurationIsValidatedWithExitCode2(t *testing.T) {
 		{"missing database", []string{"ANVIL_SECRET_KEY=" + testKey}, []string{"serve"}, "ANVIL_DATABASE_URL is required"},
 		{"bad role", []string{dbURL, "ANVIL_SECRET_KEY=" + testKey}, []string{"serve", "--role", "both"}, "--role must be all, web or worker"},
 		{"bad heartbeat", []string{dbURL, "ANVIL_SECRET_KEY=" + testKey, "ANVIL_HEARTBEAT_TIMEOUT=soon"}, []string{"serve"}, "ANVIL_HEARTBEAT_TIMEOUT"},
+		{"bad body timeout", []string{dbURL, "ANVIL_SECRET_KEY=" + testKey, "ANVIL_BODY_TIMEOUT=500ms"}, []string{"serve"}, "ANVIL_BODY_TIMEOUT must be a duration between 1s and 1h"},
 		{"bad feed flag", []string{dbURL, "ANVIL_SECRET_KEY=" + testKey, "ANVIL_FEED_ARMED=maybe"}, []string{"serve"}, "ANVIL_FEED_ARMED"},
 		{"bad proxies", []string{dbURL, "ANVIL_SECRET_KEY=" + testKey, "ANVIL_TRUSTED_PROXIES=somewhere"}, []string{"serve"}, "ANVIL_TRUSTED_PROXIES"},
 		{"unknown command", nil, []string{"explode"}, "unknown command"},

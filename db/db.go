@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -37,6 +38,10 @@ func Open(ctx context.Context, dsn string, maxConns int) (*DB, error) {
 	if maxConns > 0 {
 		cfg.MaxConns = int32(maxConns)
 	}
+	cfg.PrepareConn = dropDeadConn
+	// A connection idle this long is closed rather than kept: after a
+	// restart the pool holds no stale connections for long.
+	cfg.MaxConnIdleTime = 5 * time.Minute
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("db: connect %s: %w", Redact(dsn), err)

@@ -164,9 +164,22 @@ func (s *Server) setCookie(c echo.Context, name, value string, maxAge int) {
 
 func (s *Server) clearSession(c echo.Context) { s.setCookie(c, sessionCookie, "", -1) }
 
-// safeNext keeps post-login redirects on this site.
+// safeNext keeps post-login redirects on this site: only a plain absolute
+// path is followed. Browsers drop tabs and newlines from a Location and read
+// a backslash as a slash, so "/\t/evil.example" or "/\\evil" would leave
+// the site as "//evil.example"; anything with a control character, a
+// backslash, a scheme or a host falls back to "/".
 func safeNext(next string) string {
-	if next == "" || !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") || strings.HasPrefix(next, "/\\") {
+	if len(next) == 0 || len(next) > 2048 || next[0] != '/' || strings.HasPrefix(next, "//") {
+		return "/"
+	}
+	for i := 0; i < len(next); i++ {
+		if c := next[i]; c < 0x20 || c == 0x7f || c == '\\' {
+			return "/"
+		}
+	}
+	u, err := url.Parse(next)
+	if err != nil || u.Scheme != "" || u.Host != "" || u.User != nil || !strings.HasPrefix(u.Path, "/") || strings.HasPrefix(u.Path, "//") {
 		return "/"
 	}
 	return next

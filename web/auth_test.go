@@ -102,7 +102,8 @@ func TestSessionCookieFlags(t *testing.T) {
 func TestLoginNextStaysOnSite(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	for next, want := range map[string]string{"/projects": "/projects", "//evil.example": "/", "https://evil.example": "/", "/\\evil": "/"} {
+	for next, want := range map[string]string{"/projects": "/projects", "//evil.example": "/", "https://evil.example": "/", "/\\evil": "/",
+		"/\t/evil.example": "/", "/projects/x?y=1": "/projects/x?y=1"} {
 		br2 := b.browser(t)
 		tok := br2.csrf("/login")
 		res, _ := br2.post("/login", url.Values{"_csrf": {tok}, "email": {"owner@acme.test"}, "password": {testPassword}, "next": {next}})

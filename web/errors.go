@@ -1,12 +1,15 @@
 package web
 
 import (
+	"context"
 	"errors"
 	"net/http"
+	"strconv"
 	"strings"
 
 	"github.com/labstack/echo/v4"
 
+	"anvil/db"
 	"anvil/domain"
 	"anvil/views"
 )
@@ -32,6 +35,8 @@ func classify(err error) (int, string, string) {
 		return http.StatusForbidden, "forbidden", "forbidden"
 	case errors.Is(err, domain.ErrQueueFull):
 		return http.StatusConflict, "project_queue_full", "the project's queue is full (20 queued runs); wait for runs to finish or cancel some"
+	case db.IsTransient(err):
+		return http.StatusServiceUnavailable, "unavailable", "the database is unavailable for a moment; try again in a few seconds"
 	case errors.As(err, &he):
 		msg := http.StatusText(he.Code)
 		if m, ok := he.Message.(string); ok && he.Code < 500 {
@@ -85,6 +90,19 @@ func codeFor(status int) string {
 	return strings.ToLower(strings.ReplaceAll(http.StatusText(status), " ", "_"))
 }
 
+// retryAfterUnavailable is the Retry-After (seconds) of a 503 answered
+// because the database was unavailable.
+const retryAfterUnavailable = 5
+
+// statusClientClosed is nginx's "client closed request".
+const statusClientClosed = 499
+
+// clientGone reports whether err only says that the request's own client
+// went away (its context was canceled).
+func clientGone(c echo.Context, err error) bool {
+	return errors.Is(err, context.Canceled) && c.Request().Context().Err() != nil
+}
+
 // handleError is the one place errors become responses: JSON for the API,
 // an error page (or a small fragment for htmx) for people. 5xx are logged
 // with the cause; clients never see raw error text or a stack.
@@ -92,9 +110,21 @@ func (s *Server) handleError(err error, c echo.Context) {
 	if c.Response().Committed {
 		return
 	}
+	if clientGone(c, err) {
+		// A closed tab or a page left mid-request: nobody is waiting for an
+		// answer and nothing is wrong, so it is no error. nginx's 499 marks it
+		// in the request log and the metrics.
+		s.log.Debug("client went away", "request_id", c.Get(requestIDKey), "route", routeOf(c))
+		c.Response().WriteHeader(statusClientClosed)
+		return
+	}
 	status, code, msg := classify(err)
 	c.Set("error", err)
-	if status >= 500 {
+	if code == "unavailable" {
+		// A restart or a cut connection: the same request succeeds shortly.
+		c.Response().Header().Set("Retry-After", strconv.Itoa(retryAfterUnavailable))
+		s.log.Warn("database unavailable; answering 503", "request_id", c.Get(requestIDKey), "route", routeOf(c), "error", err.Error())
+	} else if status >= 500 {
 		s.log.Error("request failed", "request_id", c.Get(requestIDKey), "route", routeOf(c), "error", err.Error())
 	}
 	path := c.Request().URL.Path

@@ -120,16 +120,31 @@ func (s *Server) events(c echo.Context) error {
 }
 
 // writeEvent writes one SSE message; every line of data gets its own
-// "data:" field (the client joins them with newlines).
+// "data:" field (the client joins them with newlines). An SSE parser ends a
+// line at CR LF, at a lone LF and at a lone CR alike, so all three split
+// here: a CR left inside a field would let run output start fields of its
+// own ("x\revent: incident\rdata: forged").
 func writeEvent(w http.ResponseWriter, name, data string) {
 	var b strings.Builder
 	b.WriteString("event: ")
 	b.WriteString(name)
 	b.WriteByte('\n')
-	for _, line := range strings.Split(data, "\n") {
+	for {
+		i := strings.IndexAny(data, "\r\n")
+		line := data
+		if i >= 0 {
+			line = data[:i]
+		}
 		b.WriteString("data: ")
-		b.WriteString(strings.TrimSuffix(line, "\r"))
+		b.WriteString(line)
 		b.WriteByte('\n')
+		if i < 0 {
+			break
+		}
+		if data[i] == '\r' && i+1 < len(data) && data[i+1] == '\n' {
+			i++
+		}
+		data = data[i+1:]
 	}
 	b.WriteByte('\n')
 	_, _ = w.Write([]byte(b.String()))

@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"runtime/debug"
@@ -36,7 +37,8 @@ func (s *Server) requestID(next echo.HandlerFunc) echo.HandlerFunc {
 		status := c.Response().Status
 		level := slog.LevelInfo
 		switch {
-		case status >= 500:
+		case status == statusClientClosed:
+		case status >= 500 && status != http.StatusServiceUnavailable: // a 503 is a deliberate answer, logged where it is made
 			level = slog.LevelError
 		case status >= 400:
 			level = slog.LevelWarn
@@ -133,4 +135,50 @@ func loggedPath(c echo.Context) string {
 		return r
 	}
 	return c.Request().URL.Path
+}
+
+// DefaultBodyTimeout is how long a request body may take to arrive when
+// Options.BodyTimeout is not set.
+const DefaultBodyTimeout = 30 * time.Second
+
+// bodyDeadline bounds the time a request's body may take to arrive. The
+// server's ReadHeaderTimeout covers only the headers, so a sender announcing
+// 1,000 bytes and trickling one every few seconds would hold a connection and
+// a handler for ever. Once the body has been read the deadline is lifted: the
+// server then reads in the background only to notice a client that goes
+// away, and a deadline there would cancel a slow handler's request. Requests
+// without a body — the live streams among them — get no deadline at all.
+func (s *Server) bodyDeadline(next echo.HandlerFunc) echo.HandlerFunc {
+	limit := s.opts.BodyTimeout
+	if limit <= 0 {
+		limit = DefaultBodyTimeout
+	}
+	return func(c echo.Context) error {
+		req := c.Request()
+		if req.Body == nil || req.Body == http.NoBody || req.ContentLength == 0 {
+			return next(c)
+		}
+		rc := http.NewResponseController(c.Response())
+		if err := rc.SetReadDeadline(time.Now().Add(limit)); err != nil {
+			return next(c) // not a connection of net/http's server
+		}
+		req.Body = &deadlineBody{ReadCloser: req.Body, rc: rc}
+		return next(c)
+	}
+}
+
+// deadlineBody lifts the read deadline when the body has been read in full.
+type deadlineBody struct {
+	io.ReadCloser
+	rc   *http.ResponseController
+	done bool
+}
+
+func (b *deadlineBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err == io.EOF && !b.done {
+		b.done = true
+		_ = b.rc.SetReadDeadline(time.Time{})
+	}
+	return n, err
 }

@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"net/http"
 	"net/netip"
+	"strings"
+	"time"
 
 	"github.com/labstack/echo/v4"
 
@@ -25,6 +27,7 @@ type Options struct {
 	FeedMaxBatch   int            // events per batch
 	FeedRatePerMin int            // requests per connection per fixed 60 s window
 	TrustedProxies []netip.Prefix // whose X-Forwarded-For is believed
+	BodyTimeout    time.Duration  // how long a request body may take to arrive; DefaultBodyTimeout when 0
 }
 
 // Server holds the dependencies of every handler.
@@ -67,7 +70,7 @@ func (s *Server) base() *echo.Echo {
 	e.HideBanner = true
 	e.HidePort = true
 	e.HTTPErrorHandler = s.handleError
-	e.Use(s.requestID, s.recover, s.securityHeaders, s.observe)
+	e.Use(s.requestID, s.recover, s.securityHeaders, s.observe, s.bodyDeadline)
 	e.GET("/healthz", s.healthz)
 	e.GET("/readyz", s.readyz)
 	e.GET("/metrics", echo.WrapHandler(s.metrics.Handler()))
@@ -82,6 +85,7 @@ func New(d Deps) *echo.Echo {
 	s := newServer(d)
 	e := s.base()
 	e.GET("/static/*", echo.WrapHandler(http.StripPrefix("/static/", static.Handler())))
+	e.GET("/favicon.ico", echo.WrapHandler(static.Favicon()))
 
 	// Pages: a session (or a redirect to /login), CSRF on every write.
 	e.GET("/login", s.loginPage, s.anonymousCSRF)
@@ -122,5 +126,23 @@ func New(d Deps) *echo.Echo {
 	s.registerFeed(e, pages, api)
 	s.registerIncidents(e, pages, api)
 	s.registerTeams(e, pages, api)
+
+	// A group with middleware claims every unknown path under its prefix, so
+	// that its middleware runs: an anonymous GET /no/such/page was sent to
+	// the login page. Unknown paths are a 404 for everybody instead; known
+	// pages still send anonymous visitors to the login.
+	e.RouteNotFound("/*", s.notFound)
+	e.RouteNotFound("/api/private", s.notFound)
+	e.RouteNotFound("/api/private/*", s.notFound)
 	return e
+}
+
+// notFound answers a path no route claims: JSON under /api/, a page
+// otherwise. The session is looked up (best effort) only so that a signed-in
+// visitor's error page keeps its navigation.
+func (s *Server) notFound(c echo.Context) error {
+	if !strings.HasPrefix(c.Request().URL.Path, "/api/") {
+		_ = s.authenticate(func(echo.Context) error { return nil })(c)
+	}
+	return echo.ErrNotFound
 }
