@@ -35,8 +35,13 @@ func (s *Server) feedProps(c echo.Context) (views.FeedProps, error) {
 	}
 	props := views.FeedProps{Page: s.page(c, pr.Name+" · Feed", "projects"), ProjectID: pr.ID.String(), ProjectName: pr.Name,
 		IngestURL: strings.TrimRight(s.opts.PublicURL, "/") + "/api/feed/events", CanWrite: p.CanWrite(), BindingPolicy: domain.PolicyObserve}
+	outcomes, err := s.connectionOutcomes(ctx, cs)
+	if err != nil {
+		return views.FeedProps{}, err
+	}
 	for _, cn := range cs {
-		row := views.FeedConnectionRow{ID: cn.ID.String(), Name: cn.Name, Prefix: cn.Prefix, CreatedAt: cn.CreatedAt, Revoked: cn.RevokedAt != nil}
+		row := views.FeedConnectionRow{ID: cn.ID.String(), Name: cn.Name, Prefix: cn.Prefix, CreatedAt: cn.CreatedAt, Revoked: cn.RevokedAt != nil,
+			Outcome: outcomes[cn.ID]}
 		if cn.LastUsedAt != nil {
 			row.LastUsedAt = *cn.LastUsedAt
 		}
@@ -120,7 +125,7 @@ func (s *Server) feedConnectionCreateSubmit(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	_, tok, err := s.Feed.CreateConnection(c.Request().Context(), principal(c), id, c.FormValue("name"))
+	conn, tok, err := s.Feed.CreateConnection(c.Request().Context(), principal(c), id, c.FormValue("name"))
 	de, err := refusal(err)
 	if err != nil {
 		return err
@@ -134,6 +139,9 @@ func (s *Server) feedConnectionCreateSubmit(c echo.Context) error {
 		return Render(c, statusOf(de.Kind), views.FeedPage(props))
 	}
 	props.NewToken = tok
+	if props.NewDSN, err = s.connectionDSN(c, conn.ProjectID, tok); err != nil {
+		return err
+	}
 	c.Response().Header().Set("Cache-Control", "no-store")
 	return Render(c, http.StatusCreated, views.FeedPage(props))
 }

@@ -12,6 +12,7 @@ import (
 
 	"anvil/db"
 	"anvil/domain"
+	"anvil/domain/feedstats"
 	"anvil/domain/secret"
 	"anvil/static"
 )
@@ -25,6 +26,10 @@ type Options struct {
 	FeedMaxBatch   int            // events per batch
 	FeedRatePerMin int            // requests per connection per fixed 60 s window
 	TrustedProxies []netip.Prefix // whose X-Forwarded-For is believed
+
+	// FeedMaxEnvelope bounds a Sentry door body after decompression
+	// (bytes; 1 MiB when zero).
+	FeedMaxEnvelope int
 }
 
 // Server holds the dependencies of every handler.
@@ -37,6 +42,9 @@ type Server struct {
 	opts    Options
 	done    <-chan struct{}
 	logins  loginLimiter
+
+	// outcomes counts what the feed's doors answered, per connection.
+	outcomes *feedstats.Recorder
 }
 
 // Deps are what New needs.
