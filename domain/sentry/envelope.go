@@ -12,6 +12,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+
+	fastjson "github.com/segmentio/encoding/json"
 )
 
 // ErrEnvelope is the sentinel of every envelope that cannot be read.
@@ -51,7 +53,7 @@ func ParseHeader(body []byte) (Header, error) {
 	if len(bytes.TrimSpace(line)) == 0 {
 		return h, fmt.Errorf("%w: the header line is empty", ErrEnvelope)
 	}
-	if err := json.Unmarshal(line, &h); err != nil {
+	if err := fastjson.Unmarshal(line, &h); err != nil {
 		return Header{}, fmt.Errorf("%w: the header line is not a JSON object", ErrEnvelope)
 	}
 	return h, nil
@@ -85,13 +87,13 @@ func ParseEnvelope(body []byte) (Envelope, error) {
 			return Envelope{}, fmt.Errorf("%w: item %d has an empty header line", ErrEnvelope, n)
 		}
 		var ih itemHeader
-		if err := json.Unmarshal(line, &ih); err != nil {
+		if err := fastjson.Unmarshal(line, &ih); err != nil {
 			return Envelope{}, fmt.Errorf("%w: the header of item %d is not a JSON object", ErrEnvelope, n)
 		}
 		var payload []byte
 		if ih.Length != nil && string(*ih.Length) != "null" {
 			var length int64
-			if err := json.Unmarshal(*ih.Length, &length); err != nil || length < 0 {
+			if err := fastjson.Unmarshal(*ih.Length, &length); err != nil || length < 0 {
 				return Envelope{}, fmt.Errorf("%w: item %d has a length that is not a non-negative integer", ErrEnvelope, n)
 			}
 			if length > int64(len(rest)) {

@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	fastjson "github.com/segmentio/encoding/json"
 )
 
 // Defaults are what the translation takes from outside the event: the
@@ -175,7 +177,7 @@ func Translate(raw []byte, d Defaults) (Translated, *Problem) {
 		return Translated{}, problem("an event must be a JSON object")
 	}
 	var se sentryEvent
-	if err := json.Unmarshal(trimmed, &se); err != nil {
+	if err := fastjson.Unmarshal(trimmed, &se); err != nil {
 		return Translated{}, problem("the event is not valid JSON or a field has the wrong type: %s", clip(err.Error(), 200))
 	}
 	id, hexID, p := eventID(se.EventID)
@@ -270,7 +272,7 @@ func Translate(raw []byte, d Defaults) (Translated, *Problem) {
 	}
 	fe.Breadcrumbs = breadcrumbs(se.Breadcrumbs)
 
-	out, err := json.Marshal(&fe)
+	out, err := fastjson.Marshal(&fe)
 	if err != nil {
 		return Translated{}, problem("the event could not be translated: %s", clip(err.Error(), 200))
 	}
@@ -285,7 +287,7 @@ func eventID(raw json.RawMessage) (id, hexID string, p *Problem) {
 	if len(raw) == 0 || string(raw) == "null" {
 		return "", "", problem("event_id is required (32 hexadecimal digits, as every Sentry SDK sends)")
 	}
-	if json.Unmarshal(raw, &s) != nil {
+	if fastjson.Unmarshal(raw, &s) != nil {
 		return "", "", problem("event_id must be a string of 32 hexadecimal digits or a UUID, got %s", clip(string(raw), 64))
 	}
 	h := strings.ToLower(strings.ReplaceAll(s, "-", ""))
@@ -311,7 +313,7 @@ func timestamp(raw json.RawMessage, now time.Time) (string, *Problem) {
 	}
 	if raw[0] == '"' {
 		var s string
-		if json.Unmarshal(raw, &s) != nil {
+		if fastjson.Unmarshal(raw, &s) != nil {
 			return "", problem("timestamp must be an RFC 3339 string or Unix seconds")
 		}
 		if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
@@ -326,7 +328,7 @@ func timestamp(raw json.RawMessage, now time.Time) (string, *Problem) {
 		return "", problem("timestamp must be an RFC 3339 date-time or Unix seconds, got %q", clip(s, 64))
 	}
 	var f float64
-	if json.Unmarshal(raw, &f) != nil {
+	if fastjson.Unmarshal(raw, &f) != nil {
 		return "", problem("timestamp must be an RFC 3339 string or Unix seconds, got %s", clip(string(raw), 64))
 	}
 	return unixSeconds(f)
@@ -351,14 +353,14 @@ func mainException(raw json.RawMessage) (*sentryException, *Problem) {
 	}
 	var values []sentryException
 	if raw[0] == '[' {
-		if json.Unmarshal(raw, &values) != nil {
+		if fastjson.Unmarshal(raw, &values) != nil {
 			return nil, problem("exception must be an object with values or a list of exceptions")
 		}
 	} else {
 		var w struct {
 			Values []sentryException `json:"values"`
 		}
-		if json.Unmarshal(raw, &w) != nil {
+		if fastjson.Unmarshal(raw, &w) != nil {
 			return nil, problem("exception must be an object with values or a list of exceptions")
 		}
 		values = w.Values
@@ -411,11 +413,11 @@ func message(le *logentry, raw json.RawMessage) string {
 		return ""
 	}
 	var s string
-	if json.Unmarshal(raw, &s) == nil {
+	if fastjson.Unmarshal(raw, &s) == nil {
 		return s
 	}
 	var o logentry
-	if json.Unmarshal(raw, &o) == nil {
+	if fastjson.Unmarshal(raw, &o) == nil {
 		if o.Formatted != "" {
 			return o.Formatted
 		}
@@ -435,7 +437,7 @@ func readTags(raw json.RawMessage) map[string]string {
 	switch raw[0] {
 	case '{':
 		var m map[string]json.RawMessage
-		if json.Unmarshal(raw, &m) != nil {
+		if fastjson.Unmarshal(raw, &m) != nil {
 			return nil
 		}
 		for k, v := range m {
@@ -443,12 +445,12 @@ func readTags(raw json.RawMessage) map[string]string {
 		}
 	case '[':
 		var pairs []json.RawMessage
-		if json.Unmarshal(raw, &pairs) != nil {
+		if fastjson.Unmarshal(raw, &pairs) != nil {
 			return nil
 		}
 		for _, pr := range pairs {
 			var kv []json.RawMessage
-			if json.Unmarshal(pr, &kv) != nil || len(kv) != 2 {
+			if fastjson.Unmarshal(pr, &kv) != nil || len(kv) != 2 {
 				continue
 			}
 			out[scalar(kv[0])] = scalar(kv[1])
@@ -462,7 +464,7 @@ func readTags(raw json.RawMessage) map[string]string {
 // else as its JSON.
 func scalar(v json.RawMessage) string {
 	var s string
-	if json.Unmarshal(v, &s) == nil {
+	if fastjson.Unmarshal(v, &s) == nil {
 		return s
 	}
 	return string(bytes.TrimSpace(v))
@@ -478,7 +480,7 @@ func userID(raw json.RawMessage) string {
 		ID       json.RawMessage `json:"id"`
 		Username string          `json:"username"`
 	}
-	if json.Unmarshal(raw, &u) != nil {
+	if fastjson.Unmarshal(raw, &u) != nil {
 		return ""
 	}
 	if len(u.ID) > 0 && string(u.ID) != "null" {
@@ -505,14 +507,14 @@ func breadcrumbs(raw json.RawMessage) []string {
 	}
 	var list []json.RawMessage
 	if raw[0] == '[' {
-		if json.Unmarshal(raw, &list) != nil {
+		if fastjson.Unmarshal(raw, &list) != nil {
 			return nil
 		}
 	} else {
 		var w struct {
 			Values []json.RawMessage `json:"values"`
 		}
-		if json.Unmarshal(raw, &w) != nil {
+		if fastjson.Unmarshal(raw, &w) != nil {
 			return nil
 		}
 		list = w.Values
@@ -520,7 +522,7 @@ func breadcrumbs(raw json.RawMessage) []string {
 	out := make([]string, 0, len(list))
 	for _, item := range list {
 		var b breadcrumb
-		if json.Unmarshal(item, &b) != nil {
+		if fastjson.Unmarshal(item, &b) != nil {
 			continue
 		}
 		var s string
