@@ -211,7 +211,9 @@ func envelope(header string, items ...string) []byte {
 	return []byte(header + "\n" + strings.Join(items, "\n") + "\n")
 }
 
-func eventItem(ev []byte) string { return `{"type":"event","length":` + strconv.Itoa(len(ev)) + "}\n" + string(ev) }
+func eventItem(ev []byte) string {
+	return `{"type":"event","length":` + strconv.Itoa(len(ev)) + "}\n" + string(ev)
+}
 
 func hexID() string { return strings.ReplaceAll(newID(), "-", "") }
 
@@ -359,7 +361,9 @@ func TestSentryCheckOrder(t *testing.T) {
 	id := hexID()
 	good := envelope(`{"event_id":"`+id+`"}`, eventItem(sentryEvent(id)))
 	num := strconv.FormatInt(s.number, 10)
-	auth := func(k string) []string { return []string{"X-Sentry-Auth", "Sentry sentry_key=" + k + ", sentry_version=7"} }
+	auth := func(k string) []string {
+		return []string{"X-Sentry-Auth", "Sentry sentry_key=" + k + ", sentry_version=7"}
+	}
 	wrongSecret := s.key[:len(s.key)-1] + map[bool]string{true: "A", false: "B"}[s.key[len(s.key)-1] != 'A']
 
 	bare := []struct {
