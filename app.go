@@ -136,7 +136,7 @@ func riverClientID() string {
 func (a *app) deps() web.Deps {
 	return web.Deps{DB: a.db, Services: a.Services, Keys: a.keys, Log: a.log,
 		Metrics: a.metrics, Options: web.Options{PublicURL: a.cfg.PublicURL, SecureCookies: isHTTPS(a.cfg.PublicURL),
-			FeedArmed: a.cfg.FeedArmed, FeedMaxBody: a.cfg.FeedMaxBody, FeedMaxBatch: a.cfg.FeedMaxBatch,
+			FeedArmed: a.cfg.FeedArmed, FeedMaxBody: a.cfg.FeedMaxBody, FeedMaxEnvelope: a.cfg.FeedMaxEnvelope, FeedMaxBatch: a.cfg.FeedMaxBatch,
 			FeedRatePerMin: a.cfg.FeedRatePerMin, TrustedProxies: a.cfg.TrustedProxies, BodyTimeout: a.cfg.BodyTimeout}}
 }
 

@@ -23,6 +23,7 @@ type Config struct {
 	PublicURL         string
 	FeedArmed         bool
 	FeedMaxBody       int
+	FeedMaxEnvelope   int
 	FeedMaxBatch      int
 	FeedRatePerMin    int
 	TrustedProxies    []netip.Prefix
@@ -80,6 +81,8 @@ func loadConfig(getenv func(string) string) (*Config, error) {
 		RunConcurrency: integer("ANVIL_RUN_CONCURRENCY", 8, 1, 256),
 		LogMaxBytes:    int64(integer("ANVIL_LOG_MAX_BYTES", 10<<20, 4096, 1<<30)),
 	}
+	// The Sentry door's bound on a body after decompression (issue 18).
+	c.FeedMaxEnvelope = integer("ANVIL_FEED_MAX_ENVELOPE", 1<<20, 1024, 64<<20)
 	switch v := strings.ToLower(str("ANVIL_FEED_ARMED", "false")); v {
 	case "true", "1", "yes":
 		c.FeedArmed = true

@@ -336,14 +336,20 @@ type FeedSender struct {
 	ConnectionID uuid.UUID
 	OrgID        uuid.UUID
 	ProjectID    uuid.UUID
-	bindings     map[string]string // environment (or '*') → repair policy
+	// ProjectNumber is the project's number (the Sentry door's key must
+	// belong to a project with the number of its path) and ConnectionName
+	// the connection's name (the Sentry door's last resort for a service).
+	ProjectNumber  int64
+	ConnectionName string
+	bindings       map[string]string // environment (or '*') → repair policy
 }
 
 // senderQuery resolves a token prefix together with its project's bindings,
 // in one round trip. It is sent through database/sql with $n placeholders
 // and a constant text, so pgx prepares it once per connection.
 const senderQuery = `SELECT c.id, c.org_id, c.project_id, c.hash, c.revoked_at IS NOT NULL, c.last_used_at,
-	COALESCE((SELECT json_object_agg(b.environment, b.repair_policy) FROM feed_bindings b WHERE b.project_id = c.project_id), '{}')
+	COALESCE((SELECT json_object_agg(b.environment, b.repair_policy) FROM feed_bindings b WHERE b.project_id = c.project_id), '{}'),
+	(SELECT p.number FROM projects p WHERE p.id = c.project_id), c.name
 	FROM feed_connections c WHERE c.prefix = $1`
 
 // Authenticate resolves a bearer server token. Every way of failing —
@@ -371,6 +377,8 @@ func (f *Feed) Authenticate(ctx context.Context, bearer string) (*FeedSender, er
 		revoked                  bool
 		lastUsed                 pgtype.Timestamptz
 		bindings                 []byte
+		number                   int64
+		connName                 string
 	)
 	// Straight through pgx when there is a pool: every request resolves its
 	// token, and database/sql's detour (a connection wrapped per query,
@@ -381,7 +389,7 @@ func (f *Feed) Authenticate(ctx context.Context, bearer string) (*FeedSender, er
 	} else {
 		row = f.s.DB.DB.QueryRowContext(ctx, senderQuery, lookup)
 	}
-	err := row.Scan(&connID, &orgID, &projectID, &stored, &revoked, &lastUsed, &bindings)
+	err := row.Scan(&connID, &orgID, &projectID, &stored, &revoked, &lastUsed, &bindings, &number, &connName)
 	if isNoRows(err) {
 		hashEqual(hash, hash) // the same comparison as a found prefix costs
 		return nil, ErrUnauthorized
@@ -397,7 +405,8 @@ func (f *Feed) Authenticate(ctx context.Context, bearer string) (*FeedSender, er
 		f.senders.put(hash, nil, now, gen)
 		return nil, ErrUnauthorized
 	}
-	snd = &FeedSender{ConnectionID: connID.Bytes, OrgID: orgID.Bytes, ProjectID: projectID.Bytes}
+	snd = &FeedSender{ConnectionID: connID.Bytes, OrgID: orgID.Bytes, ProjectID: projectID.Bytes,
+		ProjectNumber: number, ConnectionName: connName}
 	if err := json.Unmarshal(bindings, &snd.bindings); err != nil {
 		return nil, fmt.Errorf("feed: bindings of %s: %w", snd.ProjectID, err)
 	}

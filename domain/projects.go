@@ -28,8 +28,11 @@ type Project struct {
 	ProviderRepo      string    `bun:"provider_repo"`
 	ProviderTokenEnc  string    `bun:"provider_token_enc"`
 	RunTimeoutSeconds int       `bun:"run_timeout_seconds"`
-	CreatedAt         time.Time `bun:"created_at,nullzero,default:now()"`
-	UpdatedAt         time.Time `bun:"updated_at,nullzero,default:now()"`
+	// Number is the project's positive integer from a sequence, assigned
+	// once and never reused: the project segment of its Sentry DSN.
+	Number    int64     `bun:"number,nullzero,default:nextval('project_number_seq')"`
+	CreatedAt time.Time `bun:"created_at,nullzero,default:now()"`
+	UpdatedAt time.Time `bun:"updated_at,nullzero,default:now()"`
 }
 
 // RunTimeout is the longest a run of this project may take.

@@ -28,8 +28,12 @@ func (s *Server) apiConnectionCreate(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	dsn, err := s.connectionDSN(c, conn.ProjectID, tok)
+	if err != nil {
+		return err
+	}
 	c.Response().Header().Set("Cache-Control", "no-store")
-	return c.JSON(http.StatusCreated, map[string]any{"connection_id": conn.ID, "token": tok, "project_id": conn.ProjectID,
+	return c.JSON(http.StatusCreated, map[string]any{"connection_id": conn.ID, "token": tok, "dsn": dsn, "project_id": conn.ProjectID,
 		"name": conn.Name, "prefix": conn.Prefix, "created_at": conn.CreatedAt.UTC()})
 }
 

@@ -53,6 +53,7 @@ func (s *Server) feedIngest(single bool, lim *feedLimiter) echo.HandlerFunc {
 			return c.JSON(http.StatusBadRequest, apiError{Error: "bad_request", Message: strings.TrimPrefix(err.Error(), event.ErrBadRequest.Error()+": ")})
 		}
 		res, err := s.Feed.Ingest(req.Context(), snd, s.clientAddr(req), raws)
+		s.recordOutcome(snd, res)
 		if err != nil {
 			s.log.Warn("feed: store failed; answering 503", "request_id", c.Get(requestIDKey), "project_id", snd.ProjectID, "error", err.Error())
 			return feedUnavailable(c, res)

@@ -35,8 +35,13 @@ func (s *Server) feedProps(c echo.Context) (views.FeedProps, error) {
 	}
 	props := views.FeedProps{Page: s.page(c, pr.Name+" · Feed", "projects"), ProjectID: pr.ID.String(), ProjectName: pr.Name,
 		IngestURL: strings.TrimRight(s.opts.PublicURL, "/") + "/api/feed/events", CanWrite: p.AtLeast(domain.RoleAdmin)}
+	outcomes, err := s.connectionOutcomes(ctx, cs)
+	if err != nil {
+		return views.FeedProps{}, err
+	}
 	for _, cn := range cs {
-		row := views.FeedConnectionRow{ID: cn.ID.String(), Name: cn.Name, Prefix: cn.Prefix, CreatedAt: cn.CreatedAt, Revoked: cn.RevokedAt != nil}
+		row := views.FeedConnectionRow{ID: cn.ID.String(), Name: cn.Name, Prefix: cn.Prefix, CreatedAt: cn.CreatedAt, Revoked: cn.RevokedAt != nil,
+			Outcome: outcomes[cn.ID]}
 		if cn.LastUsedAt != nil {
 			row.LastUsedAt = *cn.LastUsedAt
 		}
@@ -94,6 +99,7 @@ func (s *Server) feedCardSubmit(c echo.Context) error {
 // tokenReveal is a token kept for the page that shows it once.
 type tokenReveal struct {
 	Token string `json:"token"`
+	DSN   string `json:"dsn,omitempty"` // a feed connection's Sentry DSN, which holds the token
 }
 
 // feedPage: GET /projects/:projectId/feed.
@@ -106,7 +112,7 @@ func (s *Server) feedPage(c echo.Context) error {
 	if _, err := s.takeReveal(c, revealSlot("feed-connection", props.ProjectID), &conn); err != nil {
 		return err
 	}
-	props.NewToken = conn.Token
+	props.NewToken, props.NewDSN = conn.Token, conn.DSN
 	if ok, err := s.takeReveal(c, revealSlot("feed-card", props.ProjectID), &card); err != nil {
 		return err
 	} else if ok && props.Card.External {
@@ -167,7 +173,7 @@ func (s *Server) feedConnectionCreateSubmit(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	_, tok, err := s.Feed.CreateConnection(c.Request().Context(), principal(c), id, c.FormValue("name"))
+	conn, tok, err := s.Feed.CreateConnection(c.Request().Context(), principal(c), id, c.FormValue("name"))
 	de, err := refusal(err)
 	if err != nil {
 		return err
@@ -180,7 +186,11 @@ func (s *Server) feedConnectionCreateSubmit(c echo.Context) error {
 		props.Error = de.Message
 		return Render(c, statusOf(de.Kind), views.FeedPage(props))
 	}
-	if err := s.stashReveal(c, revealSlot("feed-connection", id.String()), tokenReveal{Token: tok}); err != nil {
+	dsn, err := s.connectionDSN(c, conn.ProjectID, tok)
+	if err != nil {
+		return err
+	}
+	if err := s.stashReveal(c, revealSlot("feed-connection", id.String()), tokenReveal{Token: tok, DSN: dsn}); err != nil {
 		return err
 	}
 	return redirect(c, "/projects/"+id.String()+"/feed")

@@ -23,11 +23,14 @@ func feedNotFound(c echo.Context) error {
 func (s *Server) registerFeed(e *echo.Echo, pages, api *echo.Group) {
 	e.Any("/api/feed", feedNotFound)
 	e.Any("/api/feed/*", feedNotFound)
+	var lim *feedLimiter
 	if s.opts.FeedArmed {
-		lim := newFeedLimiter(s.opts.FeedRatePerMin)
+		lim = newFeedLimiter(s.opts.FeedRatePerMin)
 		e.POST("/api/feed/events", s.feedIngest(true, lim))
 		e.POST("/api/feed/events/batch", s.feedIngest(false, lim))
 	}
+	s.startOutcomes()
+	s.registerSentry(e, lim)
 
 	api.POST("/projects/:projectId/connections", s.apiConnectionCreate)
 	api.GET("/projects/:projectId/connections", s.apiConnectionList)

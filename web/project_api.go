@@ -14,6 +14,7 @@ import (
 // never leaves the server; has_provider_token says whether one is set.
 type projectJSON struct {
 	ID                uuid.UUID `json:"id"`
+	Number            int64     `json:"number"`
 	Slug              string    `json:"slug"`
 	Name              string    `json:"name"`
 	RepoURL           string    `json:"repo_url"`
@@ -30,7 +31,7 @@ type projectJSON struct {
 }
 
 func toProjectJSON(p *domain.Project) projectJSON {
-	return projectJSON{ID: p.ID, Slug: p.Slug, Name: p.Name, RepoURL: p.RepoURL, DefaultBranch: p.DefaultBranch,
+	return projectJSON{ID: p.ID, Number: p.Number, Slug: p.Slug, Name: p.Name, RepoURL: p.RepoURL, DefaultBranch: p.DefaultBranch,
 		RunCommand: p.RunCommand, RepairCommand: p.RepairCommand, Provider: p.Provider, ProviderAPIURL: p.ProviderAPIURL,
 		ProviderRepo: p.ProviderRepo, HasProviderToken: p.ProviderTokenEnc != "", RunTimeoutSeconds: p.RunTimeoutSeconds,
 		CreatedAt: p.CreatedAt.UTC(), UpdatedAt: p.UpdatedAt.UTC()}

@@ -14,6 +14,7 @@ import (
 
 	"anvil/db"
 	"anvil/domain"
+	"anvil/domain/feedstats"
 	"anvil/domain/secret"
 	"anvil/static"
 )
@@ -28,6 +29,10 @@ type Options struct {
 	FeedRatePerMin int            // requests per connection per fixed 60 s window
 	TrustedProxies []netip.Prefix // whose X-Forwarded-For is believed
 	BodyTimeout    time.Duration  // how long a request body may take to arrive; DefaultBodyTimeout when 0
+
+	// FeedMaxEnvelope bounds a Sentry door body after decompression
+	// (bytes; 1 MiB when zero).
+	FeedMaxEnvelope int
 }
 
 // Server holds the dependencies of every handler.
@@ -40,6 +45,9 @@ type Server struct {
 	opts    Options
 	done    <-chan struct{}
 	logins  loginLimiter
+
+	// outcomes counts what the feed's doors answered, per connection.
+	outcomes *feedstats.Recorder
 }
 
 // Deps are what New needs.
