@@ -20,6 +20,7 @@ import (
 
 	"anvil/db"
 	"anvil/domain"
+	"anvil/domain/forgestatus"
 	"anvil/domain/secret"
 	"anvil/jobs"
 	"anvil/jobs/sandbox"
@@ -100,7 +101,8 @@ func newApp(ctx context.Context, cfg *Config, logOut io.Writer, withWorkers bool
 			return nil, fmt.Errorf("workspace folder %s: %w", cfg.WorkDir, err)
 		}
 		log.Info("run executor ready", "executor", exec.Name(), "sandboxed", exec.Sandboxed(), "workspaces", root)
-		jobs.Register(workers, jobs.Deps{Services: a.Services, Executor: exec, WorkRoot: root, Log: log})
+		jobs.Register(workers, jobs.Deps{Services: a.Services, Executor: exec, WorkRoot: root, Log: log,
+			Reporter: forgestatus.NewReporter(a.Store, a.Projects, cfg.PublicURL)})
 		rcfg.Workers = workers
 		rcfg.Queues = map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: 10}, domain.RunsQueue: {MaxWorkers: cfg.RunConcurrency}}
 		rcfg.PeriodicJobs = jobs.Periodic(cfg.HeartbeatTimeout)

@@ -116,6 +116,7 @@ type Run struct {
 	Provider      *string    `bun:"provider"`
 	DeliveryID    *string    `bun:"delivery_id"`
 	IncidentID    *uuid.UUID `bun:"incident_id,type:uuid"`
+	CanceledBy    *uuid.UUID `bun:"canceled_by,type:uuid"`
 	JobID         *int64     `bun:"job_id"`
 	Executor      *string    `bun:"executor"`
 	Sandboxed     *bool      `bun:"sandboxed"`

@@ -10,6 +10,7 @@ import (
 	"github.com/riverqueue/river"
 
 	"anvil/domain"
+	"anvil/domain/forgestatus"
 	"anvil/jobs/sandbox"
 )
 
@@ -20,6 +21,9 @@ type Deps struct {
 	Executor sandbox.Executor
 	WorkRoot string
 	Log      *slog.Logger
+	// Reporter posts commit statuses (default: one built on Services with
+	// no public URL, so links are relative).
+	Reporter *forgestatus.Reporter
 }
 
 // Register adds every worker to the bundle; repair runs are handled by
@@ -28,6 +32,10 @@ func Register(w *river.Workers, d Deps) {
 	if d.Log == nil {
 		d.Log = slog.Default()
 	}
+	if d.Reporter == nil {
+		d.Reporter = forgestatus.NewReporter(d.Store, d.Projects, "")
+	}
+	river.AddWorker(w, &ReportStatusWorker{reporter: d.Reporter})
 	river.AddWorker(w, &PurgeSessionsWorker{accounts: d.Accounts, log: d.Log})
 	river.AddWorker(w, &ReconcileRunWorker{queue: d.Queue})
 	river.AddWorker(w, &RunWatchdogWorker{queue: d.Queue, log: d.Log})

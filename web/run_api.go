@@ -4,6 +4,9 @@ import (
 	"net/http"
 
 	"github.com/labstack/echo/v4"
+
+	"anvil/domain"
+	"anvil/domain/forgestatus"
 )
 
 func (s *Server) apiQueue(c echo.Context) error {
@@ -47,7 +50,16 @@ func (s *Server) apiRunGet(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, r.View())
+	rep, err := forgestatus.Last(c.Request().Context(), s.db.Bun, r.ID)
+	if err != nil {
+		return err
+	}
+	// forge_report is the last commit status posted to the forge (null
+	// when the run has not been reported).
+	return c.JSON(http.StatusOK, struct {
+		domain.RunView
+		ForgeReport *forgestatus.Report `json:"forge_report"`
+	}{r.View(), rep})
 }
 
 func (s *Server) apiRunCancel(c echo.Context) error {
