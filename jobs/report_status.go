@@ -54,3 +54,8 @@ func (w *ReportStatusWorker) Work(ctx context.Context, job *river.Job[domain.Rep
 	}
 	return err
 }
+
+// NewReportStatusWorker builds the worker on the process's reporter.
+func NewReportStatusWorker(r *forgestatus.Reporter) *ReportStatusWorker {
+	return &ReportStatusWorker{reporter: r}
+}
