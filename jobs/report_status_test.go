@@ -311,3 +311,132 @@ func TestStatusLifeThroughEachForge(t *testing.T) {
 		}
 	}
 }
+
+// TestStatusRetriesAfter5xxAndRetryAfter: a 502 is retried with back-off,
+// a 429 with Retry-After waits the forge's time, and the report shows the
+// error and the next attempt meanwhile.
+func TestStatusRetriesAfter5xxAndRetryAfter(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name   string
+		answer func(w http.ResponseWriter)
+	}{
+		{"5xx", func(w http.ResponseWriter) { http.Error(w, `{"message":"bad gateway"}`, http.StatusBadGateway) }},
+		{"retry-after", func(w http.ResponseWriter) {
+			w.Header().Set("Retry-After", "1")
+			http.Error(w, `{"message":"API rate limit exceeded"}`, http.StatusTooManyRequests)
+		}},
+		{"x-ratelimit-reset", func(w http.ResponseWriter) {
+			w.Header().Set("X-RateLimit-Remaining", "0")
+			w.Header().Set("X-RateLimit-Reset", fmt.Sprint(time.Now().Add(time.Second).Unix()))
+			http.Error(w, `{"message":"API rate limit exceeded"}`, http.StatusForbidden)
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			f := newFakeForge(t, "github")
+			failed := make(chan struct{})
+			f.answer = func(n int, w http.ResponseWriter, r *http.Request) bool {
+				if n == 1 {
+					tc.answer(w)
+					close(failed)
+					return true
+				}
+				return false
+			}
+			b := setupStatus(t, f)
+			run := b.accept(t)
+			<-failed
+			waitFor(t, 10*time.Second, "the failure to be recorded", func() bool {
+				rep := b.report(t, run.ID)
+				return rep != nil && rep.Error != "" && rep.NextAttemptAt != nil
+			})
+			b.settle(t)
+			if got := f.statuses(); len(got) != 2 || got[0] != got[1] || got[1] != "pending: queued — 1st in line" {
+				t.Fatalf("requests %q, want the queued status twice", got)
+			}
+			if rep := b.report(t, run.ID); rep.Error != "" || rep.State != "pending" || rep.NextAttemptAt != nil {
+				t.Fatalf("report after the retry: %+v", rep)
+			}
+		})
+	}
+}
+
+// TestStatusLatestStateWins: the first post hangs while the run finishes;
+// the forge ends with the run's final state, posted after the slow one, and
+// nothing in between is posted late.
+func TestStatusLatestStateWins(t *testing.T) {
+	t.Parallel()
+	f := newFakeForge(t, "gitlab")
+	arrived, release := make(chan struct{}), make(chan struct{})
+	f.answer = func(n int, w http.ResponseWriter, r *http.Request) bool {
+		if n == 1 {
+			close(arrived)
+			<-release
+		}
+		return false
+	}
+	b := setupStatus(t, f)
+	ctx := context.Background()
+	run := b.accept(t)
+	<-arrived
+	_, _, err := b.queue.Claim(ctx, run.ID, "test")
+	must(t, err)
+	_, err = b.queue.Start(ctx, run.ID, true)
+	must(t, err)
+	_, err = b.queue.ReportTerminal(ctx, run.ID, domain.TerminalReport{State: domain.StatePassed})
+	must(t, err)
+	// The newer jobs are waiting for the slow one (the run's lease).
+	waitFor(t, 10*time.Second, "the newer reports to be enqueued", func() bool {
+		var n int
+		_ = b.db.Bun.NewRaw(`SELECT count(*) FROM river_job WHERE kind = 'report_status'`).Scan(ctx, &n)
+		return n == 4
+	})
+	close(release)
+	b.settle(t)
+	got := f.statuses()
+	if len(got) != 2 || got[0] != "pending: queued — 1st in line" || !strings.HasPrefix(got[1], "success: passed in") {
+		t.Fatalf("requests %q, want the slow queued status then success only", got)
+	}
+	if rep := b.report(t, run.ID); rep.State != "success" {
+		t.Fatalf("last report %+v", rep)
+	}
+}
+
+// TestRunUnaffectedByFailingForge: a forge that answers 500 to everything
+// (and one that refuses the token) leaves the run to pass as it would; the
+// run page's report says why nothing reached the forge.
+func TestRunUnaffectedByFailingForge(t *testing.T) {
+	t.Parallel()
+	for _, code := range []int{http.StatusInternalServerError, http.StatusUnauthorized} {
+		t.Run(fmt.Sprint(code), func(t *testing.T) {
+			t.Parallel()
+			forge := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				http.Error(w, `{"message":"down"}`, code)
+			}))
+			t.Cleanup(forge.Close)
+			b := setup(t, options{mode: "process"})
+			url, _, head := gitRepo(t)
+			p, err := b.projects.Create(context.Background(), b.owner, domain.ProjectInput{Slug: strp("app"), RepoURL: &url,
+				DefaultBranch: strp("main"), RunCommand: strp("echo hello"), Provider: strp("gitea"), ProviderAPIURL: &forge.URL,
+				ProviderRepo: strp("acme/app"), ProviderToken: strp("tok")})
+			must(t, err)
+			var run *domain.Run
+			must(t, b.store.WithProject(context.Background(), p.ID, func(ctx context.Context, tx bun.Tx, p *domain.Project) error {
+				run, err = b.queue.AcceptTx(ctx, tx, p, domain.AcceptSpec{Trigger: domain.TriggerWebhook, Branch: "main", CommitSHA: &head})
+				return err
+			}))
+			done := b.waitTerminal(t, run.ID, 60*time.Second)
+			if done.State != domain.StatePassed {
+				t.Fatalf("run %s (%v), want passed", done.State, done.FailureReason)
+			}
+			waitFor(t, 10*time.Second, "the failed report", func() bool {
+				rep, _ := forgestatus.Last(context.Background(), b.db.Bun, run.ID)
+				if rep != nil && rep.Error != "" && !strings.Contains(rep.Error, fmt.Sprint(code)) {
+					t.Fatalf("report error %q does not name %d", rep.Error, code)
+				}
+				return rep != nil && strings.Contains(rep.Error, fmt.Sprint(code))
+			})
+		})
+	}
+}

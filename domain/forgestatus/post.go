@@ -59,7 +59,12 @@ type PostError struct {
 	Err     error
 }
 
-func (e *PostError) Error() string { return e.Err.Error() }
+func (e *PostError) Error() string {
+	if e.Status != 0 {
+		return fmt.Sprintf("HTTP %d: %s", e.Status, e.Err.Error())
+	}
+	return e.Err.Error()
+}
 func (e *PostError) Unwrap() error { return e.Err }
 
 // classify turns a client's answer into a PostError (nil on success).
