@@ -39,6 +39,9 @@ const (
 	TriggerManual  = "manual"
 	TriggerWebhook = "webhook"
 	TriggerRepair  = "repair"
+	// TriggerPullRequest: a pull or merge request from a branch of the
+	// project's own repository, pinned to its head commit.
+	TriggerPullRequest = "pull_request"
 )
 
 // Failure reasons.

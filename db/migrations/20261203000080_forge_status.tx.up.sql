@@ -15,3 +15,10 @@ CREATE TABLE run_forge_reports (
     lease_until     timestamptz,
     updated_at      timestamptz NOT NULL DEFAULT now()
 );
+
+-- Pull- and merge-request runs (trigger pull_request), and why a delivery
+-- was ignored, kept in the ledger beside its outcome.
+ALTER TABLE project_runs DROP CONSTRAINT project_runs_trigger_check;
+ALTER TABLE project_runs ADD CONSTRAINT project_runs_trigger_check
+    CHECK (trigger IN ('manual', 'webhook', 'repair', 'pull_request'));
+ALTER TABLE project_webhook_deliveries ADD COLUMN reason text NOT NULL DEFAULT '';
