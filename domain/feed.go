@@ -13,14 +13,17 @@ import (
 	"github.com/uptrace/bun"
 
 	"anvil/domain/event"
+	"anvil/domain/internal/coalesce"
 )
 
 // Feed owns the Anvil Feed ingest: connections, bindings and event storage
 // (seed 004), and the first steps of the incident store the events group
 // into.
 type Feed struct {
-	s     *Store
-	cards cardRefresher
+	s *Store
+	// cards asks for the card refreshes of the projects whose groups
+	// committed, in paced rounds (see Feed.refreshCard).
+	cards *coalesce.Loop[uuid.UUID]
 	comb  combiner
 	// copySlot lets one group of the process at a time COPY its events,
 	// and form itself while it waits (see storeGroup).
@@ -48,9 +51,22 @@ type Feed struct {
 	afterLookup func(general bool)
 }
 
-// NewFeed builds the service.
+// NewFeed builds the service; Start starts its card-refresh requests.
 func NewFeed(s *Store) *Feed {
-	return &Feed{s: s, StoreTimeout: 10 * time.Second, scrub: event.Scrub, copySlot: make(chan struct{}, 1)}
+	f := &Feed{s: s, StoreTimeout: 10 * time.Second, scrub: event.Scrub, copySlot: make(chan struct{}, 1)}
+	f.cards = coalesce.New(cardRefreshGap, maxCardRequests, f.requestCardRefreshes)
+	return f
+}
+
+// Start starts the feed's card-refresh requests.
+func (f *Feed) Start(ctx context.Context) { f.cards.Start(ctx) }
+
+// Stop asks for the card refreshes still pending and stops.
+func (f *Feed) Stop(ctx context.Context) error {
+	if err := f.cards.Stop(ctx); err != nil {
+		return fmt.Errorf("feed: stop the card-refresh requests: %w", err)
+	}
+	return nil
 }
 
 // Repair policies of a binding (DESIGN.md §5).

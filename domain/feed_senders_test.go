@@ -18,7 +18,7 @@ func TestSenderCache(t *testing.T) {
 	t.Parallel()
 	tb := setup(t)
 	ctx := context.Background()
-	feed := domain.NewFeed(tb.store)
+	feed := newFeed(t, tb.store)
 	p := tb.project(t, "shop")
 	if _, err := feed.PutBinding(ctx, tb.owner, p.ID, "production", domain.PolicyObserve); err != nil {
 		t.Fatal(err)

@@ -447,6 +447,8 @@ func (f *Feed) storeFast(ctx context.Context, p *batchPlan, release func()) erro
 		if len(trs) > 0 {
 			st := transitionsStmt(trs, p.now)
 			b.Queue(st.sql, st.args...)
+			// New incidents and moves change the card; counts do not.
+			b.Queue(bumpCardVersionSQL, pgUUID(p.snd.ProjectID), p.now)
 		}
 		b.Queue("COMMIT")
 		if err := c.SendBatch(ctx, b).Close(); err != nil {
@@ -611,6 +613,9 @@ func (f *Feed) storeBatch(ctx context.Context, tx bun.Tx, p *batchPlan) error {
 		st := transitionsStmt(trs, p.now)
 		if _, err := tx.Tx.ExecContext(ctx, st.sql, st.args...); err != nil {
 			return fmt.Errorf("insert transitions: %w", err)
+		}
+		if _, err := tx.Tx.ExecContext(ctx, bumpCardVersionSQL, pgUUID(p.snd.ProjectID), p.now); err != nil {
+			return fmt.Errorf("count the card change: %w", err)
 		}
 	}
 	if ids := queued(trs); f.OnQueued != nil && len(ids) > 0 {

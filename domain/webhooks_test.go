@@ -419,6 +419,7 @@ func TestWebhookSecretsSurviveKeyRotation(t *testing.T) {
 		}
 		s := domain.NewStore(b.db.Bun, k, nil)
 		s.UseJobs(b.river)
+		startStore(t, s)
 		return s, domain.NewWebhooks(s, domain.NewQueue(s, time.Minute))
 	}
 	_, wA := services(keyA, nil)

@@ -85,6 +85,7 @@ func setup(t *testing.T, o options) *testBundle {
 		t.Fatal(err)
 	}
 	store.UseJobs(client)
+	sv.Start(ctx)
 	b.river = client
 	if err := client.Start(ctx); err != nil {
 		t.Fatal(err)
@@ -93,6 +94,9 @@ func setup(t *testing.T, o options) *testBundle {
 		sctx, scancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer scancel()
 		_ = client.Stop(sctx)
+		if err := sv.Stop(sctx); err != nil {
+			t.Error(err)
+		}
 		cancel()
 		_ = os.RemoveAll(filepath.Dir(root))
 	})
