@@ -14,6 +14,7 @@ import (
 
 	"anvil/domain/event"
 	"anvil/domain/internal/coalesce"
+	"anvil/domain/internal/ttlcache"
 )
 
 // Feed owns the Anvil Feed ingest: connections, bindings and event storage
@@ -30,8 +31,8 @@ type Feed struct {
 	copySlot chan struct{}
 	// incidents remembers the incidents' ids (see incidentCache).
 	incidents incidentCache
-	// senders remembers what tokens resolved to (see senderCache).
-	senders senderCache
+	// senders remembers what tokens resolved to (see newSenderCache).
+	senders *ttlcache.Cache[string, *FeedSender]
 	// StoreTimeout bounds one ingest's storage: a store that hangs becomes
 	// a 503 the sender retries, never a request that waits for ever.
 	StoreTimeout time.Duration
@@ -53,7 +54,8 @@ type Feed struct {
 
 // NewFeed builds the service; Start starts its card-refresh requests.
 func NewFeed(s *Store) *Feed {
-	f := &Feed{s: s, StoreTimeout: 10 * time.Second, scrub: event.Scrub, copySlot: make(chan struct{}, 1)}
+	f := &Feed{s: s, StoreTimeout: 10 * time.Second, scrub: event.Scrub, copySlot: make(chan struct{}, 1),
+		senders: newSenderCache(), incidents: newIncidentCache()}
 	f.cards = coalesce.New(cardRefreshGap, maxCardRequests, f.requestCardRefreshes)
 	return f
 }
@@ -202,7 +204,7 @@ func (f *Feed) RevokeConnection(ctx context.Context, p *Principal, id uuid.UUID)
 	if err != nil {
 		return uuid.Nil, fmt.Errorf("feed: revoke connection %s: %w", id, err)
 	}
-	f.senders.clear()
+	f.senders.Clear()
 	return projectID, nil
 }
 
@@ -231,7 +233,7 @@ func (f *Feed) PutBinding(ctx context.Context, p *Principal, projectID uuid.UUID
 	if err != nil {
 		return nil, fmt.Errorf("feed: put binding: %w", err)
 	}
-	f.senders.clear()
+	f.senders.Clear()
 	return b, nil
 }
 
@@ -263,7 +265,7 @@ func (f *Feed) DeleteBinding(ctx context.Context, p *Principal, projectID uuid.U
 	if err != nil {
 		return fmt.Errorf("feed: delete binding: %w", err)
 	}
-	f.senders.clear()
+	f.senders.Clear()
 	if n, _ := res.RowsAffected(); n == 0 {
 		return NotFound("binding")
 	}
@@ -297,7 +299,7 @@ func (f *Feed) Authenticate(ctx context.Context, bearer string) (*FeedSender, er
 	if !ok {
 		return nil, ErrUnauthorized
 	}
-	snd, cached, gen := f.senders.get(hash, f.s.Now())
+	snd, cached, gen := f.senders.Lookup(string(hash), f.s.Now())
 	switch {
 	case cached && snd == nil:
 		return nil, ErrUnauthorized
@@ -335,7 +337,7 @@ func (f *Feed) Authenticate(ctx context.Context, bearer string) (*FeedSender, er
 		return nil, ErrUnauthorized
 	}
 	if revoked {
-		f.senders.put(hash, nil, now, gen)
+		f.senders.PutIf(string(hash), nil, now, gen)
 		return nil, ErrUnauthorized
 	}
 	snd = &FeedSender{ConnectionID: connID.Bytes, OrgID: orgID.Bytes, ProjectID: projectID.Bytes}
@@ -347,7 +349,7 @@ func (f *Feed) Authenticate(ctx context.Context, bearer string) (*FeedSender, er
 	if !lastUsed.Valid || now.Sub(lastUsed.Time) >= time.Minute {
 		_, _ = f.s.DB.DB.ExecContext(ctx, `UPDATE feed_connections SET last_used_at = $1 WHERE id = $2`, now, snd.ConnectionID)
 	}
-	f.senders.put(hash, snd, now, gen)
+	f.senders.PutIf(string(hash), snd, now, gen)
 	return snd, nil
 }
 

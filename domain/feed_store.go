@@ -6,13 +6,14 @@ import (
 	"fmt"
 	"sort"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/uptrace/bun"
+
+	"anvil/domain/internal/ttlcache"
 )
 
 // Storing a group of batches: its events, and the incidents they count on.
@@ -467,25 +468,30 @@ func (f *Feed) storeFast(ctx context.Context, p *batchPlan, release func()) erro
 // of known faults needs no lookup before its COPY. An id is never trusted:
 // the incidents are locked by id before the commit, and one deleted
 // meanwhile sends the group to the general path and the project's ids out
-// of the cache. Bounded: when full, it starts again.
+// of the cache. Bounded: when full, it starts again. No TTL: an id is
+// checked by every group that uses it.
 type incidentCache struct {
-	mu  sync.Mutex
-	ids map[uuid.UUID]map[groupKey]uuid.UUID
-	n   int
+	c *ttlcache.Cache[incidentKey, uuid.UUID]
+}
+
+type incidentKey struct {
+	project uuid.UUID
+	key     groupKey
 }
 
 // maxCachedIncidents bounds incidentCache.
 const maxCachedIncidents = 10000
 
+func newIncidentCache() incidentCache {
+	return incidentCache{ttlcache.New[incidentKey, uuid.UUID](0, maxCachedIncidents)}
+}
+
 // known fills in the groups whose incident the cache knows and returns the
 // keys of the others.
-func (c *incidentCache) known(p *batchPlan) []groupKey {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+func (c incidentCache) known(p *batchPlan) []groupKey {
 	var missing []groupKey
-	ids := c.ids[p.snd.ProjectID]
 	for _, k := range p.keys {
-		if id, ok := ids[k]; ok {
+		if id, ok := c.c.Get(incidentKey{p.snd.ProjectID, k}, time.Time{}); ok {
 			g := p.groups[k]
 			g.id, g.existing = id, true
 		} else {
@@ -496,34 +502,22 @@ func (c *incidentCache) known(p *batchPlan) []groupKey {
 }
 
 // learn remembers the incidents of a committed plan.
-func (c *incidentCache) learn(p *batchPlan) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.ids == nil || c.n+len(p.keys) > maxCachedIncidents {
-		c.ids, c.n = map[uuid.UUID]map[groupKey]uuid.UUID{}, 0
-	}
-	ids := c.ids[p.snd.ProjectID]
-	if ids == nil {
-		ids = map[groupKey]uuid.UUID{}
-		c.ids[p.snd.ProjectID] = ids
-	}
+func (c incidentCache) learn(p *batchPlan) {
 	for _, k := range p.keys {
-		if _, ok := ids[k]; !ok {
-			c.n++
-			// The key's environment may share the request body's memory
-			// (see event.decodeWire); the cache outlives the request.
-			k = groupKey{strings.Clone(k.env), strings.Clone(k.fp)}
+		id := p.groups[k].id
+		if known, ok := c.c.Get(incidentKey{p.snd.ProjectID, k}, time.Time{}); ok && known == id {
+			continue
 		}
-		ids[k] = p.groups[k].id
+		// The key's environment may share the request body's memory
+		// (see event.decodeWire); the cache outlives the request.
+		k = groupKey{strings.Clone(k.env), strings.Clone(k.fp)}
+		c.c.Put(incidentKey{p.snd.ProjectID, k}, id, time.Time{})
 	}
 }
 
 // forget drops a project's ids.
-func (c *incidentCache) forget(projectID uuid.UUID) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.n -= len(c.ids[projectID])
-	delete(c.ids, projectID)
+func (c incidentCache) forget(projectID uuid.UUID) {
+	c.c.DeleteFunc(func(k incidentKey) bool { return k.project == projectID })
 }
 
 // errCopyConflict is a COPY that met an event already stored: the group
