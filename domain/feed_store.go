@@ -363,28 +363,70 @@ func (f *Feed) storeFast(ctx context.Context, p *batchPlan, release func()) erro
 	// Release destroys a connection left inside a transaction: a group that
 	// fails half-way is rolled back by the disconnect.
 	defer conn.Release()
-	c := conn.Conn()
-	abandon := func(why error) error {
-		if _, err := c.Exec(ctx, "ROLLBACK"); err != nil {
-			return fmt.Errorf("roll back: %w", err)
-		}
-		return why
+	g := &fastGroup{f: f, c: conn.Conn(), p: p}
+	copySQL, err := g.lookup(ctx)
+	if err != nil {
+		return err
 	}
+	err = g.copyEvents(ctx, copySQL)
+	release()
+	if err != nil {
+		return err
+	}
+	updated, created := p.split()
+	if err := g.lockAndCreate(ctx, updated, created); err != nil {
+		return err
+	}
+	if err := g.commit(ctx, updated, created); err != nil {
+		return err
+	}
+	f.incidents.learn(p)
+	return nil
+}
 
-	copySQL := beginCopyEventsSQL
-	if missing := f.incidents.known(p); len(missing) > 0 {
+// fastGroup is one group on the fast path: its connection and its plan.
+type fastGroup struct {
+	f *Feed
+	c *pgx.Conn
+	p *batchPlan
+}
+
+// abandon rolls the group back and returns why: errSlowStore or
+// errCopyConflict send it to the general path (the fallback).
+func (g *fastGroup) abandon(ctx context.Context, why error) error {
+	if _, err := g.c.Exec(ctx, "ROLLBACK"); err != nil {
+		return fmt.Errorf("roll back: %w", err)
+	}
+	return why
+}
+
+// lookup learns the incidents of the plan's keys — from the cache, or
+// looked up in the transaction it opens then — and returns the COPY
+// statement to send (it opens the transaction itself when the lookup did
+// not).
+func (g *fastGroup) lookup(ctx context.Context) (copySQL string, err error) {
+	p := g.p
+	copySQL = beginCopyEventsSQL
+	if missing := g.f.incidents.known(p); len(missing) > 0 {
 		find := incidentsStmt(p.snd.ProjectID, missing, false)
 		b := &pgx.Batch{}
 		b.Queue("BEGIN")
 		b.Queue(find.sql, find.args...).Query(func(r pgx.Rows) error { _, err := p.scanIncidents(r); return err })
-		if err := c.SendBatch(ctx, b).Close(); err != nil {
-			return fmt.Errorf("find incidents: %w", err)
+		if err := g.c.SendBatch(ctx, b).Close(); err != nil {
+			return "", fmt.Errorf("find incidents: %w", err)
 		}
 		copySQL = copyEventsSQL
 	}
-	if f.afterLookup != nil {
-		f.afterLookup(false)
+	if g.f.afterLookup != nil {
+		g.f.afterLookup(false)
 	}
+	return copySQL, nil
+}
+
+// copyEvents places every event on its incident (chosen now for the new
+// ones) and COPYs them; an event already stored is errCopyConflict.
+func (g *fastGroup) copyEvents(ctx context.Context, copySQL string) error {
+	p := g.p
 	p.chooseIDs()
 	rows := make([]*copyRow, len(p.order))
 	fresh := make(map[string]bool, len(p.order))
@@ -394,17 +436,21 @@ func (f *Feed) storeFast(ctx context.Context, p *batchPlan, release func()) erro
 		rows[j] = &e.row
 		fresh[e.key] = true
 	}
-	_, err = c.PgConn().CopyFrom(ctx, newCopyStream(rows), copySQL)
-	release()
-	if err != nil {
+	if _, err := g.c.PgConn().CopyFrom(ctx, newCopyStream(rows), copySQL); err != nil {
 		if isUnique(err, "feed_events_dedupe_key") {
-			return abandon(errCopyConflict)
+			return g.abandon(ctx, errCopyConflict)
 		}
 		return fmt.Errorf("copy events: %w", err)
 	}
 	p.count(fresh)
+	return nil
+}
 
-	updated, created := p.split()
+// lockAndCreate locks the existing incidents by id, reading their status,
+// and creates the new ones, in one round trip; an incident deleted, or one
+// created elsewhere, meanwhile is errSlowStore.
+func (g *fastGroup) lockAndCreate(ctx context.Context, updated, created []*group) error {
+	p := g.p
 	b := &pgx.Batch{}
 	var (
 		locked int
@@ -418,17 +464,26 @@ func (f *Feed) storeFast(ctx context.Context, p *batchPlan, release func()) erro
 		create := p.createStmt(created)
 		b.Queue(create.sql, create.args...).Query(func(r pgx.Rows) (err error) { lost, err = scanCreated(r, created); return err })
 	}
-	if err := c.SendBatch(ctx, b).Close(); err != nil {
+	if err := g.c.SendBatch(ctx, b).Close(); err != nil {
 		return fmt.Errorf("lock and create incidents: %w", err)
 	}
 	if locked < len(updated) || len(lost) > 0 {
-		// An incident was deleted, or one created elsewhere, meanwhile.
-		f.incidents.forget(p.snd.ProjectID)
-		return abandon(errSlowStore)
+		g.f.incidents.forget(p.snd.ProjectID)
+		return g.abandon(ctx, errSlowStore)
 	}
+	return nil
+}
+
+// commit counts the events on the existing incidents, records the
+// transitions (and, when there are any, the card's change), and commits,
+// in one round trip; the group's live event is published after the
+// commit. A group whose policy queues a repair is errSlowStore: the repair
+// request goes through River's transactional insert.
+func (g *fastGroup) commit(ctx context.Context, updated, created []*group) error {
+	p := g.p
 	var trs []transition
-	for _, g := range created {
-		trs = append(trs, newIncidentTransitions(g)...)
+	for _, gr := range created {
+		trs = append(trs, newIncidentTransitions(gr)...)
 	}
 	var update stmt
 	if len(updated) > 0 {
@@ -436,11 +491,10 @@ func (f *Feed) storeFast(ctx context.Context, p *batchPlan, release func()) erro
 		update, reopened = p.updateStmt(updated)
 		trs = append(trs, reopened...)
 	}
-	if f.OnQueued != nil && len(queued(trs)) > 0 {
-		return abandon(errSlowStore) // the repair request goes through River's transactional insert
+	if g.f.OnQueued != nil && len(queued(trs)) > 0 {
+		return g.abandon(ctx, errSlowStore)
 	}
-
-	err = f.s.publishAfter(ctx, func(ctx context.Context) error {
+	return g.f.s.publishAfter(ctx, func(ctx context.Context) error {
 		b := &pgx.Batch{}
 		if len(updated) > 0 {
 			b.Queue(update.sql, update.args...)
@@ -452,15 +506,11 @@ func (f *Feed) storeFast(ctx context.Context, p *batchPlan, release func()) erro
 			b.Queue(bumpCardVersionSQL, pgUUID(p.snd.ProjectID), p.now)
 		}
 		b.Queue("COMMIT")
-		if err := c.SendBatch(ctx, b).Close(); err != nil {
+		if err := g.c.SendBatch(ctx, b).Close(); err != nil {
 			return fmt.Errorf("count and commit: %w", err)
 		}
 		return notify(ctx, nil, liveNotice(p.snd))
 	})
-	if err == nil {
-		f.incidents.learn(p)
-	}
-	return err
 }
 
 // incidentCache remembers the ids of the incidents the process has stored
