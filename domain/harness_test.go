@@ -69,7 +69,7 @@ func setupTB(t testing.TB) *testBundle {
 	store.UseJobs(client)
 	startStore(t, store)
 	b := &testBundle{db: d, store: store, accounts: domain.NewAccounts(store), projects: domain.NewProjects(store),
-		queue: domain.NewQueue(store, time.Minute), clock: c, river: client}
+		queue: newQueue(t, store), clock: c, river: client}
 	res, err := b.accounts.Bootstrap(context.Background(), "acme", "owner@acme.test", "correct horse battery")
 	if err != nil {
 		t.Fatal(err)
@@ -93,6 +93,19 @@ func startStore(t testing.TB, s *domain.Store) {
 			t.Error(err)
 		}
 	})
+}
+
+// newQueue builds a queue that accepts, stopped when the test ends.
+func newQueue(t testing.TB, s *domain.Store) *domain.Queue {
+	t.Helper()
+	q := domain.NewQueue(s, time.Minute)
+	q.StartAccepting(context.Background())
+	t.Cleanup(func() {
+		if err := q.StopAccepting(context.Background()); err != nil {
+			t.Error(err)
+		}
+	})
+	return q
 }
 
 // newFeed builds a started feed, stopped when the test ends.

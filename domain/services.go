@@ -48,17 +48,20 @@ func NewServices(bdb *bun.DB, pool *pgxpool.Pool, keys *secret.Keyring, log *slo
 	return sv
 }
 
-// Start starts the services' machinery: the live-event publisher and the
-// feed's card-refresh requests. Nothing of it starts by itself.
+// Start starts the services' machinery: the live-event publisher, the
+// feed's card-refresh requests and the queue's acceptance groups. Nothing
+// of it starts by itself.
 func (sv *Services) Start(ctx context.Context) {
 	sv.Store.Start(ctx)
 	sv.Feed.Start(ctx)
+	sv.Queue.StartAccepting(ctx)
 }
 
 // Stop flushes and stops the machinery, each part after what feeds it:
-// the feed's pending card refreshes are enqueued, then the live events of
-// every commit are sent. Call it after River's soft stop (no job commits
+// the acceptances waiting are stored (later ones are refused), the feed's
+// pending card refreshes are enqueued, then the live events of every
+// commit are sent. Call it after River's soft stop (no job commits
 // any more) and before the pool closes; Stop twice is no error.
 func (sv *Services) Stop(ctx context.Context) error {
-	return errors.Join(sv.Feed.Stop(ctx), sv.Store.Stop(ctx))
+	return errors.Join(sv.Queue.StopAccepting(ctx), sv.Feed.Stop(ctx), sv.Store.Stop(ctx))
 }

@@ -420,7 +420,7 @@ func TestWebhookSecretsSurviveKeyRotation(t *testing.T) {
 		s := domain.NewStore(b.db.Bun, k, nil)
 		s.UseJobs(b.river)
 		startStore(t, s)
-		return s, domain.NewWebhooks(s, domain.NewQueue(s, time.Minute))
+		return s, domain.NewWebhooks(s, newQueue(t, s))
 	}
 	_, wA := services(keyA, nil)
 	p := b.project(t, "keys")
