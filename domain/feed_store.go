@@ -658,13 +658,17 @@ func (f *Feed) storeBatch(ctx context.Context, tx bun.Tx, p *batchPlan) error {
 		if _, err := tx.Tx.ExecContext(ctx, st.sql, st.args...); err != nil {
 			return fmt.Errorf("insert transitions: %w", err)
 		}
-		if _, err := tx.Tx.ExecContext(ctx, bumpCardVersionSQL, pgUUID(p.snd.ProjectID), p.now); err != nil {
-			return fmt.Errorf("count the card change: %w", err)
-		}
 	}
 	if ids := queued(trs); f.OnQueued != nil && len(ids) > 0 {
 		if err := f.OnQueued(ctx, tx, p.snd.ProjectID, ids); err != nil {
 			return fmt.Errorf("request repair: %w", err)
+		}
+	}
+	if len(trs) > 0 {
+		// New incidents and moves change the card; counts do not. Last,
+		// so the project's change row is held as briefly as possible.
+		if _, err := tx.Tx.ExecContext(ctx, bumpCardVersionSQL, pgUUID(p.snd.ProjectID), p.now); err != nil {
+			return fmt.Errorf("count the card change: %w", err)
 		}
 	}
 	if err := notify(ctx, tx, liveNotice(p.snd)); err != nil {
