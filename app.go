@@ -113,10 +113,20 @@ func newApp(ctx context.Context, cfg *Config, logOut io.Writer, withWorkers bool
 	}
 	a.river = client
 	a.Store.UseJobs(client)
+	a.Services.Start(ctx)
 	return a, nil
 }
 
-func (a *app) close() { a.db.Close() }
+// close stops the services' machinery (sending what it still holds) and
+// then closes the pool.
+func (a *app) close() {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := a.Services.Stop(ctx); err != nil {
+		a.log.Warn("stop the services", "error", err)
+	}
+	a.db.Close()
+}
 
 // riverClientID is River's default client id (host and start time) with the
 // process id added: two workers on one host are told apart in river_leader
@@ -143,8 +153,9 @@ func (a *app) deps() web.Deps {
 func isHTTPS(u string) bool { return len(u) >= 8 && u[:8] == "https://" }
 
 // serve runs until ctx ends (SIGTERM/SIGINT), then stops in order: HTTP
-// first (no new work accepted), River softly (running jobs finish), the pool
-// last.
+// first (no new work accepted), River softly (running jobs finish), the
+// services' machinery (pending card refreshes enqueued, live events sent),
+// the pool last.
 func serve(ctx context.Context, cfg *Config, logOut io.Writer) error {
 	tuneGC()
 	withWorkers := cfg.Role != "web"
@@ -206,6 +217,9 @@ func serve(ctx context.Context, cfg *Config, logOut io.Writer) error {
 			_ = a.river.StopAndCancel(hctx)
 			hcancel()
 		}
+	}
+	if err := a.Services.Stop(sctx); err != nil {
+		a.log.Warn("services stop", "error", err)
 	}
 	a.log.Info("stopped")
 	return nil

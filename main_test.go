@@ -232,6 +232,9 @@ func TestServeRolesAndGracefulStop(t *testing.T) {
 		if !strings.Contains(logs.String(), `"msg":"stopped"`) || !strings.Contains(logs.String(), `"role":"`+role+`"`) {
 			t.Errorf("role %s: logs lack a clean stop:\n%s", role, logs.String())
 		}
+		if strings.Contains(logs.String(), "notify failed") {
+			t.Errorf("role %s: the stop lost live events:\n%s", role, logs.String())
+		}
 	}
 }
 

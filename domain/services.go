@@ -1,6 +1,8 @@
 package domain
 
 import (
+	"context"
+	"errors"
 	"log/slog"
 	"time"
 
@@ -34,7 +36,8 @@ type Options struct {
 }
 
 // NewServices wires the services. pool serves the live-events listener;
-// UseJobs must still be called on the store once River's client exists.
+// UseJobs must still be called on the store once River's client exists,
+// and Start before anything commits.
 func NewServices(bdb *bun.DB, pool *pgxpool.Pool, keys *secret.Keyring, log *slog.Logger, o Options) *Services {
 	s := NewStore(bdb, keys, log)
 	s.Pool = pool
@@ -44,4 +47,22 @@ func NewServices(bdb *bun.DB, pool *pgxpool.Pool, keys *secret.Keyring, log *slo
 	sv.Incidents = NewIncidents(s, sv.Queue)
 	sv.Feed.OnQueued = sv.Incidents.RequestRepairs
 	return sv
+}
+
+// Start starts the services' machinery: the live-event publisher, the
+// feed's card-refresh requests and the queue's acceptance groups. Nothing
+// of it starts by itself.
+func (sv *Services) Start(ctx context.Context) {
+	sv.Store.Start(ctx)
+	sv.Feed.Start(ctx)
+	sv.Queue.StartAccepting(ctx)
+}
+
+// Stop flushes and stops the machinery, each part after what feeds it:
+// the acceptances waiting are stored (later ones are refused), the feed's
+// pending card refreshes are enqueued, then the live events of every
+// commit are sent. Call it after River's soft stop (no job commits
+// any more) and before the pool closes; Stop twice is no error.
+func (sv *Services) Stop(ctx context.Context) error {
+	return errors.Join(sv.Queue.StopAccepting(ctx), sv.Feed.Stop(ctx), sv.Store.Stop(ctx))
 }

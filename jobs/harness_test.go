@@ -95,6 +95,7 @@ func setup(t *testing.T, o options) *testBundle {
 		t.Fatal(err)
 	}
 	store.UseJobs(client)
+	sv.Start(ctx)
 	b.river = client
 	b.sweeper = jobs.NewLostRunnerSweeper(sv.Queue, nil)
 	if !o.idle {
@@ -108,6 +109,9 @@ func setup(t *testing.T, o options) *testBundle {
 		defer scancel()
 		b.sweeper.Stop()
 		_ = client.Stop(sctx)
+		if err := sv.Stop(sctx); err != nil {
+			t.Error(err)
+		}
 		cancel()
 		_ = os.RemoveAll(filepath.Dir(root))
 	})

@@ -63,6 +63,12 @@ func setupWith(t testing.TB, opts web.Options) *testBundle {
 		t.Fatal(err)
 	}
 	sv.Store.UseJobs(client)
+	sv.Start(context.Background())
+	t.Cleanup(func() {
+		if err := sv.Stop(context.Background()); err != nil {
+			t.Error(err)
+		}
+	})
 	b := &testBundle{db: d, services: sv, store: sv.Store, accounts: sv.Accounts, projects: sv.Projects, queue: sv.Queue,
 		webhooks: sv.Webhooks, feed: sv.Feed, logs: sv.Logs, hub: sv.Hub, keys: keys, password: testPassword, river: client}
 	hubCtx, stopHub := context.WithCancel(context.Background())

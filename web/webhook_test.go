@@ -541,6 +541,9 @@ func TestWebhookRotatedByAnotherProcess(t *testing.T) {
 		t.Fatalf("first delivery: %d %v", a.status, a.body)
 	}
 	other := domain.NewServices(b.db.Bun, b.db.Pool, b.keys, nil, domain.Options{})
+	other.Store.UseJobs(b.river)
+	other.Start(ctx)
+	t.Cleanup(func() { _ = other.Stop(context.Background()) })
 	owner, err := b.accounts.Authenticate(ctx, b.owner.Token)
 	if err != nil {
 		t.Fatal(err)
