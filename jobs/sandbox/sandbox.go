@@ -105,16 +105,24 @@ type Limits struct {
 	Processes uint64
 	// FileSizeBytes is RLIMIT_FSIZE: the largest file a process may write.
 	FileSizeBytes uint64
+	// TmpBytes bounds the sandbox's private /tmp (bwrap: a tmpfs, that is
+	// RAM, mounted with this size; writes beyond it fail with ENOSPC). Not an
+	// rlimit, and without effect in process mode, where /tmp is the host's.
+	TmpBytes uint64
 }
 
+// DefaultTmpBytes is the default bound of a sandbox's /tmp: 512 MiB.
+const DefaultTmpBytes = 512 << 20
+
 // DefaultLimits returns 30 minutes of CPU per process, 2 GiB of address space,
-// 512 processes and 1 GiB per written file.
+// 512 processes, 1 GiB per written file and a /tmp of 512 MiB.
 func DefaultLimits() Limits {
 	return Limits{
 		CPUSeconds:    30 * 60,
 		MemoryBytes:   2 << 30,
 		Processes:     512,
 		FileSizeBytes: 1 << 30,
+		TmpBytes:      DefaultTmpBytes,
 	}
 }
 
