@@ -259,3 +259,44 @@ func TestCheckoutConfinedReadsNoHostFile(t *testing.T) {
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
+
+func TestTmpBounded(t *testing.T) {
+	t.Parallel()
+	e := bwrapExec(t)
+	ws := newWorkspace(t)
+	var out syncBuffer
+	// 8 MiB into a /tmp bounded to 4 MiB: the write fails with ENOSPC, what
+	// was written stays below the bound, and the workspace is not /tmp.
+	limits := DefaultLimits()
+	limits.TmpBytes = 4 << 20
+	res, err := e.Run(context.Background(), Spec{Workspace: ws, Limits: limits,
+		Command: "head -c 8388608 /dev/zero > /tmp/big; echo rc=$?; wc -c < /tmp/big; df -k /tmp | tail -n 1"}, &out)
+	if err != nil || res.ExitCode != 0 {
+		t.Fatalf("Run: %+v, %v, %q", res, err, out.String())
+	}
+	o := out.String()
+	if !strings.Contains(o, "No space left on device") || !strings.Contains(o, "rc=1") {
+		t.Fatalf("writing past the bound did not fail with ENOSPC: %q", o)
+	}
+	lines := strings.Split(o, "\n")
+	for i, l := range lines {
+		if strings.HasPrefix(l, "rc=") && i+1 < len(lines) {
+			n, err := strconv.Atoi(strings.TrimSpace(lines[i+1]))
+			if err != nil || n > 4<<20 {
+				t.Fatalf("/tmp holds %q bytes, bound 4 MiB", lines[i+1])
+			}
+		}
+	}
+	if _, err := os.Stat("/tmp/big"); err == nil {
+		t.Fatalf("the sandbox's /tmp is the host's")
+	}
+}
+
+func TestDefaultTmpBound(t *testing.T) {
+	t.Parallel()
+	e := bwrapExec(t)
+	res, o, _ := run(t, e, "df -k /tmp | tail -n 1")
+	if res.ExitCode != 0 || !strings.Contains(o, " 524288 ") {
+		t.Fatalf("the default /tmp is not 512 MiB (524288 KiB): %+v %q", res, o)
+	}
+}
