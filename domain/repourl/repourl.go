@@ -42,7 +42,7 @@ var (
 )
 
 // localHint ends every ErrLocal message: what the operator can do.
-const localHint = "local checkouts (file://, paths, and loopback, private, link-local or unique-local addresses) are refused unless the operator sets " + EnvAllowLocal + "=true"
+const localHint = "the operator allows local checkouts with " + EnvAllowLocal + "=true"
 
 // Kind is how git reaches a repository.
 type Kind int
@@ -89,13 +89,13 @@ func Parse(raw string) (Target, error) {
 	if strings.HasPrefix(raw, "-") {
 		return Target{}, syntaxErr("an address must not start with '-'")
 	}
+	if transportRE.MatchString(raw) {
+		return Target{}, syntaxErr("git transport helpers (%s…) are not supported", raw[:strings.Index(raw, "::")+2])
+	}
 	for _, r := range raw {
 		if r < 0x20 || r == 0x7f || r == ' ' {
 			return Target{}, syntaxErr("an address must not contain spaces or control characters")
 		}
-	}
-	if transportRE.MatchString(raw) {
-		return Target{}, syntaxErr("git transport helpers (%s…) are not supported", raw[:strings.Index(raw, "::")+2])
 	}
 	if strings.Contains(raw, "://") {
 		return parseURL(raw)
@@ -221,7 +221,7 @@ func (p Policy) Check(ctx context.Context, raw string) (Checked, error) {
 		return Checked{Target: t}, nil
 	}
 	if t.Kind == KindLocal {
-		return Checked{}, fmt.Errorf("%w: %s", ErrLocal, localHint)
+		return Checked{}, fmt.Errorf("%w: a file:// or path repository would read the server's own files; %s", ErrLocal, localHint)
 	}
 	var addrs []netip.Addr
 	if a, err := netip.ParseAddr(t.Host); err == nil {
@@ -244,7 +244,10 @@ func (p Policy) Check(ctx context.Context, raw string) (Checked, error) {
 	for _, a := range addrs {
 		a = a.WithZone("").Unmap()
 		if isLocal(a) {
-			return Checked{}, fmt.Errorf("%w: %s is %s; %s", ErrLocal, t.Host, a, localHint)
+			if t.Host == a.String() {
+				return Checked{}, fmt.Errorf("%w: %s is a loopback, private, link-local or unique-local address; %s", ErrLocal, a, localHint)
+			}
+			return Checked{}, fmt.Errorf("%w: %s resolves to %s, a loopback, private, link-local or unique-local address; %s", ErrLocal, t.Host, a, localHint)
 		}
 		out = append(out, a)
 	}
@@ -306,12 +309,13 @@ func IsLocalAddr(a netip.Addr) bool {
 	return false
 }
 
-// Refusal returns the message of a policy error without its kind's prefix
-// ("local checkouts are refused: …" stays whole: the kind is the message).
-func Refusal(err error) string {
+// Detail returns the message of a policy error without its kind's prefix.
+func Detail(err error) string {
 	msg := err.Error()
-	if errors.Is(err, ErrSyntax) {
-		return strings.TrimPrefix(msg, ErrSyntax.Error()+": ")
+	for _, k := range []error{ErrSyntax, ErrLocal, ErrUnresolved} {
+		if errors.Is(err, k) {
+			return strings.TrimPrefix(msg, k.Error()+": ")
+		}
 	}
 	return msg
 }
