@@ -83,7 +83,7 @@ func TestWorkerKilledRunnerLost(t *testing.T) {
 		t.Skipf("bubblewrap cannot run here: %v", err)
 	}
 	env := []string{"ANVIL_DATABASE_URL=" + testdb.URLFor(testdb.Name(t)), "ANVIL_SECRET_KEY=" + testKey,
-		"ANVIL_HEARTBEAT_TIMEOUT=2s", "ANVIL_WORK_DIR=" + t.TempDir()}
+		"ANVIL_HEARTBEAT_TIMEOUT=2s", "ANVIL_WORK_DIR=" + t.TempDir(), "ANVIL_CHECKOUT_ALLOW_LOCAL=true"}
 	if code, _, stderr := anvil(t, env, "", "migrate"); code != 0 {
 		t.Fatal(stderr)
 	}

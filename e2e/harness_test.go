@@ -133,6 +133,8 @@ func startServer(t *testing.T) *server {
 		"ANVIL_SANDBOX=" + sandboxMode(),
 		"ANVIL_HEARTBEAT_TIMEOUT=60s",
 		"ANVIL_WORK_DIR=" + t.TempDir(),
+		// The journeys' repositories are local (jobstest.GitRepo).
+		"ANVIL_CHECKOUT_ALLOW_LOCAL=true",
 	}
 	addr := freeAddr(t)
 	s.URL = "http://" + addr

@@ -18,6 +18,7 @@ import (
 	"anvil/domain/secret"
 	"anvil/jobs"
 	"anvil/jobs/jobstest"
+	"anvil/domain/repourl"
 	"anvil/jobs/sandbox"
 )
 
@@ -60,7 +61,9 @@ func setup(t *testing.T, o options) *testBundle {
 	}
 	d := testdb.New(t)
 	keys, _ := secret.NewKeyring(make([]byte, 32), nil)
-	sv := domain.NewServices(d.Bun, d.Pool, keys, nil, domain.Options{HeartbeatTimeout: o.heartbeatTimeout})
+	// The fixtures are local repositories (jobstest.GitRepo).
+	policy := repourl.Policy{AllowLocal: true}
+	sv := domain.NewServices(d.Bun, d.Pool, keys, nil, domain.Options{HeartbeatTimeout: o.heartbeatTimeout, CheckoutPolicy: policy})
 	store := sv.Store
 	b := &testBundle{services: sv, db: d, store: store, accounts: sv.Accounts, projects: sv.Projects,
 		queue: sv.Queue, logs: sv.Logs, hub: sv.Hub}
@@ -75,7 +78,11 @@ func setup(t *testing.T, o options) *testBundle {
 		t.Fatal(err)
 	}
 	workers := river.NewWorkers()
-	jobs.Register(workers, jobs.Deps{Services: sv, Executor: exe, WorkRoot: root})
+	git, err := sandbox.NewGit(exe.Sandboxed(), policy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	jobs.Register(workers, jobs.Deps{Services: sv, Executor: exe, Git: git, WorkRoot: root})
 	client, err := river.NewClient(riverdatabasesql.NewWithPgxListener(d.SQL, d.Pool), &river.Config{
 		Workers: workers, Queues: map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: 4}, domain.RunsQueue: {MaxWorkers: 4}},
 		PeriodicJobs: jobs.Periodic(o.heartbeatTimeout), FetchCooldown: 5 * time.Millisecond, FetchPollInterval: 50 * time.Millisecond,
