@@ -126,6 +126,10 @@ func (r *Repair) Finish(ctx context.Context, run *domain.Run, proj *domain.Proje
 	if strings.TrimSpace(status) == "" {
 		return needsHuman("the repair command changed nothing", domain.ReasonRepairNoOp)
 	}
+	// Nothing leaves the workspace for a pull request that cannot be opened.
+	if err := providerProblem(proj, token); err != nil {
+		return needsHuman("the change was not pushed: "+err.Error(), domain.ReasonRepairForge)
+	}
 	branch := "anvil/repair/" + run.IncidentID.String()
 	inc, err := r.Incidents.Get(ctx, run.OrgID, *run.IncidentID)
 	if err != nil {
@@ -160,13 +164,10 @@ func (r *Repair) Finish(ctx context.Context, run *domain.Run, proj *domain.Proje
 // API and returns the pull request's web URL. Errors name the provider's
 // answer, never the token.
 func (r *Repair) openPR(ctx context.Context, proj *domain.Project, token, branch, title, body string) (string, error) {
-	owner, name, ok := strings.Cut(proj.ProviderRepo, "/")
-	if proj.Provider == "" || !ok {
-		return "", errors.New("the project names no provider and repository (owner/name) to open it on")
+	if err := providerProblem(proj, token); err != nil {
+		return "", err
 	}
-	if token == "" {
-		return "", errors.New("the project has no provider token")
-	}
+	owner, name, _ := strings.Cut(proj.ProviderRepo, "/")
 	hc := r.HTTPClient
 	if hc == nil {
 		hc = http.DefaultClient
@@ -193,6 +194,29 @@ func (r *Repair) openPR(ctx context.Context, proj *domain.Project, token, branch
 		return "", errors.New("the provider answered without the pull request's URL")
 	}
 	return u, nil
+}
+
+// providerProblem says why a pull request could not be opened for proj with
+// token, before anything is pushed: no provider, no repository (owner/name),
+// no token, or a Gitea project without the instance's address.
+func providerProblem(proj *domain.Project, token string) error {
+	_, _, ok := strings.Cut(proj.ProviderRepo, "/")
+	switch {
+	case proj.Provider == "" || !ok:
+		return errors.New("the project names no provider and repository (owner/name) to open a pull request on")
+	case token == "":
+		return errors.New("the project has no provider token")
+	}
+	switch proj.Provider {
+	case "github", "gitlab":
+	case "gitea":
+		if strings.TrimSpace(proj.ProviderAPIURL) == "" {
+			return errors.New("a Gitea project needs provider_api_url (the instance's address)")
+		}
+	default:
+		return fmt.Errorf("unknown provider %q", proj.Provider)
+	}
+	return nil
 }
 
 // openGitHubPR: POST {api}/repos/{owner}/{repo}/pulls. provider_api_url is

@@ -195,3 +195,42 @@ func TestRepairNeedsHuman(t *testing.T) {
 		})
 	}
 }
+
+// A project whose provider configuration cannot open a pull request gets
+// nothing pushed: the check comes before the commit and the push.
+func TestRepairChecksProviderBeforePushing(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct{ name, provider, reason string }{
+		{"no provider", "", "names no provider"},
+		{"no token", "github", "has no provider token"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			rb := setupRepair(t)
+			f := newForge(t)
+			repo := jobstest.GitRepo(t)
+			p, inc := rb.incident(t, repo.URL, "echo fixed >> README", c.provider, f.srv.URL)
+			if c.name == "no token" {
+				if _, err := rb.projects.Update(context.Background(), rb.owner, p.ID, domain.ProjectInput{ProviderToken: strp("")}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			after, run := rb.approveAndWait(t, inc)
+			if run.State != domain.StateFailed || run.FailureReason == nil || *run.FailureReason != domain.ReasonRepairForge {
+				t.Fatalf("run %s %v; log:\n%s", run.State, run.FailureReason, rb.logText(t, run.ID))
+			}
+			if after.Status != domain.IncidentNeedsHuman || !strings.Contains(after.NeedsHumanReason, c.reason) ||
+				!strings.Contains(after.NeedsHumanReason, "not pushed") {
+				t.Fatalf("incident %s %q", after.Status, after.NeedsHumanReason)
+			}
+			if got := lsRemote(t, repo.URL, "anvil/repair/"+inc.ID.String()); got != "" {
+				t.Fatalf("the repair branch was pushed: %s", got)
+			}
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			if len(f.paths) != 0 {
+				t.Fatalf("the forge was called: %v", f.paths)
+			}
+		})
+	}
+}
