@@ -15,10 +15,10 @@ import (
 	"anvil/db"
 	"anvil/db/testdb"
 	"anvil/domain"
+	"anvil/domain/repourl"
 	"anvil/domain/secret"
 	"anvil/jobs"
 	"anvil/jobs/jobstest"
-	"anvil/domain/repourl"
 	"anvil/jobs/sandbox"
 )
 
