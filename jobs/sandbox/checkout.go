@@ -332,7 +332,7 @@ func (g *Git) newRun(ctx context.Context, repoURL, token, dir string, log io.Wri
 		if _, err := netip.ParseAddr(chk.Host); err != nil && len(chk.Addrs) > 0 {
 			switch chk.Kind {
 			case repourl.KindHTTP:
-				config = append(config, [2]string{"http.curloptResolve", curlResolve(chk)})
+				config = append(config, [2]string{"http.curloptResolve", CurlResolve(chk)})
 			case repourl.KindSSH:
 				sshCommand += " -o HostName=" + chk.Addrs[0].String() + " -o HostKeyAlias=" + chk.Host
 			}
@@ -371,9 +371,9 @@ func (g *Git) newRun(ctx context.Context, repoURL, token, dir string, log io.Wri
 	return r, nil
 }
 
-// curlResolve is the http.curloptResolve entry that pins chk's host and
+// CurlResolve is the http.curloptResolve entry that pins chk's host and
 // port to its checked addresses.
-func curlResolve(chk repourl.Checked) string {
+func CurlResolve(chk repourl.Checked) string {
 	addrs := make([]string, 0, len(chk.Addrs))
 	for _, a := range chk.Addrs {
 		if a.Is6() {
