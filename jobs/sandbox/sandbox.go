@@ -4,9 +4,11 @@
 //
 // The package knows nothing about queues or runs: it offers
 //
-//   - [Checkout], which clones a repository into a fresh directory on the host
-//     (with a cleaned git environment, and a provider token that never reaches
-//     argv, .git/config, errors or output);
+//   - [Git], whose Checkout clones a repository into a fresh directory under
+//     the checkout policy (package repourl), with git confined in bubblewrap
+//     (network, but no host files), a cleaned git environment, and a provider
+//     token that never reaches argv, .git/config, errors or output; its Probe
+//     asks a repository whether it answers;
 //   - [NewWorkspace], which creates that directory so the sandboxed user can
 //     write it, and removes it again afterwards;
 //   - [Executor], with two implementations chosen by [New]: "bwrap" (the
