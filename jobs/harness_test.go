@@ -41,6 +41,9 @@ type options struct {
 	heartbeatTimeout time.Duration
 	grace            time.Duration
 	mode             string
+	// strictCheckout: the worker refuses local checkouts (projects are
+	// still saved with local repositories, as before a configuration change).
+	strictCheckout bool
 }
 
 // setup starts a real River client working every job kind against a fresh
@@ -78,6 +81,9 @@ func setup(t *testing.T, o options) *testBundle {
 		t.Fatal(err)
 	}
 	workers := river.NewWorkers()
+	if o.strictCheckout {
+		policy = repourl.Policy{}
+	}
 	git, err := sandbox.NewGit(exe.Sandboxed(), policy)
 	if err != nil {
 		t.Fatal(err)
