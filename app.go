@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"runtime/debug"
+	"strings"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -34,6 +35,7 @@ type app struct {
 	keys *secret.Keyring
 	*domain.Services
 	river   *river.Client[*sql.Tx]
+	sweeper *jobs.LostRunnerSweeper // nil without workers
 	metrics *web.Metrics
 }
 
@@ -98,7 +100,7 @@ func newApp(ctx context.Context, cfg *Config, logOut io.Writer, withWorkers bool
 	a.Services = domain.NewServices(d.Bun, d.Pool, keys, log, opts)
 	a.metrics = web.NewMetrics(d)
 
-	rcfg := &river.Config{Logger: riverLogger(cfg, logOut), FetchCooldown: 10 * time.Millisecond, FetchPollInterval: 100 * time.Millisecond}
+	rcfg := &river.Config{ID: riverClientID(), Logger: riverLogger(cfg, logOut), FetchCooldown: 10 * time.Millisecond, FetchPollInterval: 100 * time.Millisecond}
 	if withWorkers {
 		workers := river.NewWorkers()
 		exec, err := sandbox.New(cfg.Sandbox, sandbox.DefaultGrace)
@@ -123,6 +125,7 @@ func newApp(ctx context.Context, cfg *Config, logOut io.Writer, withWorkers bool
 		rcfg.Workers = workers
 		rcfg.Queues = map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: 10}, domain.RunsQueue: {MaxWorkers: cfg.RunConcurrency}}
 		rcfg.PeriodicJobs = jobs.Periodic(cfg.HeartbeatTimeout)
+		a.sweeper = jobs.NewLostRunnerSweeper(a.Queue, log)
 	}
 	client, err := river.NewClient(riverdatabasesql.NewWithPgxListener(d.SQL, d.Pool), rcfg)
 	if err != nil {
@@ -135,6 +138,21 @@ func newApp(ctx context.Context, cfg *Config, logOut io.Writer, withWorkers bool
 }
 
 func (a *app) close() { a.db.Close() }
+
+// riverClientID is River's default client id (host and start time) with the
+// process id added: two workers on one host are told apart in river_leader
+// and in River's logs, so an operator (or a test) sees which process leads.
+func riverClientID() string {
+	host, _ := os.Hostname()
+	host = strings.NewReplacer(".", "_", "-", "_", ":", "_").Replace(host)
+	if len(host) > 50 {
+		host = host[:50]
+	}
+	if host == "" {
+		host = "unknown_host"
+	}
+	return fmt.Sprintf("%s_%d_%s", host, os.Getpid(), strings.Replace(time.Now().UTC().Format("2006_01_02T15_04_05.000000"), ".", "_", 1))
+}
 
 func (a *app) deps() web.Deps {
 	return web.Deps{DB: a.db, Services: a.Services, Keys: a.keys, Log: a.log,
@@ -178,6 +196,7 @@ func serve(ctx context.Context, cfg *Config, logOut io.Writer) error {
 		if err := a.river.Start(context.WithoutCancel(ctx)); err != nil {
 			return fmt.Errorf("start river: %w", err)
 		}
+		a.sweeper.Start(context.WithoutCancel(ctx))
 	}
 	hubCtx, stopHub := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopHub()
@@ -200,6 +219,8 @@ func serve(ctx context.Context, cfg *Config, logOut io.Writer) error {
 		a.log.Warn("http shutdown", "error", err)
 	}
 	if withWorkers {
+		// This process stops judging other runners before its own jobs stop.
+		a.sweeper.Stop()
 		if err := a.river.Stop(sctx); err != nil {
 			a.log.Warn("river soft stop timed out; cancelling running jobs", "error", err)
 			hctx, hcancel := context.WithTimeout(context.Background(), 10*time.Second)

@@ -86,7 +86,9 @@ func cmdDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	if !has {
 		pw := base64.RawURLEncoding.EncodeToString(randomBytes(12))
-		if _, err := a.Accounts.Bootstrap(ctx, "demo", email, pw); err != nil {
+		// The owner and a login, no API token: nobody would ever see it. A
+		// token is made in Settings, where it is shown once.
+		if _, err := a.Accounts.BootstrapOwner(ctx, "demo", email, pw); err != nil {
 			a.close()
 			return fmt.Errorf("bootstrap demo owner: %w", err)
 		}

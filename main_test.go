@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"database/sql"
 	"encoding/base64"
 	"encoding/json"
 	"io"
@@ -17,6 +18,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	_ "github.com/jackc/pgx/v5/stdlib"
 
 	"anvil/db/testdb"
 )
@@ -127,6 +130,44 @@ func TestMigrateAndBootstrap(t *testing.T) {
 	code, _, stderr = anvil(t, env, "short\n", "admin", "bootstrap", "--org", "other", "--email", "x@acme.test")
 	if code != 1 || !strings.Contains(stderr, "at least 10 characters") {
 		t.Fatalf("short password: %d %s", code, stderr)
+	}
+}
+
+// TestDevBootstrapsALoginAndNoToken: `anvil dev` (what `make run` starts)
+// creates the demo owner and prints the login, and creates no API token
+// that nobody would ever see.
+func TestDevBootstrapsALoginAndNoToken(t *testing.T) {
+	t.Parallel()
+	dbURL := testdb.URLFor(testdb.Name(t))
+	addr, dir := freeAddr(t), t.TempDir()
+	cmd := exec.Command(binary, "dev", "--addr", addr, "--dir", dir)
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "ANVIL_DATABASE_URL=" + dbURL, "ANVIL_SECRET_KEY=" + testKey, "ANVIL_SANDBOX=process",
+		"ANVIL_WORK_DIR=" + t.TempDir()}
+	var out, logs bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waitReady(t, addr)
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("dev: exit after SIGTERM: %v\n%s", err, logs.String())
+	}
+	pw, err := os.ReadFile(filepath.Join(dir, "demo-password"))
+	if err != nil || !strings.Contains(out.String(), "log in as demo@anvil.local / "+strings.TrimSpace(string(pw))) {
+		t.Fatalf("dev printed %q (%v)", out.String(), err)
+	}
+	db, err := sql.Open("pgx", dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var users, tokens int
+	if err := db.QueryRow(`SELECT (SELECT count(*) FROM users), (SELECT count(*) FROM api_tokens)`).Scan(&users, &tokens); err != nil {
+		t.Fatal(err)
+	}
+	if users != 1 || tokens != 0 {
+		t.Fatalf("dev bootstrapped %d users and %d API tokens; want 1 and 0", users, tokens)
 	}
 }
 

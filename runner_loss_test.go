@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -13,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"anvil/db"
 	"anvil/db/testdb"
 	"anvil/jobs/jobstest"
 	"anvil/jobs/sandbox"
@@ -74,16 +76,21 @@ func pollUntil(t *testing.T, within time.Duration, what string, cond func() bool
 	t.Fatalf("timed out after %s waiting for %s", within, what)
 }
 
-// TestWorkerKilledRunnerLost kills a worker with SIGKILL in the middle of a
-// run: no sandbox survives it, the watchdog ends the run as runner_lost and
-// the next run starts on another worker.
+// TestWorkerKilledRunnerLost kills River's leader with SIGKILL in the
+// middle of a run it executes, while a second worker is up: no sandbox
+// survives it, the surviving worker — which is not River's leader, and
+// River needs about 15 s to elect a new one — declares the run runner_lost
+// within ANVIL_HEARTBEAT_TIMEOUT + 3 s of the kill, and the next run
+// starts on it.
 func TestWorkerKilledRunnerLost(t *testing.T) {
 	t.Parallel()
 	if err := sandbox.BwrapAvailable(); err != nil {
 		t.Skipf("bubblewrap cannot run here: %v", err)
 	}
-	env := []string{"ANVIL_DATABASE_URL=" + testdb.URLFor(testdb.Name(t)), "ANVIL_SECRET_KEY=" + testKey,
-		"ANVIL_HEARTBEAT_TIMEOUT=2s", "ANVIL_WORK_DIR=" + t.TempDir(), "ANVIL_CHECKOUT_ALLOW_LOCAL=true"}
+	const timeout = 4 * time.Second
+	dbURL := testdb.URLFor(testdb.Name(t))
+	env := []string{"ANVIL_DATABASE_URL=" + dbURL, "ANVIL_SECRET_KEY=" + testKey,
+		"ANVIL_HEARTBEAT_TIMEOUT=" + timeout.String(), "ANVIL_WORK_DIR=" + t.TempDir(), "ANVIL_CHECKOUT_ALLOW_LOCAL=true"}
 	if code, _, stderr := anvil(t, env, "", "migrate"); code != 0 {
 		t.Fatal(stderr)
 	}
@@ -91,6 +98,22 @@ func TestWorkerKilledRunnerLost(t *testing.T) {
 	var boot map[string]string
 	json.Unmarshal([]byte(out), &boot)
 	token := boot["token"]
+	ctx := context.Background()
+	d, err := db.Open(ctx, dbURL, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	leader := func() string {
+		var id string
+		_ = d.Bun.NewRaw(`SELECT leader_id FROM river_leader`).Scan(ctx, &id)
+		return id
+	}
+	executor := func(runID string) string {
+		var ex string
+		_ = d.Bun.NewRaw(`SELECT coalesce(executor, '') FROM project_runs WHERE id = ?`, runID).Scan(ctx, &ex)
+		return ex
+	}
 
 	_, web, _ := startAnvil(t, env, "serve", "--role", "web")
 	base := "http://" + web
@@ -102,29 +125,47 @@ func TestWorkerKilledRunnerLost(t *testing.T) {
 	first := apiCall(t, token, "POST", base+"/api/private/projects/"+pid+"/runs", nil)["run_id"].(string)
 	second := apiCall(t, token, "POST", base+"/api/private/projects/"+pid+"/runs", nil)["run_id"].(string)
 
-	worker, _, _ := startAnvil(t, env, "worker")
+	// Worker A, alone, becomes River's leader and executes the first run.
+	a, _, _ := startAnvil(t, env, "worker")
+	pollUntil(t, 30*time.Second, "worker A to lead River", func() bool {
+		return strings.Contains(leader(), fmt.Sprintf("_%d_", a.Process.Pid))
+	})
 	status := func(id string) map[string]any { return apiCall(t, token, "GET", base+"/api/private/runs/"+id, nil) }
 	pollUntil(t, 60*time.Second, "the first run to run", func() bool { return status(first)["status"] == "running" })
+	if ex := executor(first); !strings.Contains(ex, fmt.Sprintf(":%d:", a.Process.Pid)) {
+		t.Fatalf("the first run executes on %q, not on worker A (pid %d)", ex, a.Process.Pid)
+	}
 	pollUntil(t, 10*time.Second, "the command to start", func() bool {
 		return exec.Command("pgrep", "-f", "sleep "+marker).Run() == nil
 	})
+	// Worker B joins; A keeps the leadership.
+	b, _, _ := startAnvil(t, env, "worker")
+	if l := leader(); !strings.Contains(l, fmt.Sprintf("_%d_", a.Process.Pid)) {
+		t.Fatalf("River's leader is %q, not worker A (pid %d)", l, a.Process.Pid)
+	}
 
-	if err := worker.Process.Signal(syscall.SIGKILL); err != nil {
+	if err := a.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	_ = worker.Wait()
+	killed := time.Now()
+	_ = a.Wait()
+	// Worker B declares the runner lost, well before River has a new leader.
+	deadline := killed.Add(timeout + 3*time.Second)
+	pollUntil(t, time.Until(deadline), "runner_lost within the heartbeat timeout + 3 s of the kill", func() bool {
+		r := status(first)
+		return r["status"] == "failed" && r["failure_reason"] == "runner_lost"
+	})
+	t.Logf("runner_lost %s after the kill; River's leader then: %q", time.Since(killed).Round(100*time.Millisecond), leader())
 	// The sandbox died with its parent.
 	pollUntil(t, 10*time.Second, "the sandbox to die with the worker", func() bool {
 		return exec.Command("pgrep", "-f", "sleep "+marker).Run() != nil
 	})
 
-	// Another worker's watchdog declares the runner lost and the queue moves.
-	startAnvil(t, env, "worker")
-	pollUntil(t, 30*time.Second, "runner_lost", func() bool {
-		r := status(first)
-		return r["status"] == "failed" && r["failure_reason"] == "runner_lost"
-	})
+	// The queue moves: the next run executes on worker B.
 	pollUntil(t, 60*time.Second, "the next run to start", func() bool { return status(second)["status"] == "running" })
+	if ex := executor(second); !strings.Contains(ex, fmt.Sprintf(":%d:", b.Process.Pid)) {
+		t.Fatalf("the next run executes on %q, not on worker B (pid %d)", ex, b.Process.Pid)
+	}
 	apiCall(t, token, "POST", base+"/api/private/runs/"+second+"/cancel", nil)
 	pollUntil(t, 30*time.Second, "the second run to be canceled", func() bool { return status(second)["status"] == "canceled" })
 	if logs := strings.TrimSpace(fmt.Sprint(status(first)["exit_code"])); logs != "<nil>" {

@@ -114,6 +114,17 @@ type BootstrapResult struct {
 // transaction. The owner is reused when the email already exists (adding a
 // second organisation to a person).
 func (a *Accounts) Bootstrap(ctx context.Context, orgSlug, email, password string) (BootstrapResult, error) {
+	return a.bootstrap(ctx, orgSlug, email, password, true)
+}
+
+// BootstrapOwner is Bootstrap without the API token: for a caller that has
+// nobody to hand the token to (`anvil dev` prints a login, not a token), so
+// no credential exists that nobody ever saw. Token is empty.
+func (a *Accounts) BootstrapOwner(ctx context.Context, orgSlug, email, password string) (BootstrapResult, error) {
+	return a.bootstrap(ctx, orgSlug, email, password, false)
+}
+
+func (a *Accounts) bootstrap(ctx context.Context, orgSlug, email, password string, withToken bool) (BootstrapResult, error) {
 	var res BootstrapResult
 	if !slugRE.MatchString(orgSlug) {
 		return res, Invalid("invalid_slug", "organisation slug %q must match ^[a-z0-9][a-z0-9-]{0,62}$", orgSlug)
@@ -151,11 +162,14 @@ func (a *Accounts) Bootstrap(ctx context.Context, orgSlug, email, password strin
 		if _, err := tx.NewRaw("INSERT INTO memberships (org_id, user_id, role) VALUES (?, ?, ?)", org.ID, u.ID, RoleOwner).Exec(ctx); err != nil {
 			return fmt.Errorf("add owner: %w", err)
 		}
-		tok, err := a.insertToken(ctx, tx, org.ID, u.ID, "bootstrap")
-		if err != nil {
-			return err
+		res = BootstrapResult{OrgID: org.ID, UserID: u.ID}
+		if withToken {
+			tok, err := a.insertToken(ctx, tx, org.ID, u.ID, "bootstrap")
+			if err != nil {
+				return err
+			}
+			res.Token = tok
 		}
-		res = BootstrapResult{OrgID: org.ID, UserID: u.ID, Token: tok}
 		return nil
 	})
 	return res, err

@@ -322,48 +322,49 @@ type ExternalIncident struct {
 const MaxCardIncidents = 1000
 
 // ValidateExternal checks a producer's incidents; the first problem is a
-// 422 naming the element and the field.
-func ValidateExternal(in *[]ExternalIncident) ([]CardIncident, error) {
+// 422 naming the element and the field. An incident without since is
+// valid: its Since is left zero and its index is in noSince, for
+// ReplaceExternal to fill in.
+func ValidateExternal(in *[]ExternalIncident) (out []CardIncident, noSince []int, err error) {
 	if in == nil {
-		return nil, Invalid("missing_incidents", `"incidents" is required: a list of {id, title, state, since} (an empty list clears the card)`)
+		return nil, nil, Invalid("missing_incidents", `"incidents" is required: a list of {id, title, state, since} (since may be left out; an empty list clears the card)`)
 	}
 	if len(*in) > MaxCardIncidents {
-		return nil, Invalid("too_many_incidents", "a card holds at most %d incidents; got %d", MaxCardIncidents, len(*in))
+		return nil, nil, Invalid("too_many_incidents", "a card holds at most %d incidents; got %d", MaxCardIncidents, len(*in))
 	}
-	out := make([]CardIncident, 0, len(*in))
+	out = make([]CardIncident, 0, len(*in))
 	seen := map[string]bool{}
 	for i, e := range *in {
 		at := func(field string) string { return fmt.Sprintf("incidents[%d].%s", i, field) }
 		switch {
 		case e.ID == nil || strings.TrimSpace(*e.ID) == "":
-			return nil, Invalid("invalid_incident", "%s is required", at("id"))
+			return nil, nil, Invalid("invalid_incident", "%s is required", at("id"))
 		case len(*e.ID) > 200:
-			return nil, Invalid("invalid_incident", "%s must be at most 200 characters", at("id"))
+			return nil, nil, Invalid("invalid_incident", "%s must be at most 200 characters", at("id"))
 		case seen[*e.ID]:
-			return nil, Invalid("invalid_incident", "%s %q appears twice", at("id"), clipString(*e.ID, 40))
+			return nil, nil, Invalid("invalid_incident", "%s %q appears twice", at("id"), clipString(*e.ID, 40))
 		case e.Title == nil || strings.TrimSpace(*e.Title) == "":
-			return nil, Invalid("invalid_incident", "%s is required", at("title"))
+			return nil, nil, Invalid("invalid_incident", "%s is required", at("title"))
 		case len(*e.Title) > 500:
-			return nil, Invalid("invalid_incident", "%s must be at most 500 characters", at("title"))
+			return nil, nil, Invalid("invalid_incident", "%s must be at most 500 characters", at("title"))
 		case e.State == nil:
-			return nil, Invalid("invalid_incident", "%s is required (OPEN, INVESTIGATING, MITIGATED or RESOLVED)", at("state"))
+			return nil, nil, Invalid("invalid_incident", "%s is required (OPEN, INVESTIGATING, MITIGATED or RESOLVED)", at("state"))
 		}
 		switch *e.State {
 		case CardOpen, CardInvestigating, CardMitigated, CardResolved:
 		default:
-			return nil, Invalid("invalid_incident", "%s must be one of OPEN, INVESTIGATING, MITIGATED, RESOLVED; got %q", at("state"), clipString(*e.State, 40))
+			return nil, nil, Invalid("invalid_incident", "%s must be one of OPEN, INVESTIGATING, MITIGATED, RESOLVED; got %q", at("state"), clipString(*e.State, 40))
 		}
+		var since time.Time
 		if e.Since == nil {
-			return nil, Invalid("invalid_incident", "%s is required (an RFC 3339 time such as 2026-09-16T10:11:12Z)", at("since"))
-		}
-		since, err := time.Parse(time.RFC3339, *e.Since)
-		if err != nil {
-			return nil, Invalid("invalid_incident", "%s must be an RFC 3339 time such as 2026-09-16T10:11:12Z; got %q", at("since"), clipString(*e.Since, 40))
+			noSince = append(noSince, i)
+		} else if since, err = time.Parse(time.RFC3339, *e.Since); err != nil {
+			return nil, nil, Invalid("invalid_incident", "%s must be an RFC 3339 time such as 2026-09-16T10:11:12Z; got %q", at("since"), clipString(*e.Since, 40))
 		}
 		seen[*e.ID] = true
 		out = append(out, CardIncident{ID: *e.ID, Title: *e.Title, State: *e.State, Since: since.UTC()})
 	}
-	return out, nil
+	return out, noSince, nil
 }
 
 // ErrCardAuth is every refusal of the external ingest's credentials —
@@ -416,17 +417,50 @@ func (c *Cards) AuthorizeProducer(ctx context.Context, tenant, configID, bearer 
 }
 
 // ReplaceExternal replaces a producer's card with its incidents (validated
-// first; a bad body changes nothing).
+// first; a bad body changes nothing). An incident sent without since gets
+// the time the card first listed its id: the since the card already holds
+// for that id, or now when the card did not list it — so a producer that
+// does not track when an incident began need not invent it, and the time
+// does not move on every PUT.
 func (c *Cards) ReplaceExternal(ctx context.Context, prod *Producer, in *[]ExternalIncident) error {
-	incidents, err := ValidateExternal(in)
-	if err != nil {
-		return err
-	}
-	raw, err := json.Marshal(incidents)
+	incidents, noSince, err := ValidateExternal(in)
 	if err != nil {
 		return err
 	}
 	return c.s.inTx(ctx, func(ctx context.Context, tx bun.Tx) error {
+		if len(noSince) > 0 {
+			// The card's row lock orders concurrent PUTs, so the since a
+			// later one keeps is the one an earlier one committed.
+			var raw string
+			err := tx.NewRaw(`SELECT incidents::text FROM project_cards WHERE project_id = ? AND external AND token_hash = ? FOR UPDATE`,
+				prod.projectID, prod.hash).Scan(ctx, &raw)
+			if isNoRows(err) {
+				return ErrCardAuth // handed back (or the token replaced) meanwhile
+			}
+			if err != nil {
+				return fmt.Errorf("cards: read external card: %w", err)
+			}
+			var stored []CardIncident
+			if err := json.Unmarshal([]byte(raw), &stored); err != nil {
+				return fmt.Errorf("cards: decode card of %s: %w", prod.projectID, err)
+			}
+			listed := make(map[string]time.Time, len(stored))
+			for _, inc := range stored {
+				listed[inc.ID] = inc.Since
+			}
+			now := c.s.Now().UTC().Truncate(time.Second)
+			for _, i := range noSince {
+				if since, ok := listed[incidents[i].ID]; ok && !since.IsZero() {
+					incidents[i].Since = since.UTC()
+				} else {
+					incidents[i].Since = now
+				}
+			}
+		}
+		raw, err := json.Marshal(incidents)
+		if err != nil {
+			return err
+		}
 		res, err := tx.NewRaw(`UPDATE project_cards SET incidents = ?::jsonb, source = ?, updated_at = ?
 			WHERE project_id = ? AND external AND token_hash = ?`, string(raw), CardSourceExternal, c.s.Now(), prod.projectID, prod.hash).Exec(ctx)
 		if err != nil {

@@ -203,7 +203,11 @@ func (f *Feed) PutBinding(ctx context.Context, p *Principal, projectID uuid.UUID
 	if err := validPolicy(policy); err != nil {
 		return nil, err
 	}
-	if _, err := f.project(ctx, p, projectID); err != nil {
+	pr, err := f.project(ctx, p, projectID)
+	if err != nil {
+		return nil, err
+	}
+	if err := repairPossible(pr, policy); err != nil {
 		return nil, err
 	}
 	now := f.s.Now()
@@ -217,6 +221,56 @@ func (f *Feed) PutBinding(ctx context.Context, p *Principal, projectID uuid.UUID
 	}
 	f.senders.clear()
 	return b, nil
+}
+
+// AddBinding creates the binding of an environment that has none. Unlike
+// PutBinding it never changes an existing one: a form that adds a binding
+// must not silently replace the policy somebody chose (approve, say) with
+// its own default; the existing binding is changed where it is listed.
+func (f *Feed) AddBinding(ctx context.Context, p *Principal, projectID uuid.UUID, environment, policy string) (*FeedBinding, error) {
+	if err := requireWrite(p); err != nil {
+		return nil, err
+	}
+	env, err := NormalizeEnvironment(environment)
+	if err != nil {
+		return nil, err
+	}
+	policy = strings.ToLower(strings.TrimSpace(policy))
+	if err := validPolicy(policy); err != nil {
+		return nil, err
+	}
+	pr, err := f.project(ctx, p, projectID)
+	if err != nil {
+		return nil, err
+	}
+	if err := repairPossible(pr, policy); err != nil {
+		return nil, err
+	}
+	now := f.s.Now()
+	b := &FeedBinding{ProjectID: projectID, Environment: env, RepairPolicy: policy, CreatedAt: now, UpdatedAt: now}
+	res, err := f.s.DB.NewInsert().Model(b).On("CONFLICT (project_id, environment) DO NOTHING").Exec(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("feed: add binding: %w", err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		var current string
+		if err := f.s.DB.NewRaw(`SELECT repair_policy FROM feed_bindings WHERE project_id = ? AND environment = ?`, projectID, env).Scan(ctx, &current); err != nil && !isNoRows(err) {
+			return nil, fmt.Errorf("feed: add binding: %w", err)
+		}
+		return nil, Conflict("binding_exists", "environment %q already has a binding with repair policy %s; change it in its row of the list", env, current)
+	}
+	f.senders.clear()
+	return b, nil
+}
+
+// repairPossible refuses a policy that starts repair runs (approve, auto) on
+// a project that has no repair command to run: its incidents would wait for
+// a repair that can never start.
+func repairPossible(pr *Project, policy string) error {
+	if (policy == PolicyApprove || policy == PolicyAuto) && strings.TrimSpace(pr.RepairCommand) == "" {
+		return Invalid("repair_command_required", "repair policy %s starts repair runs, but project %s has no repair command; set one in the project's settings first, or choose observe", policy, pr.Name)
+	}
+	return nil
 }
 
 // ListBindings lists a project's bindings, the wildcard last.

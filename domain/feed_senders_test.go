@@ -19,7 +19,11 @@ func TestSenderCache(t *testing.T) {
 	tb := setup(t)
 	ctx := context.Background()
 	feed := domain.NewFeed(tb.store)
-	p := tb.project(t, "shop")
+	p, err := tb.projects.Create(ctx, tb.owner, domain.ProjectInput{Slug: strp("shop"), RepoURL: strp("https://git.example/shop.git"),
+		DefaultBranch: strp("main"), RunCommand: strp("make test"), RepairCommand: strp("./fix.sh")})
+	if err != nil {
+		t.Fatal(err)
+	}
 	if _, err := feed.PutBinding(ctx, tb.owner, p.ID, "production", domain.PolicyObserve); err != nil {
 		t.Fatal(err)
 	}

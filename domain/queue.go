@@ -53,8 +53,11 @@ func (ReconcileRunArgs) InsertOpts() river.InsertOpts {
 	}}}
 }
 
-// WatchdogArgs is the periodic job that recovers lost runners and sweeps
-// runs whose read model fell behind.
+// WatchdogArgs is the periodic job that sweeps runs whose read model fell
+// behind. Lost runners are not its business: River runs periodic jobs on
+// its elected leader only, and a leader that dies takes about 15 s to be
+// replaced — so every worker process sweeps for lost runners on its own
+// ticker instead (jobs.LostRunnerSweeper, Queue.RecoverLostRunners).
 type WatchdogArgs struct{}
 
 // Kind implements river.JobArgs.

@@ -2,6 +2,7 @@ package domain
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -76,40 +77,52 @@ func (q *Queue) Reconcile(ctx context.Context, runID uuid.UUID) (pending bool, e
 	return status != SyncCurrent && status != SyncDone, nil
 }
 
-// WatchdogReport says what one watchdog pass did.
+// WatchdogReport says what one sweep for lost runners did.
 type WatchdogReport struct {
 	Lost       int
-	Resynced   int
 	CheckedAt  time.Time
 	LostRunIDs []uuid.UUID
 }
 
-// Watchdog declares lost runners (seed 000 Resolution 5, the recovery path):
-// active runs without a heartbeat for the timeout, and executable runs that
-// nothing claimed in that time while their execution job is no longer
-// waiting in River, are terminalized by the service itself — failed with
-// failure_reason runner_lost (canceled when a cancel was already under way)
-// — and the next run is promoted. It also re-enqueues reconciliation of runs
-// whose read model fell behind.
-func (q *Queue) Watchdog(ctx context.Context) (WatchdogReport, error) {
+// lostRunsSQL finds the candidates of a sweep. Both branches name active
+// states only, so Postgres answers them from the partial indexes of active
+// runs (project_runs_live, project_runs_open): a sweep reads the handful
+// of active runs and never the projects' history — every worker runs it
+// about once a second.
+const lostRunsSQL = `
+	SELECT r.id FROM project_runs r
+	WHERE r.state IN ('starting', 'running', 'cancel_requested', 'canceling') AND r.heartbeat_at < ?
+	UNION ALL
+	SELECT r.id FROM project_runs r
+	LEFT JOIN river_job j ON j.id = r.job_id
+	WHERE r.state = 'executable' AND r.promoted_at < ?
+	  AND (j.id IS NULL OR j.state NOT IN ('available', 'scheduled', 'retryable', 'pending'))
+	LIMIT 500`
+
+// RecoverLostRunners declares lost runners (seed 000 Resolution 5, the
+// recovery path): active runs without a heartbeat for the timeout, and
+// executable runs that nothing claimed in that time while their execution
+// job is no longer waiting in River, are terminalized by the service
+// itself — failed with failure_reason runner_lost (canceled when a cancel
+// was already under way) — and the next run is promoted.
+//
+// Every worker process calls it on its own ticker, so several may find the
+// same run at once: each candidate is re-checked under the project lock,
+// and only the first to get the lock terminalizes and promotes; the others
+// find the run terminal and leave it alone.
+func (q *Queue) RecoverLostRunners(ctx context.Context) (WatchdogReport, error) {
 	now := q.s.Now()
 	rep := WatchdogReport{CheckedAt: now}
 	cutoff := now.Add(-q.heartbeatTimeout)
 	var ids []uuid.UUID
-	err := q.s.DB.NewRaw(`
-		SELECT r.id FROM project_runs r
-		LEFT JOIN river_job j ON j.id = r.job_id
-		WHERE (r.state IN ('starting', 'running', 'cancel_requested', 'canceling') AND r.heartbeat_at < ?)
-		   OR (r.state = 'executable' AND r.promoted_at < ?
-		       AND (j.id IS NULL OR j.state NOT IN ('available', 'scheduled', 'retryable', 'pending')))
-		LIMIT 500`, cutoff, cutoff).Scan(ctx, &ids)
-	if err != nil {
+	if err := q.s.DB.NewRaw(lostRunsSQL, cutoff, cutoff).Scan(ctx, &ids); err != nil {
 		return rep, fmt.Errorf("watchdog: find lost runs: %w", err)
 	}
 	for _, id := range ids {
 		lost := false
 		err := q.withRun(ctx, id, func(ctx context.Context, tx bun.Tx, p *Project, r *Run) error {
-			// Re-check under the lock: a heartbeat or claim may have won.
+			// Re-check under the lock: a heartbeat, a claim or another
+			// worker's sweep may have won.
 			switch {
 			case r.State == StateExecutable:
 				if r.PromotedAt == nil || !r.PromotedAt.Before(cutoff) {
@@ -138,6 +151,9 @@ func (q *Queue) Watchdog(ctx context.Context) (WatchdogReport, error) {
 			lost = true
 			return q.terminalizeTx(ctx, tx, p, r, TerminalReport{State: state, FailureReason: ReasonRunnerLost})
 		})
+		if errors.Is(err, ErrNotFound) {
+			continue // deleted with its project meanwhile
+		}
 		if err != nil {
 			return rep, fmt.Errorf("watchdog: recover run %s: %w", id, err)
 		}
@@ -147,9 +163,7 @@ func (q *Queue) Watchdog(ctx context.Context) (WatchdogReport, error) {
 			q.s.Log.Warn("runner lost; run terminalized by the watchdog", "run_id", id)
 		}
 	}
-	n, err := q.SweepUnsynced(ctx, 5*time.Second)
-	rep.Resynced = n
-	return rep, err
+	return rep, nil
 }
 
 // SweepUnsynced re-enqueues reconciliation of runs whose read model has

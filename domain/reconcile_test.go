@@ -3,9 +3,13 @@ package domain_test
 import (
 	"context"
 	"math/rand/v2"
+	"regexp"
+	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/uptrace/bun"
 
 	"anvil/domain"
 )
@@ -206,12 +210,12 @@ func TestWatchdogRecoversLostRunners(t *testing.T) {
 	b.clock.Advance(50 * time.Second)
 	b.queue.Heartbeat(ctx, r1.ID)
 	b.clock.Advance(50 * time.Second)
-	if rep, err := b.queue.Watchdog(ctx); err != nil || rep.Lost != 0 {
+	if rep, err := b.queue.RecoverLostRunners(ctx); err != nil || rep.Lost != 0 {
 		t.Fatalf("live run declared lost: %+v %v", rep, err)
 	}
 	// A stale heartbeat: runner_lost, and the next run is promoted.
 	b.clock.Advance(61 * time.Second)
-	rep, err := b.queue.Watchdog(ctx)
+	rep, err := b.queue.RecoverLostRunners(ctx)
 	if err != nil || rep.Lost != 1 {
 		t.Fatalf("stale heartbeat: %+v %v", rep, err)
 	}
@@ -229,7 +233,7 @@ func TestWatchdogRecoversLostRunners(t *testing.T) {
 
 	// An executable run whose job still waits in River is not lost …
 	b.clock.Advance(2 * time.Minute)
-	if rep, _ := b.queue.Watchdog(ctx); rep.Lost != 0 {
+	if rep, _ := b.queue.RecoverLostRunners(ctx); rep.Lost != 0 {
 		t.Fatal("an executable run waiting for a worker slot was declared lost")
 	}
 	// … but one whose job is gone is recovered.
@@ -237,7 +241,7 @@ func TestWatchdogRecoversLostRunners(t *testing.T) {
 		t.Fatal(err)
 	}
 	r3, _ := b.queue.AcceptManual(ctx, b.owner, p.ID, "")
-	if rep, _ := b.queue.Watchdog(ctx); rep.Lost != 1 {
+	if rep, _ := b.queue.RecoverLostRunners(ctx); rep.Lost != 1 {
 		t.Fatal("unclaimed executable run not recovered")
 	}
 	if got := b.run(t, r2.ID); got.Status() != domain.StatusFailed || *got.FailureReason != domain.ReasonRunnerLost {
@@ -251,8 +255,104 @@ func TestWatchdogRecoversLostRunners(t *testing.T) {
 	b.queue.Claim(ctx, r3.ID, "w")
 	b.queue.RequestCancel(ctx, b.owner, r3.ID)
 	b.clock.Advance(2 * time.Minute)
-	b.queue.Watchdog(ctx)
+	b.queue.RecoverLostRunners(ctx)
 	if got := b.run(t, r3.ID); got.Status() != domain.StatusCanceled || *got.FailureReason != domain.ReasonRunnerLost {
 		t.Fatalf("lost cancel: %s", got.Status())
+	}
+}
+
+// TestConcurrentSweepsTerminalizeOnce: every worker sweeps for lost runners,
+// so several sweeps find the same stale run at once. Exactly one of them
+// terminalizes it (one terminal transition, one runner_lost) and exactly
+// one promotion follows (one execute_run job for the next run).
+func TestConcurrentSweepsTerminalizeOnce(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	p := b.project(t, "swept")
+	r1, _ := b.queue.AcceptManual(ctx, b.owner, p.ID, "")
+	r2, _ := b.queue.AcceptManual(ctx, b.owner, p.ID, "")
+	if _, _, err := b.queue.Claim(ctx, r1.ID, "gone"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.queue.Start(ctx, r1.ID, true); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	terminal := map[string]int{}
+	b.queue.OnTerminal(func(ctx context.Context, tx bun.Tx, r *domain.Run) error {
+		mu.Lock()
+		terminal[r.ID.String()]++
+		mu.Unlock()
+		return nil
+	})
+	b.clock.Advance(2 * time.Minute)
+
+	const sweepers = 8
+	start := make(chan struct{})
+	reports := make([]domain.WatchdogReport, sweepers)
+	errs := make([]error, sweepers)
+	var wg sync.WaitGroup
+	for i := range sweepers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			reports[i], errs[i] = b.queue.RecoverLostRunners(ctx)
+		}()
+	}
+	close(start)
+	wg.Wait()
+	lost := 0
+	for i := range sweepers {
+		if errs[i] != nil {
+			t.Fatalf("sweep %d: %v", i, errs[i])
+		}
+		lost += reports[i].Lost
+	}
+	if lost != 1 || terminal[r1.ID.String()] != 1 || len(terminal) != 1 {
+		t.Fatalf("%d sweeps declared %d losses, terminal transitions %v; want exactly one", sweepers, lost, terminal)
+	}
+	if got := b.run(t, r1.ID); got.Status() != domain.StatusFailed || *got.FailureReason != domain.ReasonRunnerLost {
+		t.Fatalf("lost run: %s %v", got.Status(), got.FailureReason)
+	}
+	if got := b.run(t, r2.ID); got.State != domain.StateExecutable {
+		t.Fatalf("next run: %s, want executable", got.State)
+	}
+	var jobs int
+	if err := b.db.Bun.NewRaw(`SELECT count(*) FROM river_job WHERE kind = 'execute_run' AND args->>'run_id' = ?`, r2.ID.String()).Scan(ctx, &jobs); err != nil {
+		t.Fatal(err)
+	}
+	if jobs != 1 {
+		t.Fatalf("the next run was promoted with %d execute_run jobs, want 1", jobs)
+	}
+}
+
+// activeIndexRE names the partial indexes that hold the active runs only.
+var activeIndexRE = regexp.MustCompile(`(Index|Index Only) Scan (using|on) project_runs_(live|open|one_active)\b`)
+
+// TestLostRunSweepReadsOnlyActiveRuns: the sweep runs about once a second in
+// every worker, so it must not read a project's history: its plan uses the
+// partial indexes of active runs, never a scan of project_runs.
+func TestLostRunSweepReadsOnlyActiveRuns(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	p := b.project(t, "history")
+	// A history of finished runs, and statistics that know it.
+	if _, err := b.db.Bun.NewRaw(`INSERT INTO project_runs (id, project_id, org_id, state, trigger, branch, d1_sync_status, queued_at, finished_at, updated_at)
+		SELECT gen_random_uuid(), ?, ?, 'passed', 'manual', 'main', 'done', now(), now(), now() FROM generate_series(1, 20000)`, p.ID, p.OrgID).Exec(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.db.Bun.NewRaw(`ANALYZE project_runs`).Exec(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var plan []string
+	if err := b.db.Bun.NewRaw(`EXPLAIN `+domain.LostRunsSQL, time.Now(), time.Now()).Scan(ctx, &plan); err != nil {
+		t.Fatal(err)
+	}
+	text := strings.Join(plan, "\n")
+	if strings.Contains(text, "Seq Scan on project_runs") || !activeIndexRE.MatchString(text) {
+		t.Fatalf("the sweep does not read through the active runs' index:\n%s", text)
 	}
 }

@@ -25,10 +25,15 @@ type IndexedRun struct {
 	FinishedAt    *time.Time `bun:"finished_at" json:"finished_at"`
 }
 
-// RecentRuns lists a project's latest runs from the read model.
-func (q *Queue) RecentRuns(ctx context.Context, orgID, projectID uuid.UUID, limit int) ([]IndexedRun, error) {
+// FinishedRuns lists a project's latest finished runs (passed, failed,
+// canceled) from the read model. The project page shows its active and
+// queued runs from the queue itself; listing them here as well showed them
+// twice, with the read model's status a step behind (starting beside the
+// active panel's running).
+func (q *Queue) FinishedRuns(ctx context.Context, orgID, projectID uuid.UUID, limit int) ([]IndexedRun, error) {
 	var out []IndexedRun
 	err := q.s.DB.NewSelect().Model(&out).Where("org_id = ? AND project_id = ?", orgID, projectID).
+		Where("status IN (?, ?, ?)", StatusPassed, StatusFailed, StatusCanceled).
 		Order("queued_at DESC").Limit(int64(limit)).Scan(ctx)
 	return out, err
 }

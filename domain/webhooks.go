@@ -698,12 +698,17 @@ func (w *Webhooks) ListDeliveries(ctx context.Context, pr *Principal, projectID 
 }
 
 // DeleteExpiredDeliveries removes ledger rows received more than
-// DeliveryRetention ago, returning how many went. It takes no project lock:
+// DeliveryRetention ago, returning how many went, and refusal counters as
+// old. It takes no project lock:
 // a row old enough to delete is no longer consulted for dedupe.
 func (w *Webhooks) DeleteExpiredDeliveries(ctx context.Context) (int64, error) {
 	res, err := w.s.DB.NewRaw(`DELETE FROM project_webhook_deliveries WHERE received_at < ?`, w.s.Now().Add(-DeliveryRetention)).Exec(ctx)
 	if err != nil {
 		return 0, fmt.Errorf("delete expired deliveries: %w", err)
+	}
+	// The refusal counters (see CountRefusal) live as long as the ledger.
+	if _, err := w.s.DB.NewRaw(`DELETE FROM webhook_refusals WHERE hour < ?`, w.s.Now().Add(-DeliveryRetention)).Exec(ctx); err != nil {
+		return 0, fmt.Errorf("delete expired refusals: %w", err)
 	}
 	return res.RowsAffected()
 }

@@ -58,6 +58,10 @@ func TestRunJourney(t *testing.T) {
 	screenshot(t, page, "queued")
 	// The queue view follows the run live, without a reload.
 	must(t, expect.Locator(active.Locator("[data-testid=status-badge]")).ToHaveAttribute("data-status", "running"), "run shows running live")
+	// "Recent runs" lists finished runs: the active one is not repeated there
+	// (once as starting while the active panel said running).
+	must(t, expect.Locator(testID(page, "no-recent-runs")).ToBeVisible(), "no finished runs yet")
+	must(t, expect.Locator(page.Locator("[data-testid=recent-run]")).ToHaveCount(0), "the active run is not a recent run")
 
 	must(t, active.Locator("a").First().Click(), "open the run")
 	log := testID(page, "run-log")
@@ -76,6 +80,12 @@ func TestRunJourney(t *testing.T) {
 	must(t, testID(page, "run-now").Click(), "run now again")
 	recent := page.Locator("[data-testid=recent-run][data-status=failed]")
 	must(t, expect.Locator(recent).ToBeVisible(), "failed run listed live")
+	must(t, expect.Locator(page.Locator("[data-testid=recent-run]")).ToHaveCount(2), "the canceled and the failed run, once each")
+	dups, err := page.Evaluate(`() => { const ids = [...document.querySelectorAll('#queue [data-run-id]')].map(e => e.dataset.runId); return ids.length - new Set(ids).size }`)
+	must(t, err, "count run ids")
+	if n, _ := dups.(int); n != 0 {
+		t.Fatalf("%v runs are listed twice on the project page", dups)
+	}
 	must(t, recent.Locator("a").Click(), "open the failed run")
 	must(t, expect.Locator(testID(page, "run-exit-code")).ToHaveText("7"), "exit code shown")
 	must(t, expect.Locator(testID(page, "run-log")).ToContainText("boom"), "failed run's log")

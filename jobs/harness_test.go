@@ -34,6 +34,7 @@ type testBundle struct {
 	logs     *domain.Logs
 	hub      *domain.Hub
 	river    *river.Client[*sql.Tx]
+	sweeper  *jobs.LostRunnerSweeper
 	owner    *domain.Principal
 }
 
@@ -44,10 +45,16 @@ type options struct {
 	// strictCheckout: the worker refuses local checkouts (projects are
 	// still saved with local repositories, as before a configuration change).
 	strictCheckout bool
+	// idle builds the River client and the lost-runner sweeper without
+	// starting them; the test starts them (b.river.Start, b.sweeper.Start).
+	idle bool
+	// wrap, when set, wraps the sandbox executor the workers use.
+	wrap func(sandbox.Executor) sandbox.Executor
 }
 
 // setup starts a real River client working every job kind against a fresh
-// database, with a real sandbox executor.
+// database, with a real sandbox executor, and a lost-runner sweeper as
+// every worker process has one.
 func setup(t *testing.T, o options) *testBundle {
 	t.Helper()
 	if o.heartbeatTimeout == 0 {
@@ -80,6 +87,9 @@ func setup(t *testing.T, o options) *testBundle {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if o.wrap != nil {
+		exe = o.wrap(exe)
+	}
 	workers := river.NewWorkers()
 	if o.strictCheckout {
 		policy = repourl.Policy{}
@@ -99,12 +109,17 @@ func setup(t *testing.T, o options) *testBundle {
 	}
 	store.UseJobs(client)
 	b.river = client
-	if err := client.Start(ctx); err != nil {
-		t.Fatal(err)
+	b.sweeper = jobs.NewLostRunnerSweeper(sv.Queue, nil)
+	if !o.idle {
+		if err := client.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+		b.sweeper.Start(ctx)
 	}
 	t.Cleanup(func() {
 		sctx, scancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer scancel()
+		b.sweeper.Stop()
 		_ = client.Stop(sctx)
 		cancel()
 		_ = os.RemoveAll(filepath.Dir(root))

@@ -10,8 +10,10 @@ import (
 	"anvil/domain"
 )
 
-// RunWatchdogWorker recovers runs whose runner was lost and re-syncs the
-// read model where it fell behind.
+// RunWatchdogWorker re-syncs the read model where it fell behind. It is a
+// periodic job, so only River's leader runs it — which is fine for a
+// catch-up that is never urgent, and why lost runners are recovered by
+// every worker's LostRunnerSweeper instead.
 type RunWatchdogWorker struct {
 	river.WorkerDefaults[domain.WatchdogArgs]
 	queue *domain.Queue
@@ -25,15 +27,14 @@ func (w *RunWatchdogWorker) Timeout(*river.Job[domain.WatchdogArgs]) time.Durati
 
 // Work runs one pass.
 func (w *RunWatchdogWorker) Work(ctx context.Context, _ *river.Job[domain.WatchdogArgs]) error {
-	rep, err := w.queue.Watchdog(ctx)
-	if rep.Lost > 0 || rep.Resynced > 0 {
-		w.log.Info("run watchdog", "lost", rep.Lost, "resynced", rep.Resynced)
+	n, err := w.queue.SweepUnsynced(ctx, 5*time.Second)
+	if n > 0 {
+		w.log.Info("run watchdog", "resynced", n)
 	}
 	return err
 }
 
-// watchdogInterval checks several times per timeout, so that a lost runner
-// is recovered within about 1.2 × ANVIL_HEARTBEAT_TIMEOUT.
+// watchdogInterval is how often the leader re-syncs the read model.
 func watchdogInterval(timeout time.Duration) time.Duration {
 	iv := timeout / 5
 	if iv < time.Second {

@@ -175,13 +175,19 @@ func TestTokensSettingsPage(t *testing.T) {
 	br := b.browser(t)
 	br.login("owner@acme.test", testPassword)
 	csrf := br.csrf("/settings")
+	// Creating answers with a redirect; the settings page shows the token
+	// once, and a reload neither shows it again nor creates another.
 	res, body := br.post("/settings/tokens", url.Values{"_csrf": {csrf}, "name": {"deploy"}})
-	if res.StatusCode != http.StatusCreated {
-		t.Fatalf("create token: %d", res.StatusCode)
+	if res.StatusCode != http.StatusSeeOther || res.Header.Get("Location") != "/settings" || regexpToken.MatchString(body) {
+		t.Fatalf("create token: %d %q", res.StatusCode, res.Header.Get("Location"))
 	}
+	res, body = br.get("/settings")
 	m := regexpToken.FindString(body)
-	if m == "" {
+	if m == "" || res.Header.Get("Cache-Control") != "no-store" {
 		t.Fatal("new token not shown once")
+	}
+	if n, _ := b.db.Bun.NewSelect().Table("api_tokens").Where("name = 'deploy'").Count(context.Background()); n != 1 {
+		t.Fatalf("%d tokens named deploy", n)
 	}
 	if status, _ := b.api(t, m, "GET", "/api/private/projects", nil); status != http.StatusOK {
 		t.Fatalf("new token does not work: %d", status)

@@ -34,7 +34,7 @@ func (s *Server) feedProps(c echo.Context) (views.FeedProps, error) {
 		return views.FeedProps{}, err
 	}
 	props := views.FeedProps{Page: s.page(c, pr.Name+" · Feed", "projects"), ProjectID: pr.ID.String(), ProjectName: pr.Name,
-		IngestURL: strings.TrimRight(s.opts.PublicURL, "/") + "/api/feed/events", CanWrite: p.CanWrite(), BindingPolicy: domain.PolicyObserve}
+		IngestURL: strings.TrimRight(s.opts.PublicURL, "/") + "/api/feed/events", CanWrite: p.CanWrite()}
 	for _, cn := range cs {
 		row := views.FeedConnectionRow{ID: cn.ID.String(), Name: cn.Name, Prefix: cn.Prefix, CreatedAt: cn.CreatedAt, Revoked: cn.RevokedAt != nil}
 		if cn.LastUsedAt != nil {
@@ -45,6 +45,7 @@ func (s *Server) feedProps(c echo.Context) (views.FeedProps, error) {
 	for _, b := range bs {
 		props.Bindings = append(props.Bindings, views.FeedBindingRow{Environment: b.Environment, RepairPolicy: b.RepairPolicy})
 	}
+	props.CurlEnv, props.CurlRefusal = curlEnvironment(bs)
 	cards, err := s.Cards.ForProjects(ctx, []uuid.UUID{pr.ID}) // Projects.Get has checked the organisation
 	if err != nil {
 		return views.FeedProps{}, err
@@ -61,9 +62,9 @@ func (s *Server) cardIngestURL(orgSlug string, configID uuid.UUID) string {
 }
 
 // feedCardSubmit hands the project's production card to an external
-// producer (a fresh token, shown once; an earlier one stops working) or
-// back to the incident store: the card section alone under htmx, the page
-// without.
+// producer (a fresh token; an earlier one stops working) or back to the
+// incident store, and answers with a redirect to the feed page, which shows
+// the token once.
 func (s *Server) feedCardSubmit(c echo.Context) error {
 	id, err := pathUUID(c, "projectId", "project")
 	if err != nil {
@@ -82,18 +83,17 @@ func (s *Server) feedCardSubmit(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	props, err := s.feedProps(c)
-	if err != nil {
-		return err
-	}
 	if cfg.Token != "" {
-		props.Card = views.FeedCardProps{External: true, IngestURL: s.cardIngestURL(p.OrgSlug, cfg.ConfigID), NewToken: cfg.Token}
-		c.Response().Header().Set("Cache-Control", "no-store")
+		if err := s.stashReveal(c, revealSlot("feed-card", id.String()), tokenReveal{Token: cfg.Token}); err != nil {
+			return err
+		}
 	}
-	if isHTMX(c) {
-		return Render(c, http.StatusOK, views.FeedCardSection(props))
-	}
-	return Render(c, http.StatusOK, views.FeedPage(props))
+	return redirect(c, "/projects/"+id.String()+"/feed")
+}
+
+// tokenReveal is a token kept for the page that shows it once.
+type tokenReveal struct {
+	Token string `json:"token"`
 }
 
 // feedPage: GET /projects/:projectId/feed.
@@ -102,7 +102,53 @@ func (s *Server) feedPage(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	var conn, card tokenReveal
+	if _, err := s.takeReveal(c, revealSlot("feed-connection", props.ProjectID), &conn); err != nil {
+		return err
+	}
+	props.NewToken = conn.Token
+	if ok, err := s.takeReveal(c, revealSlot("feed-card", props.ProjectID), &card); err != nil {
+		return err
+	} else if ok && props.Card.External {
+		props.Card.NewToken = card.Token
+	}
 	return Render(c, http.StatusOK, views.FeedPage(props))
+}
+
+// curlEnvironment picks the environment the page's curl example reports
+// for: one whose events are kept. Without one it says, instead, why an
+// event sent now would be refused (the ingest's reason codes).
+func curlEnvironment(bs []domain.FeedBinding) (env, refusal string) {
+	if len(bs) == 0 {
+		return "", "No binding yet: an event sent now would be refused as no_binding. Add a binding below and an example appears here."
+	}
+	bound := map[string]bool{}
+	wildcard := false
+	for _, b := range bs {
+		bound[b.Environment] = true
+		if b.RepairPolicy == domain.PolicyOff {
+			continue
+		}
+		if b.Environment == domain.WildcardEnvironment {
+			wildcard = true
+			continue
+		}
+		if env == "" {
+			env = b.Environment
+		}
+	}
+	if env != "" {
+		return env, ""
+	}
+	if wildcard {
+		// The wildcard admits every environment without a binding of its own.
+		for _, e := range []string{"production", "staging", "example"} {
+			if !bound[e] {
+				return e, ""
+			}
+		}
+	}
+	return "", "Every binding's repair policy is off: an event sent now would be refused as binding_disabled. Change a binding's policy below and an example appears here."
 }
 
 // refusal splits a client's refusal (shown on the page) from a failure.
@@ -114,7 +160,8 @@ func refusal(err error) (*domain.Error, error) {
 	return nil, err
 }
 
-// feedConnectionCreateSubmit shows the page again with the new token, once.
+// feedConnectionCreateSubmit creates a connection and redirects to the feed
+// page, which shows its token once: a reload creates nothing.
 func (s *Server) feedConnectionCreateSubmit(c echo.Context) error {
 	id, err := pathUUID(c, "projectId", "project")
 	if err != nil {
@@ -125,17 +172,18 @@ func (s *Server) feedConnectionCreateSubmit(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	props, err := s.feedProps(c)
-	if err != nil {
-		return err
-	}
 	if de != nil {
+		props, err := s.feedProps(c)
+		if err != nil {
+			return err
+		}
 		props.Error = de.Message
 		return Render(c, statusOf(de.Kind), views.FeedPage(props))
 	}
-	props.NewToken = tok
-	c.Response().Header().Set("Cache-Control", "no-store")
-	return Render(c, http.StatusCreated, views.FeedPage(props))
+	if err := s.stashReveal(c, revealSlot("feed-connection", id.String()), tokenReveal{Token: tok}); err != nil {
+		return err
+	}
+	return redirect(c, "/projects/"+id.String()+"/feed")
 }
 
 // feedConnectionRevokeSubmit revokes (htmx with hx-confirm, or a plain form).
@@ -154,14 +202,19 @@ func (s *Server) feedConnectionRevokeSubmit(c echo.Context) error {
 	return redirect(c, "/projects/"+projectID.String()+"/feed")
 }
 
-// feedBindingSubmit adds or changes a binding.
+// feedBindingSubmit adds a binding (the add form: never over an existing
+// one) or changes one (its row's form).
 func (s *Server) feedBindingSubmit(c echo.Context) error {
 	id, err := pathUUID(c, "projectId", "project")
 	if err != nil {
 		return err
 	}
 	env, policy := c.FormValue("environment"), c.FormValue("repair_policy")
-	_, err = s.Feed.PutBinding(c.Request().Context(), principal(c), id, env, policy)
+	if c.FormValue("add") == "true" {
+		_, err = s.Feed.AddBinding(c.Request().Context(), principal(c), id, env, policy)
+	} else {
+		_, err = s.Feed.PutBinding(c.Request().Context(), principal(c), id, env, policy)
+	}
 	de, err := refusal(err)
 	if err != nil {
 		return err
@@ -171,7 +224,10 @@ func (s *Server) feedBindingSubmit(c echo.Context) error {
 		if perr != nil {
 			return perr
 		}
-		props.Error, props.BindingEnv, props.BindingPolicy = de.Message, env, policy
+		props.Error = de.Message
+		if c.FormValue("add") == "true" {
+			props.BindingEnv, props.BindingPolicy = env, policy
+		}
 		return Render(c, statusOf(de.Kind), views.FeedPage(props))
 	}
 	return redirect(c, "/projects/"+id.String()+"/feed")

@@ -33,7 +33,9 @@ type feedFix struct {
 // production=observe, staging-off=off (plus any given env=policy pairs).
 func newFeedFix(t testing.TB, b *testBundle, bindings ...string) *feedFix {
 	t.Helper()
-	st, p := b.api(t, b.owner.Token, "POST", "/api/private/projects", validProject("shop"))
+	proj := validProject("shop")
+	proj["repair_command"] = "./fix.sh" // approve and auto need one
+	st, p := b.api(t, b.owner.Token, "POST", "/api/private/projects", proj)
 	if st != http.StatusCreated {
 		t.Fatalf("project: %d %v", st, p)
 	}
@@ -781,7 +783,8 @@ func viewerToken(t *testing.T, b *testBundle) string {
 	br := b.browser(t)
 	br.login("viewer@acme.test", testPassword)
 	tok := br.csrf("/settings")
-	_, body := br.post("/settings/tokens", map[string][]string{"_csrf": {tok}, "name": {"v"}})
+	br.post("/settings/tokens", map[string][]string{"_csrf": {tok}, "name": {"v"}})
+	_, body := br.get("/settings")
 	m := regexpToken.FindString(body)
 	if m == "" {
 		t.Fatal("no viewer token")
@@ -806,26 +809,51 @@ func TestFeedPage(t *testing.T) {
 		t.Fatal("bindings or revoke missing")
 	}
 	csrf := br.csrf("/projects/" + f.projectID + "/feed")
+	// Creating answers with a redirect; the page it leads to shows the
+	// token once, and neither a reload nor the redirect again creates or
+	// shows anything.
 	res, body = br.post("/projects/"+f.projectID+"/feed/connections", map[string][]string{"_csrf": {csrf}, "name": {"from the page"}})
-	tok := regexp.MustCompile(`anv_srv_[0-9A-Za-z]{32}`).FindString(body)
-	if res.StatusCode != 201 || tok == "" || !strings.Contains(body, `data-copy="#new-feed-token"`) {
-		t.Fatalf("create: %d", res.StatusCode)
+	if res.StatusCode != http.StatusSeeOther || res.Header.Get("Location") != "/projects/"+f.projectID+"/feed" || strings.Contains(body, "anv_srv_") {
+		t.Fatalf("create: %d %q", res.StatusCode, res.Header.Get("Location"))
 	}
-	// The curl example is the seed's, with this installation's URL and the token.
+	res, body = br.get("/projects/" + f.projectID + "/feed")
+	tok := regexp.MustCompile(`anv_srv_[0-9A-Za-z]{32}`).FindString(body)
+	if res.StatusCode != 200 || tok == "" || !strings.Contains(body, `data-copy="#new-feed-token"`) || res.Header.Get("Cache-Control") != "no-store" {
+		t.Fatalf("the page after create: %d token=%q", res.StatusCode, tok)
+	}
+	if n := f.count(t, `SELECT count(*) FROM feed_connections WHERE project_id = '`+f.projectID+`'`); n != 2 {
+		t.Fatalf("%d connections after one create", n)
+	}
+	if plain := f.count(t, `SELECT count(*) FROM session_reveals WHERE position('`+tok+`' in sealed) > 0`); plain != 0 {
+		t.Fatal("the token waits in plaintext")
+	}
+	if _, again := br.get("/projects/" + f.projectID + "/feed"); strings.Contains(again, tok) || strings.Contains(again, `data-testid="new-connection"`) {
+		t.Fatal("a reload shows the token again")
+	}
+	// The curl example is the seed's, with this installation's URL, the token
+	// and a bound environment, and a fresh event_id and timestamp made by the
+	// shell on every run.
 	if !strings.Contains(body, "curl -sS -X POST http://anvil.test/api/feed/events") || !strings.Contains(body, "Authorization: Bearer "+tok) {
 		t.Fatalf("curl example missing: %s", body)
 	}
-	// …and it works as printed: the event of the example is accepted.
+	// …and it works as printed, twice: each run is a new event.
 	m := regexp.MustCompile(`(?s)-d (?:'|&#39;)(\{.*?\})(?:'|&#39;)</pre>`).FindStringSubmatch(body)
 	if m == nil {
 		t.Fatal("no body in the curl example")
 	}
 	example := strings.NewReplacer("&#34;", `"`, "&quot;", `"`, "&amp;", "&", "&#39;", "'", "&lt;", "<", "&gt;", ">").Replace(m[1])
-	if r := f.send(t, single, tok, example); r.Status != 202 || len(r.Accept) != 1 || r.Accept[0] != "f4b1a0c2-0f4a-4a1e-9d7a-2b6c5d8e1f30" {
-		t.Fatalf("curl example: %d %s", r.Status, r.Raw)
+	for i := 0; i < 2; i++ {
+		id := newID()
+		shell := strings.NewReplacer(`'"$(cat /proc/sys/kernel/random/uuid)"'`, id, `'"$(date -u +%FT%TZ)"'`, time.Now().UTC().Format(time.RFC3339)).Replace(example)
+		if shell == example || !strings.Contains(shell, `"environment": "production"`) {
+			t.Fatalf("the example does not make its id and timestamp in the shell: %s", example)
+		}
+		if r := f.send(t, single, tok, shell); r.Status != 202 || len(r.Accept) != 1 || r.Accept[0] != id {
+			t.Fatalf("curl example: %d %s", r.Status, r.Raw)
+		}
 	}
-	if n := f.count(t, `SELECT count(*) FROM incidents WHERE title = 'NullPointerException in CheckoutService'`); n != 1 {
-		t.Fatal("the example's incident does not exist")
+	if n := f.count(t, `SELECT event_count FROM incidents WHERE title = 'NullPointerException in CheckoutService'`); n != 2 {
+		t.Fatalf("the example's incident counts %d events", n)
 	}
 	// Bindings: add, refuse a bad one, remove.
 	res, _ = br.post("/projects/"+f.projectID+"/feed/bindings", map[string][]string{"_csrf": {csrf}, "environment": {"staging"}, "repair_policy": {"approve"}})
@@ -882,14 +910,19 @@ func TestFeedPageProductionCard(t *testing.T) {
 	if res, _ := br.post(page+"/card", map[string][]string{"_csrf": {csrf}, "external": {"maybe"}}); res.StatusCode != 422 {
 		t.Fatalf("external=maybe: %d", res.StatusCode)
 	}
+	// The hand-over answers with a redirect; the page shows the token once.
 	res, body := br.post(page+"/card", map[string][]string{"_csrf": {csrf}, "external": {"true"}})
+	if res.StatusCode != http.StatusSeeOther || res.Header.Get("Location") != page || strings.Contains(body, "anv_dsh_") {
+		t.Fatalf("hand-over: %d %q", res.StatusCode, res.Header.Get("Location"))
+	}
+	res, body = br.get(page)
 	tok := regexp.MustCompile(`anv_dsh_[0-9A-Za-z]{32}`).FindString(body)
 	ingest := regexp.MustCompile(`http://anvil\.test/api/ingest/dashboard/acme/[0-9a-f-]{36}/incidents`).FindString(body)
 	if res.StatusCode != 200 || tok == "" || ingest == "" || res.Header.Get("Cache-Control") != "no-store" || !strings.Contains(body, `data-copy="#card-token"`) {
 		t.Fatalf("hand-over: %d token=%q url=%q", res.StatusCode, tok, ingest)
 	}
 	// The curl example works as printed.
-	m := regexp.MustCompile(`(?s)-d (?:'|&#39;)(\{.*?\})(?:'|&#39;)</pre>`).FindStringSubmatch(body)
+	m := regexp.MustCompile(`(?s)-d (?:'|&#39;)(\{.*?\})(?:'|&#39;)</pre>`).FindStringSubmatch(body[strings.Index(body, `id="card-curl"`):])
 	if m == nil || !strings.Contains(body, "curl -sS -X PUT "+ingest) || !strings.Contains(body, "Authorization: Bearer "+tok) {
 		t.Fatal("no usable curl example")
 	}
@@ -918,21 +951,36 @@ func TestFeedPageProductionCard(t *testing.T) {
 	if !strings.Contains(body, ingest) || strings.Contains(body, tok) || !strings.Contains(body, `data-testid="card-take-back"`) {
 		t.Fatal("the external state is not shown, or the token is")
 	}
-	// A new token (htmx: the section alone) retires the old one.
-	hx := func(external string) (int, string) {
-		return br.htmx(page+"/card", csrf, url.Values{"external": {external}})
+	// A new token (htmx: HX-Redirect to the page, which shows it once)
+	// retires the old one.
+	hx := func(external string) string {
+		t.Helper()
+		req, _ := http.NewRequest("POST", b.srv.URL+page+"/card", strings.NewReader(url.Values{"external": {external}}.Encode()))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		req.Header.Set("HX-Request", "true")
+		req.Header.Set("X-CSRF-Token", csrf)
+		res, err := br.c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		if res.StatusCode != http.StatusNoContent || res.Header.Get("HX-Redirect") != page {
+			t.Fatalf("htmx card %s: %d %q", external, res.StatusCode, res.Header.Get("HX-Redirect"))
+		}
+		_, body := br.get(page)
+		return body
 	}
-	st, section := hx("true")
-	fresh := regexp.MustCompile(`anv_dsh_[0-9A-Za-z]{32}`).FindString(section)
-	if st != 200 || strings.Contains(section, "<html") || !strings.HasPrefix(strings.TrimSpace(section), `<section id="feed-card"`) || fresh == "" || fresh == tok {
-		t.Fatalf("new token: %d %q", st, section)
+	body = hx("true")
+	fresh := regexp.MustCompile(`anv_dsh_[0-9A-Za-z]{32}`).FindString(body)
+	if fresh == "" || fresh == tok {
+		t.Fatalf("new token: %q", fresh)
 	}
 	if put(tok) != 401 || put(fresh) != http.StatusNoContent {
 		t.Fatal("the old token still works, or the new one does not")
 	}
 	// Taking it back retires the token and shows the incident store again.
-	if st, section = hx("false"); st != 200 || !strings.Contains(section, "incident store") || strings.Contains(section, "anv_dsh_") {
-		t.Fatalf("take back: %d %q", st, section)
+	if body = hx("false"); !strings.Contains(body, "incident store") || strings.Contains(body, "anv_dsh_") {
+		t.Fatal("take back: the incident store is not shown, or a token is")
 	}
 	if put(fresh) != 401 {
 		t.Fatal("the token works after the card was taken back")
@@ -1032,4 +1080,68 @@ func FuzzFeedIngest(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestFeedPageBindingsAndCurl: the add form never replaces an existing
+// binding's policy (each row shows and changes its own); approve and auto
+// are refused on a project with no repair command, from the page and the
+// API alike; the curl example appears only when an event would be kept,
+// and says why it would be refused otherwise.
+func TestFeedPageBindingsAndCurl(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	f := newFeedFix(t, b)
+	page := "/projects/" + f.projectID + "/feed"
+	br := b.browser(t)
+	br.login("owner@acme.test", testPassword)
+	csrf := br.csrf(page)
+	post := func(form url.Values) (*http.Response, string) {
+		t.Helper()
+		form.Set("_csrf", csrf)
+		return br.post(page+"/bindings", form)
+	}
+	if res, _ := post(url.Values{"environment": {"production"}, "repair_policy": {"approve"}}); res.StatusCode != http.StatusSeeOther {
+		t.Fatalf("change production to approve in its row: %d", res.StatusCode)
+	}
+	res, body := post(url.Values{"add": {"true"}, "environment": {"production"}, "repair_policy": {"observe"}})
+	if res.StatusCode != http.StatusConflict || !strings.Contains(body, "already has a binding with repair policy approve") {
+		t.Fatalf("the add form over production: %d", res.StatusCode)
+	}
+	if n := f.count(t, `SELECT count(*) FROM feed_bindings WHERE environment = 'production' AND repair_policy = 'approve'`); n != 1 {
+		t.Fatal("the add form replaced production's policy")
+	}
+	_, body = br.get(page)
+	row := regexp.MustCompile(`(?s)data-environment="production".*?</tr>`).FindString(body)
+	if !regexp.MustCompile(`<option value="approve" selected`).MatchString(row) {
+		t.Fatalf("production's row does not show approve: %s", row)
+	}
+
+	// A project without a repair command: approve and auto are refused.
+	st, p := b.api(t, b.owner.Token, "POST", "/api/private/projects", validProject("bare"))
+	if st != http.StatusCreated {
+		t.Fatalf("project: %d", st)
+	}
+	bare := "/projects/" + p["id"].(string) + "/feed"
+	_, body = br.get(bare)
+	if !strings.Contains(body, `data-testid="curl-unavailable"`) || !strings.Contains(body, "no_binding") || strings.Contains(body, `data-testid="curl-example"`) {
+		t.Fatal("no binding: the page must say events are refused as no_binding, and show no example")
+	}
+	res, body = br.post(bare+"/bindings", url.Values{"_csrf": {csrf}, "add": {"true"}, "environment": {"production"}, "repair_policy": {"auto"}})
+	if res.StatusCode != http.StatusUnprocessableEntity || !strings.Contains(body, "has no repair command") {
+		t.Fatalf("auto without a repair command from the page: %d", res.StatusCode)
+	}
+	if st, out := b.api(t, b.owner.Token, "PUT", "/api/private/projects/"+p["id"].(string)+"/bindings/production", map[string]any{"repair_policy": "approve"}); st != 422 || out["error"] != "repair_command_required" {
+		t.Fatalf("approve without a repair command from the API: %d %v", st, out)
+	}
+	b.api(t, b.owner.Token, "PUT", "/api/private/projects/"+p["id"].(string)+"/bindings/production", map[string]any{"repair_policy": "off"})
+	_, body = br.get(bare)
+	if !strings.Contains(body, "binding_disabled") || strings.Contains(body, `data-testid="curl-example"`) {
+		t.Fatal("only an off binding: the page must say events are refused as binding_disabled")
+	}
+	b.api(t, b.owner.Token, "PUT", "/api/private/projects/"+p["id"].(string)+"/bindings/*", map[string]any{"repair_policy": "observe"})
+	_, body = br.get(bare)
+	if !strings.Contains(body, `data-testid="curl-example"`) || !strings.Contains(body, `&#34;environment&#34;: &#34;staging&#34;`) ||
+		!strings.Contains(body, "$ANVIL_FEED_TOKEN") {
+		t.Fatalf("wildcard: the example must use an environment it admits and the token's variable: %s", body)
+	}
 }

@@ -170,6 +170,84 @@ func TestDashboardIngest(t *testing.T) {
 	}
 }
 
+// TestDashboardIngestDefaultsSince: an external producer may leave since
+// out; the incident then shows since the card first listed its id — the
+// since already on the card for that id, else the time of the PUT.
+func TestDashboardIngestDefaultsSince(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	pid, _ := b.incidentProject(t)
+	_, cfg := b.api(t, b.owner.Token, "PUT", "/api/private/projects/"+pid+"/dashboard", map[string]any{"external": true})
+	tok, _ := cfg["token"].(string)
+	url := "/api/ingest/dashboard/acme/" + cfg["config_id"].(string) + "/incidents"
+	inc := func(id string, since ...string) map[string]any {
+		m := map[string]any{"id": id, "title": "Incident " + id, "state": "OPEN"}
+		if len(since) > 0 {
+			m["since"] = since[0]
+		}
+		return m
+	}
+	put := func(incs ...map[string]any) {
+		t.Helper()
+		if status, out := b.api(t, tok, "PUT", url, map[string]any{"incidents": incs}); status != 204 {
+			t.Fatalf("put: %d %v", status, out)
+		}
+	}
+	sinces := func() map[string]string {
+		t.Helper()
+		_, card := b.api(t, b.owner.Token, "GET", "/api/private/projects/"+pid+"/card", nil)
+		out := map[string]string{}
+		for _, i := range card["incidents"].([]any) {
+			m := i.(map[string]any)
+			out[m["id"].(string)] = m["since"].(string)
+		}
+		return out
+	}
+	within := func(since string, from, to time.Time) bool {
+		at, err := time.Parse(time.RFC3339, since)
+		return err == nil && !at.Before(from.Truncate(time.Second)) && !at.After(to)
+	}
+
+	// New ids: a given since is kept, a missing one (left out or null) is now.
+	before := time.Now()
+	put(inc("given", "2026-09-16T10:11:12Z"), inc("absent"), map[string]any{"id": "null", "title": "t", "state": "OPEN", "since": nil})
+	after := time.Now()
+	first := sinces()
+	if first["given"] != "2026-09-16T10:11:12Z" || !within(first["absent"], before, after) || !within(first["null"], before, after) {
+		t.Fatalf("first put (between %s and %s): %v", before, after, first)
+	}
+
+	// Ids the card already lists keep their since; a new one gets now.
+	before = time.Now()
+	put(inc("given"), inc("absent"), inc("fresh"))
+	after = time.Now()
+	second := sinces()
+	if second["given"] != "2026-09-16T10:11:12Z" || second["absent"] != first["absent"] || !within(second["fresh"], before, after) || len(second) != 3 {
+		t.Fatalf("second put: %v, first was %v", second, first)
+	}
+	// A since given again replaces the stored one.
+	put(inc("given", "2026-10-01T00:00:00Z"), inc("absent"))
+	if third := sinces(); third["given"] != "2026-10-01T00:00:00Z" || third["absent"] != first["absent"] || len(third) != 2 {
+		t.Fatalf("third put: %v", third)
+	}
+
+	// A malformed since is still refused (422; 400 for a JSON number), and
+	// changes nothing.
+	for _, bad := range []any{"now", "2026-09-16", "", 12} {
+		want := 422
+		if _, isNumber := bad.(int); isNumber {
+			want = 400
+		}
+		status, out := b.api(t, tok, "PUT", url, map[string]any{"incidents": []any{inc("given"), map[string]any{"id": "x", "title": "t", "state": "OPEN", "since": bad}}})
+		if status != want || !strings.Contains(toString(out["message"]), "since must be") {
+			t.Fatalf("since %v: %d %v", bad, status, out)
+		}
+	}
+	if got := sinces(); len(got) != 2 || got["given"] != "2026-10-01T00:00:00Z" {
+		t.Fatalf("a refused body changed the card: %v", got)
+	}
+}
+
 func TestInboxAndIncidentPages(t *testing.T) {
 	t.Parallel()
 	b := setup(t)

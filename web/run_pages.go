@@ -42,8 +42,8 @@ func indexedRow(ir domain.IndexedRun) views.RunRow {
 		StartedAt: ir.StartedAt, FinishedAt: ir.FinishedAt})
 }
 
-// queueProps reads the queue from the service and the recent runs from the
-// read model.
+// queueProps reads the queue from the service and the finished runs from
+// the read model; a run is listed once, where the queue puts it.
 func (s *Server) queueProps(c echo.Context, projectID uuid.UUID) (views.QueueProps, error) {
 	p := principal(c)
 	ctx := c.Request().Context()
@@ -51,9 +51,16 @@ func (s *Server) queueProps(c echo.Context, projectID uuid.UUID) (views.QueuePro
 	if err != nil {
 		return views.QueueProps{}, err
 	}
-	recent, err := s.Queue.RecentRuns(ctx, p.OrgID, projectID, 15)
+	recent, err := s.Queue.FinishedRuns(ctx, p.OrgID, projectID, 15)
 	if err != nil {
 		return views.QueueProps{}, err
+	}
+	shown := map[uuid.UUID]bool{}
+	if v.Active != nil {
+		shown[v.Active.RunID] = true
+	}
+	for _, r := range v.Queued {
+		shown[r.RunID] = true
 	}
 	q := views.QueueProps{ProjectID: projectID.String(), CanWrite: p.CanWrite(), CSRF: s.csrfToken(p)}
 	if v.Active != nil {
@@ -64,7 +71,9 @@ func (s *Server) queueProps(c echo.Context, projectID uuid.UUID) (views.QueuePro
 		q.Queued = append(q.Queued, runRow(r))
 	}
 	for _, r := range recent {
-		q.Recent = append(q.Recent, indexedRow(r))
+		if !shown[r.RunID] { // never twice on one page
+			q.Recent = append(q.Recent, indexedRow(r))
+		}
 	}
 	return q, nil
 }

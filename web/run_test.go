@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/google/uuid"
+
+	"anvil/domain"
 )
 
 func TestRunAPI(t *testing.T) {
@@ -110,5 +112,55 @@ func TestProjectPageShowsTheQueue(t *testing.T) {
 	}
 	if !strings.Contains(body, `data-testid="run-now"`) || !strings.Contains(body, `data-testid="cancel-run"`) {
 		t.Fatal("run now / cancel buttons missing")
+	}
+
+	// "Recent runs" lists finished runs only: the active and queued ones are
+	// shown once, where the queue puts them, even while the read model is a
+	// step behind (it still says starting; the queue says running).
+	ctx := context.Background()
+	sync := func(ids ...string) {
+		t.Helper()
+		for _, id := range ids {
+			if _, err := b.queue.Reconcile(ctx, uuid.MustParse(id)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	all := []string{active}
+	for _, r := range q["queued"].([]any) {
+		all = append(all, r.(map[string]any)["run_id"].(string))
+	}
+	if _, _, err := b.queue.Claim(ctx, uuid.MustParse(active), "test"); err != nil {
+		t.Fatal(err)
+	}
+	sync(all...)
+	if _, err := b.queue.Start(ctx, uuid.MustParse(active), false); err != nil {
+		t.Fatal(err)
+	}
+	_, body = br.get("/projects/" + pid)
+	for _, id := range all {
+		if n := strings.Count(body, `data-run-id="`+id+`"`); n != 1 {
+			t.Fatalf("run %s is listed %d times", id, n)
+		}
+	}
+	if strings.Contains(body, `data-testid="recent-run"`) || !strings.Contains(body, `data-testid="no-recent-runs"`) {
+		t.Fatal("unfinished runs are listed as recent")
+	}
+	if !strings.Contains(body, `data-testid="active-run" data-run-id="`+active+`"`) || strings.Contains(body, ">starting<") {
+		t.Fatal("the active run's status disagrees with the queue")
+	}
+	code := 0
+	if _, err := b.queue.ReportTerminal(ctx, uuid.MustParse(active), domain.TerminalReport{State: domain.StatePassed, ExitCode: &code}); err != nil {
+		t.Fatal(err)
+	}
+	sync(all...)
+	_, body = br.get("/projects/" + pid)
+	if !strings.Contains(body, `data-testid="recent-run" data-run-id="`+active+`" data-status="passed"`) {
+		t.Fatal("the finished run is not listed as recent")
+	}
+	for _, id := range all {
+		if n := strings.Count(body, `data-run-id="`+id+`"`); n != 1 {
+			t.Fatalf("after the first run finished, run %s is listed %d times", id, n)
+		}
 	}
 }

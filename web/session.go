@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -62,4 +63,24 @@ func (s *Server) logout(c echo.Context) error {
 	}
 	s.clearSession(c)
 	return redirect(c, "/login")
+}
+
+// revealSlot names what a form stashed for the page it redirects to.
+func revealSlot(parts ...string) string { return strings.Join(parts, ":") }
+
+// stashReveal keeps a secret for the next GET of this session (see
+// domain.Accounts.StashReveal): a form that made one answers 303 and the
+// page shows it there, once; a reload shows nothing and creates nothing.
+func (s *Server) stashReveal(c echo.Context, slot string, v any) error {
+	return s.Accounts.StashReveal(c.Request().Context(), principal(c), slot, v)
+}
+
+// takeReveal consumes a stashed secret into v. The page that shows one is
+// never cached.
+func (s *Server) takeReveal(c echo.Context, slot string, v any) (bool, error) {
+	ok, err := s.Accounts.TakeReveal(c.Request().Context(), principal(c), slot, v)
+	if ok {
+		c.Response().Header().Set("Cache-Control", "no-store")
+	}
+	return ok, err
 }

@@ -33,6 +33,11 @@ func (s *Server) settingsPage(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	var tok tokenReveal
+	if _, err := s.takeReveal(c, "api-token", &tok); err != nil {
+		return err
+	}
+	props.NewToken = tok.Token
 	return Render(c, http.StatusOK, views.Settings(props))
 }
 
@@ -42,17 +47,19 @@ func (s *Server) tokenCreateSubmit(c echo.Context) error {
 	if err != nil && !errors.As(err, &de) {
 		return err
 	}
-	props, lerr := s.settingsProps(c)
-	if lerr != nil {
-		return lerr
-	}
 	if de != nil {
+		props, err := s.settingsProps(c)
+		if err != nil {
+			return err
+		}
 		props.Error = de.Message
 		return Render(c, statusOf(de.Kind), views.Settings(props))
 	}
-	props.NewToken = tok
-	c.Response().Header().Set("Cache-Control", "no-store")
-	return Render(c, http.StatusCreated, views.Settings(props))
+	// The settings page shows it once; a reload creates nothing.
+	if err := s.stashReveal(c, "api-token", tokenReveal{Token: tok}); err != nil {
+		return err
+	}
+	return redirect(c, "/settings")
 }
 
 func (s *Server) tokenRevokeSubmit(c echo.Context) error {

@@ -41,8 +41,8 @@ func (s *Server) deliveriesProps(c echo.Context, projectID uuid.UUID) (views.Del
 	return out, nil
 }
 
-// renderWebhooks answers a page action: the changed card alone for htmx, the
-// whole page otherwise. reveal is the plaintext to show once.
+// renderWebhooks renders the page, or the changed card alone for an htmx
+// action that was refused. reveal is the plaintext to show once.
 func (s *Server) renderWebhooks(c echo.Context, projectID uuid.UUID, changed forge.Provider, reveal *views.WebhookReveal, cardErr string) error {
 	ctx := c.Request().Context()
 	pr := principal(c)
@@ -54,9 +54,18 @@ func (s *Server) renderWebhooks(c echo.Context, projectID uuid.UUID, changed for
 	if err != nil {
 		return err
 	}
+	refused, err := s.Webhooks.Refusals(ctx, pr, projectID)
+	if err != nil {
+		return err
+	}
 	props := views.WebhooksProps{Page: s.page(c, "Webhooks · "+proj.Name, "projects"), ProjectID: projectID.String(), ProjectName: proj.Name}
 	for _, w := range ws {
 		card := s.webhookCard(c, w)
+		for _, r := range refused {
+			if r.Provider == string(w.Provider) {
+				card.Refusals = append(card.Refusals, views.RefusalRow{Reason: r.Reason, Count: r.Refusals, LastAt: r.LastAt, LastDetail: r.LastDetail})
+			}
+		}
 		if w.Provider == changed {
 			card.Reveal, card.Error = reveal, cardErr
 			if isHTMX(c) {
@@ -76,7 +85,18 @@ func (s *Server) webhooksPage(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return s.renderWebhooks(c, id, "", nil, "")
+	var r webhookReveal
+	ok, err := s.takeReveal(c, revealSlot("webhook", id.String()), &r)
+	if err != nil || !ok {
+		return s.renderWebhooks(c, id, "", nil, "")
+	}
+	return s.renderWebhooks(c, id, forge.Provider(r.Provider), &r.WebhookReveal, "")
+}
+
+// webhookReveal is a new secret kept for the page that shows it once.
+type webhookReveal struct {
+	Provider string `json:"provider"`
+	views.WebhookReveal
 }
 
 func (s *Server) webhookDeliveriesFragment(c echo.Context) error {
@@ -91,10 +111,12 @@ func (s *Server) webhookDeliveriesFragment(c echo.Context) error {
 	return Render(c, http.StatusOK, views.Deliveries(d))
 }
 
-// webhookAction runs one page action and re-renders; refusals a person can
-// act on (invalid, conflict) are shown on the card, the rest go to the error
-// handler.
-func (s *Server) webhookAction(c echo.Context, act func(id uuid.UUID, provider string) (*views.WebhookReveal, error)) error {
+// webhookAction runs one page action. One that creates a secret (create,
+// rotate) answers with a redirect to the page (HX-Redirect under htmx),
+// which shows the secret once; the others re-render the card in place.
+// Refusals a person can act on (invalid, conflict) are shown on the card,
+// the rest go to the error handler.
+func (s *Server) webhookAction(c echo.Context, creates bool, act func(id uuid.UUID, provider string) (*views.WebhookReveal, error)) error {
 	id, err := pathUUID(c, "projectId", "project")
 	if err != nil {
 		return err
@@ -111,7 +133,17 @@ func (s *Server) webhookAction(c echo.Context, act func(id uuid.UUID, provider s
 	if err != nil {
 		return err
 	}
-	return s.renderWebhooks(c, id, provider, reveal, "")
+	if !creates {
+		return s.renderWebhooks(c, id, provider, nil, "")
+	}
+	if reveal != nil {
+		// A new secret: the page it redirects to shows it once, and a
+		// reload neither shows it again nor makes another.
+		if err := s.stashReveal(c, revealSlot("webhook", id.String()), webhookReveal{Provider: string(provider), WebhookReveal: *reveal}); err != nil {
+			return err
+		}
+	}
+	return redirect(c, "/projects/"+id.String()+"/webhooks")
 }
 
 func revealOf(r domain.WebhookResult, rotated bool) *views.WebhookReveal {
@@ -124,7 +156,7 @@ func revealOf(r domain.WebhookResult, rotated bool) *views.WebhookReveal {
 // webhookCreateSubmit creates an enabled webhook with a generated secret
 // (and, for GitLab when asked, a signing token) and shows them once.
 func (s *Server) webhookCreateSubmit(c echo.Context) error {
-	return s.webhookAction(c, func(id uuid.UUID, provider string) (*views.WebhookReveal, error) {
+	return s.webhookAction(c, true, func(id uuid.UUID, provider string) (*views.WebhookReveal, error) {
 		enabled := true
 		in := domain.WebhookInput{Enabled: &enabled}
 		if c.FormValue("signing_token") == "true" {
@@ -141,7 +173,7 @@ func (s *Server) webhookCreateSubmit(c echo.Context) error {
 }
 
 func (s *Server) webhookEnabledSubmit(c echo.Context) error {
-	return s.webhookAction(c, func(id uuid.UUID, provider string) (*views.WebhookReveal, error) {
+	return s.webhookAction(c, false, func(id uuid.UUID, provider string) (*views.WebhookReveal, error) {
 		var enabled bool
 		switch c.FormValue("enabled") {
 		case "true":
@@ -156,14 +188,14 @@ func (s *Server) webhookEnabledSubmit(c echo.Context) error {
 }
 
 func (s *Server) webhookRotateSubmit(c echo.Context) error {
-	return s.webhookAction(c, func(id uuid.UUID, provider string) (*views.WebhookReveal, error) {
+	return s.webhookAction(c, true, func(id uuid.UUID, provider string) (*views.WebhookReveal, error) {
 		res, err := s.Webhooks.RotateSecret(c.Request().Context(), principal(c), id, provider)
 		return revealOf(res, true), err
 	})
 }
 
 func (s *Server) webhookDeleteSubmit(c echo.Context) error {
-	return s.webhookAction(c, func(id uuid.UUID, provider string) (*views.WebhookReveal, error) {
+	return s.webhookAction(c, false, func(id uuid.UUID, provider string) (*views.WebhookReveal, error) {
 		err := s.Webhooks.Delete(c.Request().Context(), principal(c), id, provider)
 		var de *domain.Error
 		if errors.As(err, &de) && de.Code == "webhook_not_found" {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -38,8 +39,10 @@ func refuse(c echo.Context, status int, code, msg string) error {
 // contract: size cap (413) → provider (404) → project (404) → webhook exists
 // (401) → signature on the raw bytes, before any parsing (401) → enabled
 // (403, told only to a caller who proved the secret) → delivery id (400) →
-// normalization → the domain's decision. Nothing is recorded before the
-// signature verifies, and nothing when it is refused afterwards either.
+// normalization → the domain's decision. Nothing is recorded in the ledger
+// before the signature verifies, and nothing when it is refused afterwards
+// either; a refusal for a project that exists is only counted (per reason
+// and hour, for the webhook page).
 //
 // Answers: 200 {"outcome", "run_id"} for accepted and ignored deliveries
 // alike (the forge only needs to know it was handled; the outcome says
@@ -79,11 +82,15 @@ func (s *Server) webhookDeliver(c echo.Context) error {
 	if err != nil {
 		switch {
 		case errors.Is(err, forge.ErrMissingDelivery):
-			return refuse(c, http.StatusBadRequest, "missing_delivery_id", "the delivery has no delivery id header ("+deliveryHeader(provider)+"), so it cannot be deduplicated")
+			msg := "the delivery has no delivery id header (" + deliveryHeader(provider) + "), so it cannot be deduplicated"
+			s.countRefusal(c, projectID, provider, domain.RefusedMissingDeliveryID, msg)
+			return refuse(c, http.StatusBadRequest, "missing_delivery_id", msg)
 		case errors.Is(err, forge.ErrMalformed):
 			id, idErr := forge.DeliveryID(provider, req.Header)
 			if idErr != nil {
-				return refuse(c, http.StatusBadRequest, "invalid_delivery_id", "the delivery id header must be 1–200 printable ASCII characters")
+				msg := "the delivery id header must be 1–200 printable ASCII characters"
+				s.countRefusal(c, projectID, provider, domain.RefusedInvalidDeliveryID, msg)
+				return refuse(c, http.StatusBadRequest, "invalid_delivery_id", msg)
 			}
 			payload = forge.Payload{Provider: provider, DeliveryID: id, Kind: "malformed", Event: printableOr(eventHeader(provider, req.Header), "")}
 		default:
@@ -103,6 +110,10 @@ func (s *Server) webhookDeliver(c echo.Context) error {
 		c.Response().Header().Set("Retry-After", "60")
 		return c.JSON(http.StatusServiceUnavailable, deliveryAnswer{Outcome: string(forge.OutcomeQueueFull),
 			Error: "project_queue_full", Message: "the project's queue is full; the delivery is recorded and will be re-evaluated when it is sent again"})
+	}
+	if errors.Is(err, domain.ErrWebhookDisabled) {
+		// Disabled between the verification and the decision.
+		s.countRefusal(c, projectID, provider, domain.RefusedDisabled, domain.ErrWebhookDisabled.Message)
 	}
 	if err != nil {
 		return s.deliveryRefusal(c, err)
@@ -129,6 +140,9 @@ func (s *Server) verifyDelivery(c echo.Context, projectID uuid.UUID, provider fo
 	}
 	m, err := load(req.Context(), projectID, string(provider))
 	if err != nil {
+		if errors.Is(err, domain.ErrWebhookNotConfigured) {
+			s.countRefusal(c, projectID, provider, domain.RefusedNotConfigured, domain.ErrWebhookNotConfigured.Message)
+		}
 		return domain.Verification{}, true, s.deliveryRefusal(c, err)
 	}
 	if err := forge.Verify(provider, req.Header, body, m.Secrets, time.Now()); err != nil {
@@ -136,12 +150,28 @@ func (s *Server) verifyDelivery(c echo.Context, projectID uuid.UUID, provider fo
 			return s.verifyDelivery(c, projectID, provider, body, true)
 		}
 		// forge's reasons name headers, never secrets or signatures.
-		return domain.Verification{}, true, refuse(c, http.StatusUnauthorized, "invalid_signature", "the delivery could not be verified: "+reason(err))
+		why := reason(err)
+		kind := domain.RefusedInvalidSignature
+		if strings.HasPrefix(why, "missing ") {
+			kind = domain.RefusedMissingSignature
+		}
+		s.countRefusal(c, projectID, provider, kind, why)
+		return domain.Verification{}, true, refuse(c, http.StatusUnauthorized, "invalid_signature", "the delivery could not be verified: "+why)
 	}
 	if !m.Enabled {
+		s.countRefusal(c, projectID, provider, domain.RefusedDisabled, domain.ErrWebhookDisabled.Message)
 		return domain.Verification{}, true, s.deliveryRefusal(c, domain.ErrWebhookDisabled)
 	}
 	return m.Verification(), false, nil
+}
+
+// countRefusal counts a refused delivery for the webhook page (the ledger
+// keeps verified deliveries only). Only refusals write; a failure to count
+// is logged and never changes the answer.
+func (s *Server) countRefusal(c echo.Context, projectID uuid.UUID, provider forge.Provider, reason, detail string) {
+	if err := s.Webhooks.CountRefusal(c.Request().Context(), projectID, string(provider), reason, detail); err != nil {
+		s.log.Warn("webhook: refusal not counted", "request_id", c.Get(requestIDKey), "project_id", projectID, "error", err.Error())
+	}
 }
 
 // deliveryRefusal answers the domain's refusals of a delivery.

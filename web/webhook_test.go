@@ -363,6 +363,41 @@ func TestWebhookRefusalsRecordNothing(t *testing.T) {
 	if n := b.count(t, "project_runs", "true"); n != 0 {
 		t.Fatalf("refusals made %d runs", n)
 	}
+	// …but each refusal of a project that exists is counted by reason, and
+	// the webhook page shows the counts on the provider's card.
+	counts := map[string]int{}
+	rows, err := b.db.SQL.Query(`SELECT project_id::text, provider, reason, refusals FROM webhook_refusals`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var proj, provider, reason string
+		var n int
+		if err := rows.Scan(&proj, &provider, &reason, &n); err != nil {
+			t.Fatal(err)
+		}
+		if proj == other {
+			provider = "other:" + provider
+		} else if proj != p {
+			t.Fatalf("a refusal counted for project %s", proj)
+		}
+		counts[provider+"/"+reason] += n
+	}
+	rows.Close()
+	want := map[string]int{"github/invalid_signature": 4, "github/missing_signature": 1, "github/missing_delivery_id": 1, "github/webhook_disabled": 1,
+		"gitea/invalid_signature": 1, "gitea/not_configured": 1, "gitlab/missing_signature": 1, "gitlab/invalid_signature": 1, "other:github/not_configured": 1}
+	if fmt.Sprint(counts) != fmt.Sprint(want) {
+		t.Fatalf("refusal counts %v, want %v", counts, want)
+	}
+	br := b.browser(t)
+	br.login("owner@acme.test", testPassword)
+	_, page := br.get("/projects/" + p + "/webhooks")
+	card := page[strings.Index(page, `data-testid="webhook-card-github"`):]
+	card = card[:strings.Index(card, "</section>")]
+	if !strings.Contains(card, `data-testid="webhook-refusals"`) || !strings.Contains(card, `data-reason="invalid_signature" data-count="4"`) ||
+		!strings.Contains(card, `data-reason="webhook_disabled" data-count="1"`) || !strings.Contains(card, "signature does not verify") {
+		t.Fatalf("the github card does not show its refusals: %s", card)
+	}
 }
 
 func TestWebhookCRUDThroughTheAPI(t *testing.T) {
@@ -754,14 +789,19 @@ func TestWebhookSettingsPage(t *testing.T) {
 	if res, _ := br.post(base+"gitlab", url.Values{}); res.StatusCode != http.StatusForbidden {
 		t.Fatalf("create without CSRF: %d", res.StatusCode)
 	}
-	// Create GitLab with a signing token: the card shows URL, secret and token once.
+	// Create GitLab with a signing token: the answer is a redirect (htmx's
+	// HX-Redirect), and the page it leads to shows URL, secret and token once.
+	page := "/projects/" + p + "/webhooks"
 	status, card := htmx(base+"gitlab", url.Values{"signing_token": {"true"}})
+	if status != http.StatusNoContent || strings.Contains(card, "webhook-secret") {
+		t.Fatalf("create: %d %s", status, card)
+	}
+	res, card = br.get(page)
 	secret := regexpBetween(card, `data-testid="webhook-secret">`, "<")
 	token := regexpBetween(card, `data-testid="webhook-signing-token">`, "<")
-	if status != 200 || !strings.Contains(card, `data-state="enabled"`) || len(secret) != 64 || !strings.HasPrefix(token, "whsec_") ||
-		!strings.Contains(card, "http://anvil.test/api/public/webhooks/"+p+"/gitlab") || !strings.Contains(card, `data-copy="#webhook-secret-gitlab"`) ||
-		strings.Contains(card, "<html") {
-		t.Fatalf("create: %d %s", status, card)
+	if res.Header.Get("Cache-Control") != "no-store" || !strings.Contains(card, `data-testid="webhook-card-gitlab" data-state="enabled"`) || len(secret) != 64 || !strings.HasPrefix(token, "whsec_") ||
+		!strings.Contains(card, "http://anvil.test/api/public/webhooks/"+p+"/gitlab") || !strings.Contains(card, `data-copy="#webhook-secret-gitlab"`) {
+		t.Fatalf("the page after create: %s", card)
 	}
 	// Shown once: the page no longer has it.
 	_, body = br.get("/projects/" + p + "/webhooks")
@@ -793,9 +833,10 @@ func TestWebhookSettingsPage(t *testing.T) {
 		t.Fatalf("enable: %d %s", status, card)
 	}
 	// Rotate: a new secret once; the old one fails.
-	status, card = htmx(base+"gitlab/rotate", nil)
+	status, _ = htmx(base+"gitlab/rotate", nil)
+	_, card = br.get(page)
 	newSecret := regexpBetween(card, `data-testid="webhook-secret">`, "<")
-	if status != 200 || len(newSecret) != 64 || newSecret == secret {
+	if status != http.StatusNoContent || len(newSecret) != 64 || newSecret == secret || !strings.Contains(card, "The old one stopped working") {
 		t.Fatalf("rotate: %d %s", status, card)
 	}
 	if a := b.send(t, h, delivery{event: "Push Hook", id: "page-3", body: pushBody("refs/heads/main", shaPrev, shaMain), sign: true}); a.status != 401 {
@@ -808,10 +849,17 @@ func TestWebhookSettingsPage(t *testing.T) {
 	if n := b.count(t, "project_webhooks", "true"); n != 0 {
 		t.Fatal("delete left the row")
 	}
-	// Without htmx, a create answers the whole page with the secret revealed.
+	// Without htmx, a create answers 303; the page shows the secret once
+	// and a reload shows nothing and creates nothing.
 	res, body = br.post(base+"github", url.Values{"_csrf": {csrf}})
-	if res.StatusCode != 200 || !strings.Contains(body, `data-testid="webhook-reveal"`) || !strings.Contains(body, `data-testid="deliveries"`) {
+	if res.StatusCode != http.StatusSeeOther || res.Header.Get("Location") != page || strings.Contains(body, "webhook-reveal") {
 		t.Fatalf("plain form create: %d", res.StatusCode)
+	}
+	if _, body = br.get(page); !strings.Contains(body, `data-testid="webhook-reveal"`) || !strings.Contains(body, `data-testid="deliveries"`) {
+		t.Fatal("the page after a plain create does not reveal the secret")
+	}
+	if _, body = br.get(page); strings.Contains(body, `data-testid="webhook-reveal"`) {
+		t.Fatal("a reload reveals the secret again")
 	}
 
 	// Viewers see the state but no buttons.
