@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/uptrace/bun"
 
+	"anvil/domain/repourl"
 	"anvil/domain/secret"
 )
 
@@ -33,6 +34,11 @@ type Services struct {
 type Options struct {
 	HeartbeatTimeout time.Duration // the watchdog's timeout (default 60 s)
 	LogMaxBytes      int64         // bound of one run's log (default 10 MiB)
+	// CheckoutPolicy is applied to a repository address when a project is
+	// saved (the zero value refuses local checkouts).
+	CheckoutPolicy repourl.Policy
+	// ProbeRepo, when set, checks at save that a repository answers.
+	ProbeRepo RepoProber
 }
 
 // NewServices wires the services. pool serves the live-events listener;
@@ -43,6 +49,7 @@ func NewServices(bdb *bun.DB, pool *pgxpool.Pool, keys *secret.Keyring, log *slo
 	s.Pool = pool
 	sv := &Services{Store: s, Accounts: NewAccounts(s), Projects: NewProjects(s), Queue: NewQueue(s, o.HeartbeatTimeout),
 		Logs: NewLogs(s, o.LogMaxBytes), Hub: NewHub(pool, s.Log), Feed: NewFeed(s), Cards: NewCards(s), Audit: NewAudit(s)}
+	sv.Projects.SetCheckout(o.CheckoutPolicy, o.ProbeRepo)
 	sv.Webhooks = NewWebhooks(s, sv.Queue)
 	sv.Incidents = NewIncidents(s, sv.Queue)
 	sv.Feed.OnQueued = sv.Incidents.RequestRepairs
