@@ -341,7 +341,7 @@ func (q *Queue) tryGroup(group []*acceptJob) error {
 		j.reset()
 	}
 	if q.s.Pool != nil {
-		if err := q.tryGroupFast(ctx, group); err != errSlowPath {
+		if err := q.tryGroupFast(ctx, group); !errors.Is(err, errSlowPath) {
 			return err
 		}
 	}
@@ -349,7 +349,7 @@ func (q *Queue) tryGroup(group []*acceptJob) error {
 	return q.s.inTx(ctx, func(ctx context.Context, tx bun.Tx) error {
 		ids := groupProjects(group)
 		var projects []*Project
-		if err := tx.NewSelect().Model(&projects).Where("id IN (?)", bun.In(ids)).OrderExpr("id").For("UPDATE").Scan(ctx); err != nil {
+		if err := tx.NewSelect().Model(&projects).Where("id IN (?)", bun.List(ids)).OrderExpr("id").For("UPDATE").Scan(ctx); err != nil {
 			return fmt.Errorf("lock projects: %w", err)
 		}
 		byID := make(map[uuid.UUID]*Project, len(projects))

@@ -150,7 +150,7 @@ func EnqueueCardRefresh(ctx context.Context, s *Store, tx bun.Tx, projectID uuid
 	if was {
 		return nil
 	}
-	return s.insertJob(ctx, tx, RefreshCardArgs{ProjectID: projectID}, nil)
+	return s.insertJob(ctx, tx, RefreshCardArgs{ProjectID: projectID})
 }
 
 // queueCardRefresh, after changes have been counted and committed,
@@ -164,7 +164,7 @@ func queueCardRefresh(ctx context.Context, s *Store, projectID uuid.UUID) error 
 		if err != nil || len(ids) == 0 {
 			return err
 		}
-		return s.insertJob(ctx, tx, RefreshCardArgs{ProjectID: projectID}, nil)
+		return s.insertJob(ctx, tx, RefreshCardArgs{ProjectID: projectID})
 	})
 }
 
@@ -175,7 +175,7 @@ func forceCardRefresh(ctx context.Context, s *Store, tx bun.Tx, projectID uuid.U
 		ON CONFLICT (project_id) DO UPDATE SET queued = true`, projectID).Exec(ctx); err != nil {
 		return fmt.Errorf("domain: queue the card refresh of %s: %w", projectID, err)
 	}
-	return s.insertJob(ctx, tx, RefreshCardArgs{ProjectID: projectID}, nil)
+	return s.insertJob(ctx, tx, RefreshCardArgs{ProjectID: projectID})
 }
 
 // cardRefreshGap is the least time between two reads of one project's

@@ -205,7 +205,7 @@ func (f *Feed) combine(ctx context.Context, snd *FeedSender, evs []prepared, now
 	}
 	c.mu.Unlock()
 	if !lead {
-		if err := <-job.done; err != errLead {
+		if err := <-job.done; !errors.Is(err, errLead) {
 			return err
 		}
 	}

@@ -149,7 +149,7 @@ func (q *Queue) changed(ctx context.Context, tx bun.Tx, r *Run, cols ...string) 
 	if _, err := tx.NewUpdate().Model(r).Column(cols...).WherePK().Exec(ctx); err != nil {
 		return fmt.Errorf("update run %s: %w", r.ID, err)
 	}
-	if err := q.s.insertJob(ctx, tx, ReconcileRunArgs{RunID: r.ID, Target: next}, nil); err != nil {
+	if err := q.s.insertJob(ctx, tx, ReconcileRunArgs{RunID: r.ID, Target: next}); err != nil {
 		return err
 	}
 	return q.publish(ctx, tx, r)

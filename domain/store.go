@@ -68,11 +68,11 @@ func (s *Store) Stop(ctx context.Context) error {
 func (s *Store) UseJobs(j JobInserter) { s.jobs = j }
 
 // insertJob enqueues args in tx.
-func (s *Store) insertJob(ctx context.Context, tx bun.Tx, args river.JobArgs, opts *river.InsertOpts) error {
+func (s *Store) insertJob(ctx context.Context, tx bun.Tx, args river.JobArgs) error {
 	if s.jobs == nil {
 		return fmt.Errorf("domain: no job inserter configured for %s", args.Kind())
 	}
-	if _, err := s.jobs.InsertTx(ctx, tx.Tx, args, opts); err != nil {
+	if _, err := s.jobs.InsertTx(ctx, tx.Tx, args, nil); err != nil {
 		return fmt.Errorf("domain: enqueue %s: %w", args.Kind(), err)
 	}
 	return nil

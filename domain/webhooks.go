@@ -2,6 +2,7 @@ package domain
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -624,7 +625,7 @@ func (w *Webhooks) Deliver(ctx context.Context, v Verification, pl forge.Payload
 	}
 	j := &acceptJob{projectID: v.projectID, delivery: &deliveryJob{provider: p, pl: pl, sealed: v.sealed}}
 	if err := w.queue.submit(j); err != nil {
-		if err == ErrStaleMaterial {
+		if errors.Is(err, ErrStaleMaterial) {
 			w.seals.Delete(sealKey{v.projectID, p})
 		}
 		return DeliveryResult{}, err

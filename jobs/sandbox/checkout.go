@@ -448,7 +448,7 @@ func (r *gitRun) git(ctx context.Context, toLog bool, args ...string) (string, e
 		if ctx.Err() != nil {
 			return "", fmt.Errorf("sandbox: git %s: %w", args[0], context.Cause(ctx))
 		}
-		return "", fmt.Errorf("sandbox: git %s: %v: %s", args[0], err, r.redact(msg))
+		return "", fmt.Errorf("sandbox: git %s: %w: %s", args[0], err, r.redact(msg))
 	}
 	return stdout.String(), nil
 }

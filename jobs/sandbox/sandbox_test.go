@@ -16,8 +16,8 @@ import (
 	"testing"
 	"time"
 
-	"anvil/internal/anviltest"
 	"anvil/domain/repourl"
+	"anvil/internal/anviltest"
 )
 
 const testGrace = 500 * time.Millisecond
