@@ -43,7 +43,7 @@ func (q *Queue) enqueueStatusTx(ctx context.Context, tx bun.Tx, r *Run) error {
 	if r.CommitSHA == nil {
 		return nil
 	}
-	if err := q.s.insertJob(ctx, tx, ReportStatusArgs{RunID: r.ID, Status: r.Status()}, nil); err != nil {
+	if err := q.s.insertJob(ctx, tx, ReportStatusArgs{RunID: r.ID, Status: r.Status()}); err != nil {
 		return fmt.Errorf("run %s: %w", r.ID, err)
 	}
 	return nil
