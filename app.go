@@ -90,11 +90,13 @@ func newApp(ctx context.Context, cfg *Config, logOut io.Writer, withWorkers bool
 	policy := repourl.Policy{AllowLocal: cfg.CheckoutAllowLocal}
 	git, gitErr := sandbox.NewGit(cfg.Sandbox != "process", policy)
 	opts := domain.Options{HeartbeatTimeout: cfg.HeartbeatTimeout, LogMaxBytes: cfg.LogMaxBytes, CheckoutPolicy: policy}
+	var gitHead forgestatus.GitHead
 	if gitErr == nil {
-		opts.ProbeRepo = git.Probe
+		opts.ProbeRepo, gitHead = git.Probe, git.Head
 	} else if !withWorkers {
 		log.Warn("repositories are not probed at save: git cannot be confined here", "error", gitErr)
 	}
+	opts.LatestCommit = forgestatus.LatestCommit(&http.Client{Timeout: 30 * time.Second}, gitHead)
 	if cfg.CheckoutAllowLocal {
 		log.Warn("local checkouts are allowed (ANVIL_CHECKOUT_ALLOW_LOCAL=true): projects may read this machine's repositories and private network")
 	}

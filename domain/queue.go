@@ -74,6 +74,7 @@ type Queue struct {
 	comb             *groupcommit.Combiner[*acceptJob]
 	heartbeatTimeout time.Duration
 	hooks            []TerminalHook
+	latest           LatestResolver
 }
 
 // TerminalHook is called inside the transaction that terminalizes a run

@@ -28,13 +28,23 @@ func (s *Server) apiRunCreate(c echo.Context) error {
 	}
 	var in struct {
 		Branch string `json:"branch"`
+		// Ref "latest": the default branch's head now, pinned.
+		Ref string `json:"ref"`
 	}
 	if c.Request().ContentLength != 0 {
 		if err := bindJSON(c, &in); err != nil {
 			return err
 		}
 	}
-	r, err := s.Queue.AcceptManual(c.Request().Context(), principal(c), id, in.Branch)
+	var r *domain.Run
+	switch {
+	case in.Ref == "latest" && in.Branch == "":
+		r, err = s.Queue.AcceptLatest(c.Request().Context(), principal(c), id)
+	case in.Ref != "":
+		return domain.Invalid("invalid_ref", `ref must be "latest" (and comes without branch)`)
+	default:
+		r, err = s.Queue.AcceptManual(c.Request().Context(), principal(c), id, in.Branch)
+	}
 	if err != nil {
 		return err
 	}

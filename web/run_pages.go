@@ -98,7 +98,12 @@ func (s *Server) runNowSubmit(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	_, aerr := s.Queue.AcceptManual(c.Request().Context(), principal(c), id, "")
+	var aerr error
+	if c.FormValue("ref") == "latest" {
+		_, aerr = s.Queue.AcceptLatest(c.Request().Context(), principal(c), id)
+	} else {
+		_, aerr = s.Queue.AcceptManual(c.Request().Context(), principal(c), id, "")
+	}
 	var de *domain.Error
 	if aerr != nil && !errors.As(aerr, &de) {
 		return aerr
