@@ -20,6 +20,7 @@ import (
 
 	"anvil/db"
 	"anvil/domain"
+	"anvil/domain/alert"
 	"anvil/domain/secret"
 	"anvil/jobs"
 	"anvil/jobs/sandbox"
@@ -100,9 +101,9 @@ func newApp(ctx context.Context, cfg *Config, logOut io.Writer, withWorkers bool
 			return nil, fmt.Errorf("workspace folder %s: %w", cfg.WorkDir, err)
 		}
 		log.Info("run executor ready", "executor", exec.Name(), "sandboxed", exec.Sandboxed(), "workspaces", root)
-		jobs.Register(workers, jobs.Deps{Services: a.Services, Executor: exec, WorkRoot: root, Log: log})
+		jobs.Register(workers, jobs.Deps{Services: a.Services, Executor: exec, WorkRoot: root, Log: log, PublicURL: cfg.PublicURL})
 		rcfg.Workers = workers
-		rcfg.Queues = map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: 10}, domain.RunsQueue: {MaxWorkers: cfg.RunConcurrency}}
+		rcfg.Queues = map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: 10}, domain.RunsQueue: {MaxWorkers: cfg.RunConcurrency}, alert.Queue: {MaxWorkers: 10}}
 		rcfg.PeriodicJobs = jobs.Periodic(cfg.HeartbeatTimeout)
 		a.sweeper = jobs.NewLostRunnerSweeper(a.Queue, log)
 	}

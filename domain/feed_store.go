@@ -438,6 +438,9 @@ func (f *Feed) storeFast(ctx context.Context, p *batchPlan, release func()) erro
 	if f.OnQueued != nil && len(queued(trs)) > 0 {
 		return abandon(errSlowStore) // the repair request goes through River's transactional insert
 	}
+	if err := f.s.enqueueAlertsFast(ctx, c, feedAlertCauses(p.snd, trs)); err != nil {
+		return abandon(err)
+	}
 
 	err = f.s.publishAfter(ctx, func(ctx context.Context) error {
 		b := &pgx.Batch{}
@@ -612,6 +615,9 @@ func (f *Feed) storeBatch(ctx context.Context, tx bun.Tx, p *batchPlan) error {
 		if _, err := tx.Tx.ExecContext(ctx, st.sql, st.args...); err != nil {
 			return fmt.Errorf("insert transitions: %w", err)
 		}
+	}
+	if err := f.s.enqueueAlerts(ctx, tx, feedAlertCauses(p.snd, trs)); err != nil {
+		return err
 	}
 	if ids := queued(trs); f.OnQueued != nil && len(ids) > 0 {
 		if err := f.OnQueued(ctx, tx, p.snd.ProjectID, ids); err != nil {

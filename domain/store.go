@@ -36,6 +36,10 @@ type Store struct {
 	Now  func() time.Time
 	jobs JobInserter
 	pub  publisher
+	// alerts turns changes into alert deliveries (alert_hook.go); nil
+	// sends none. fastJobs inserts them on the feed's fast path.
+	alerts   AlertHook
+	fastJobs FastJobInserter
 }
 
 // NewStore builds the shared state; UseJobs must be called before anything
