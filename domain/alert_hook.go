@@ -141,8 +141,10 @@ func (t pgxTx) Rollback(context.Context) error { return fmt.Errorf("pgxTx: the f
 func (t pgxTx) CopyFrom(ctx context.Context, table pgx.Identifier, cols []string, src pgx.CopyFromSource) (int64, error) {
 	return t.c.CopyFrom(ctx, table, cols, src)
 }
-func (t pgxTx) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults { return t.c.SendBatch(ctx, b) }
-func (t pgxTx) LargeObjects() pgx.LargeObjects                             { return pgx.LargeObjects{} }
+func (t pgxTx) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
+	return t.c.SendBatch(ctx, b)
+}
+func (t pgxTx) LargeObjects() pgx.LargeObjects { return pgx.LargeObjects{} }
 func (t pgxTx) Prepare(ctx context.Context, name, sql string) (*pgconn.StatementDescription, error) {
 	return t.c.Prepare(ctx, name, sql)
 }
@@ -156,9 +158,6 @@ func (t pgxTx) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
 	return t.c.QueryRow(ctx, sql, args...)
 }
 func (t pgxTx) Conn() *pgx.Conn { return t.c }
-
-
-
 
 // EnqueueAlerts enqueues the alerts of causes in tx (a capability's
 // hook inside a base transaction: the run terminal hook of domain/alert).

@@ -183,7 +183,9 @@ func checkURL(raw string) (*url.URL, error) {
 // incoming webhook is its secret).
 func hint(u *url.URL) string { return u.Scheme + "://" + u.Host + "/…" }
 
-func aad(id uuid.UUID, what string) []byte { return []byte("alert_destination:" + id.String() + ":" + what) }
+func aad(id uuid.UUID, what string) []byte {
+	return []byte("alert_destination:" + id.String() + ":" + what)
+}
 
 // NewSecret is a Standard Webhooks secret: whsec_ and 24 random bytes.
 func NewSecret() string {

@@ -18,7 +18,6 @@ import (
 	"github.com/google/uuid"
 	"github.com/riverqueue/river"
 	"github.com/uptrace/bun"
-
 )
 
 // PerMinute is how many alerts one destination receives in a minute; the
