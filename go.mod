@@ -19,6 +19,7 @@ require (
 	github.com/riverqueue/river/riverdriver/riverpgxv5 v0.51.2
 	github.com/riverqueue/river/rivertype v0.51.2
 	github.com/segmentio/encoding v0.5.4
+	github.com/standard-webhooks/standard-webhooks/libraries v1.3.0
 	github.com/uptrace/bun v1.3.0
 	github.com/uptrace/bun/dialect/pgdialect v1.3.0
 	gitlab.com/gitlab-org/api/client-go v1.46.0
