@@ -17,7 +17,9 @@ type DeliverAlertWorker struct {
 }
 
 // Timeout bounds one attempt (the HTTP client's own is 10 s).
-func (w *DeliverAlertWorker) Timeout(*river.Job[alert.DeliverArgs]) time.Duration { return 30 * time.Second }
+func (w *DeliverAlertWorker) Timeout(*river.Job[alert.DeliverArgs]) time.Duration {
+	return 30 * time.Second
+}
 
 // NextRetry backs off from 5 s to 30 min.
 func (w *DeliverAlertWorker) NextRetry(j *river.Job[alert.DeliverArgs]) time.Time {

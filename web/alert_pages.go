@@ -28,7 +28,7 @@ func (s *Server) alertsProps(c echo.Context) (views.AlertsProps, error) {
 	if err != nil {
 		return views.AlertsProps{}, err
 	}
-	props := views.AlertsProps{Page: s.page(c, "Alerts", "settings"), CanManage: p.AtLeast(domain.RoleAdmin)}
+	props := views.AlertsProps{Page: s.page(c, "Alerts", "alerts"), CanManage: p.AtLeast(domain.RoleAdmin)}
 	for _, d := range ds {
 		row := views.AlertDestinationRow{ID: d.ID.String(), Name: d.Name, Kind: d.Kind, URL: d.URLHint, Failing: d.Failing}
 		log, err := s.alerts.Deliveries(ctx, p, d.ID)
