@@ -86,6 +86,7 @@ func newApp(ctx context.Context, cfg *Config, logOut io.Writer, withWorkers bool
 	a := &app{cfg: cfg, log: log, db: d, keys: keys}
 	a.Services = domain.NewServices(d.Bun, d.Pool, keys, log, domain.Options{HeartbeatTimeout: cfg.HeartbeatTimeout, LogMaxBytes: cfg.LogMaxBytes})
 	a.metrics = web.NewMetrics(d)
+	alert.For(a.Services, cfg.PublicURL).PerMinute = cfg.AlertsPerMinute
 
 	rcfg := &river.Config{ID: riverClientID(), Logger: riverLogger(cfg, logOut), FetchCooldown: 10 * time.Millisecond, FetchPollInterval: 100 * time.Millisecond}
 	if withWorkers {

@@ -100,6 +100,9 @@ type Service struct {
 	// TTL is how long one process trusts its copy of an organisation's
 	// destinations and rules; writes in this process drop it at once.
 	TTL time.Duration
+	// PerMinute is how many alerts one destination receives in a minute;
+	// the rest of that minute fold into one digest (ANVIL_ALERTS_PER_MINUTE).
+	PerMinute int
 }
 
 var (
@@ -118,7 +121,7 @@ func For(sv *domain.Services, publicURL string) *Service {
 		}
 		return a
 	}
-	a := &Service{s: sv.Store, PublicURL: publicURL, Now: sv.Store.Now, TTL: 5 * time.Second,
+	a := &Service{s: sv.Store, PublicURL: publicURL, Now: sv.Store.Now, TTL: 5 * time.Second, PerMinute: PerMinute,
 		HTTP: &http.Client{Timeout: 10 * time.Second}, cache: map[uuid.UUID]*orgRules{}}
 	services[sv.Store] = a
 	sv.Store.UseAlerts(a)

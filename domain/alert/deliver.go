@@ -20,8 +20,7 @@ import (
 	"github.com/uptrace/bun"
 )
 
-// PerMinute is how many alerts one destination receives in a minute; the
-// rest of that minute are folded into one digest message.
+// PerMinute is the default of Service.PerMinute.
 const PerMinute = 20
 
 // Outcome is what became of one attempt, for the worker to tell River.
@@ -101,7 +100,7 @@ func (a *Service) reserve(ctx context.Context, d dest, args DeliverArgs, attempt
 				AND status IN ('sending', 'delivered', 'failed', 'digested')`, d.ID, a.Now().Add(-time.Minute)).Scan(ctx, &n); err != nil {
 				return err
 			}
-			if n >= PerMinute {
+			if n >= a.PerMinute {
 				folded = true
 				if _, err := tx.NewRaw(`INSERT INTO alert_deliveries (destination_id, message_id, kind, status, created_at)
 					VALUES (?, ?, ?, 'folded', ?)`, d.ID, args.MessageID, args.Alert, a.Now()).Exec(ctx); err != nil {
