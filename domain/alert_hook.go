@@ -41,9 +41,15 @@ type AlertCause struct {
 // rolled-back change sends nothing.
 type AlertHook interface {
 	// Jobs returns the delivery jobs of causes, nil when no destination
-	// wants them; it must be cheap when the organisation has none.
-	Jobs(ctx context.Context, causes []AlertCause) ([]river.InsertManyParams, error)
+	// wants them; it must be cheap when the organisation has none. What it
+	// reads, it reads with read, in the caller's transaction: the caller
+	// holds a connection of the pool, and waiting for a second one could
+	// wait for ever when every connection is held so.
+	Jobs(ctx context.Context, read AlertRead, causes []AlertCause) ([]river.InsertManyParams, error)
 }
+
+// AlertRead runs a query of one text value in the caller's transaction.
+type AlertRead func(ctx context.Context, query string, args ...any) (string, error)
 
 // UseAlerts sets the alert hook.
 func (s *Store) UseAlerts(h AlertHook) { s.alerts = h }
@@ -59,7 +65,11 @@ func (s *Store) UseFastJobs(j FastJobInserter) { s.fastJobs = j }
 
 // enqueueAlerts enqueues the alerts of causes in tx.
 func (s *Store) enqueueAlerts(ctx context.Context, tx bun.Tx, causes []AlertCause) error {
-	params, err := s.alertJobs(ctx, causes)
+	read := func(ctx context.Context, q string, args ...any) (v string, err error) {
+		err = tx.Tx.QueryRowContext(ctx, q, args...).Scan(&v)
+		return v, err
+	}
+	params, err := s.alertJobs(ctx, read, causes)
 	if err != nil || len(params) == 0 {
 		return err
 	}
@@ -72,7 +82,11 @@ func (s *Store) enqueueAlerts(ctx context.Context, tx bun.Tx, causes []AlertCaus
 // enqueueAlertsFast is enqueueAlerts in the transaction the feed's fast
 // path holds open on c: one statement, only when a destination wants it.
 func (s *Store) enqueueAlertsFast(ctx context.Context, c *pgx.Conn, causes []AlertCause) error {
-	params, err := s.alertJobs(ctx, causes)
+	read := func(ctx context.Context, q string, args ...any) (v string, err error) {
+		err = c.QueryRow(ctx, q, args...).Scan(&v)
+		return v, err
+	}
+	params, err := s.alertJobs(ctx, read, causes)
 	if err != nil || len(params) == 0 {
 		return err
 	}
@@ -85,11 +99,11 @@ func (s *Store) enqueueAlertsFast(ctx context.Context, c *pgx.Conn, causes []Ale
 	return nil
 }
 
-func (s *Store) alertJobs(ctx context.Context, causes []AlertCause) ([]river.InsertManyParams, error) {
+func (s *Store) alertJobs(ctx context.Context, read AlertRead, causes []AlertCause) ([]river.InsertManyParams, error) {
 	if s.alerts == nil || len(causes) == 0 {
 		return nil, nil
 	}
-	return s.alerts.Jobs(ctx, causes)
+	return s.alerts.Jobs(ctx, read, causes)
 }
 
 // feedAlertCauses are the alerts of a stored group's transitions: a new

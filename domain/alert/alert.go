@@ -85,8 +85,9 @@ func (DigestArgs) InsertOpts() river.InsertOpts {
 // destination never holds up a run or any other job.
 const Queue = "alerts"
 
-// MaxAttempts bounds the attempts; the 24 h window usually ends them first.
-const MaxAttempts = 30
+// MaxAttempts bounds the attempts: enough for the back-off to reach the
+// end of the 24 h window, which ends them.
+const MaxAttempts = 60
 
 // Service is the alerts capability on one store.
 type Service struct {

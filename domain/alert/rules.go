@@ -2,6 +2,7 @@ package alert
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"time"
@@ -35,43 +36,58 @@ func (a *Service) forget(orgID uuid.UUID) {
 	a.mu.Unlock()
 }
 
+// snapshotSQL reads an organisation's destinations and rules as one JSON
+// text, so that any connection — a pgx one inside the feed's transaction,
+// database/sql elsewhere — reads it alike.
+const snapshotSQL = `SELECT json_build_object(
+	'dests', COALESCE((SELECT json_agg(id ORDER BY id) FROM alert_destinations WHERE org_id = $1), '[]'),
+	'rules', COALESCE((SELECT json_agg(json_build_object('project_id', r.project_id, 'kind', r.kind, 'enabled', r.enabled,
+		'destination_ids', r.destination_ids)) FROM alert_rules r JOIN projects p ON p.id = r.project_id WHERE p.org_id = $1), '[]'))::text`
+
 // rulesOf returns the organisation's destinations and rules, from the
-// cache when fresh. The read is on the pool, not in the caller's
-// transaction: destinations change rarely, and a stale copy at worst sends
-// (or skips) an alert within TTL of a change in another process.
-func (a *Service) rulesOf(ctx context.Context, orgID uuid.UUID) (*orgRules, error) {
+// cache when fresh, else read with read (the caller's transaction). A
+// stale copy at worst sends (or skips) an alert within TTL of a change
+// made in another process; changes made in this one drop it at once.
+func (a *Service) rulesOf(ctx context.Context, read domain.AlertRead, orgID uuid.UUID) (*orgRules, error) {
 	a.mu.Lock()
 	o := a.cache[orgID]
 	a.mu.Unlock()
 	if o != nil && time.Since(o.read) < a.TTL {
 		return o, nil
 	}
-	o = &orgRules{read: time.Now(), rules: map[uuid.UUID]map[string]Rule{}}
-	if err := a.s.DB.NewRaw(`SELECT id FROM alert_destinations WHERE org_id = ? ORDER BY id`, orgID).Scan(ctx, &o.dests); err != nil {
-		return nil, fmt.Errorf("alerts: read destinations: %w", err)
+	raw, err := read(ctx, snapshotSQL, orgID.String())
+	if err != nil {
+		return nil, fmt.Errorf("alerts: read destinations and rules: %w", err)
 	}
-	if len(o.dests) > 0 {
-		var rows []struct {
-			ProjectID uuid.UUID   `bun:"project_id"`
-			Kind      string      `bun:"kind"`
-			Enabled   bool        `bun:"enabled"`
-			Dests     []uuid.UUID `bun:"destination_ids,array"`
+	var snap struct {
+		Dests []uuid.UUID `json:"dests"`
+		Rules []struct {
+			ProjectID uuid.UUID   `json:"project_id"`
+			Kind      string      `json:"kind"`
+			Enabled   bool        `json:"enabled"`
+			Dests     []uuid.UUID `json:"destination_ids"`
+		} `json:"rules"`
+	}
+	if err := json.Unmarshal([]byte(raw), &snap); err != nil {
+		return nil, fmt.Errorf("alerts: decode destinations and rules: %w", err)
+	}
+	o = &orgRules{read: time.Now(), dests: snap.Dests, rules: map[uuid.UUID]map[string]Rule{}}
+	for _, r := range snap.Rules {
+		if o.rules[r.ProjectID] == nil {
+			o.rules[r.ProjectID] = map[string]Rule{}
 		}
-		if err := a.s.DB.NewRaw(`SELECT r.project_id, r.kind, r.enabled, r.destination_ids FROM alert_rules r
-			JOIN projects p ON p.id = r.project_id WHERE p.org_id = ?`, orgID).Scan(ctx, &rows); err != nil {
-			return nil, fmt.Errorf("alerts: read rules: %w", err)
-		}
-		for _, r := range rows {
-			if o.rules[r.ProjectID] == nil {
-				o.rules[r.ProjectID] = map[string]Rule{}
-			}
-			o.rules[r.ProjectID][r.Kind] = Rule{Kind: r.Kind, Enabled: r.Enabled, Destinations: r.Dests}
-		}
+		o.rules[r.ProjectID][r.Kind] = Rule{Kind: r.Kind, Enabled: r.Enabled, Destinations: r.Dests}
 	}
 	a.mu.Lock()
 	a.cache[orgID] = o
 	a.mu.Unlock()
 	return o, nil
+}
+
+// poolRead reads on the pool (callers that hold no connection).
+func (a *Service) poolRead(ctx context.Context, q string, args ...any) (v string, err error) {
+	err = a.s.DB.DB.QueryRowContext(ctx, q, args...).Scan(&v)
+	return v, err
 }
 
 // rule is a project's rule of kind, the default when none is stored.
@@ -101,10 +117,10 @@ func (o *orgRules) to(r Rule) []uuid.UUID {
 
 // Jobs is the base's hook: a delivery job per (cause, destination) its rule
 // names. Without destinations it costs one map lookup (after the first read).
-func (a *Service) Jobs(ctx context.Context, causes []domain.AlertCause) ([]river.InsertManyParams, error) {
+func (a *Service) Jobs(ctx context.Context, read domain.AlertRead, causes []domain.AlertCause) ([]river.InsertManyParams, error) {
 	var out []river.InsertManyParams
 	for _, c := range causes {
-		o, err := a.rulesOf(ctx, c.OrgID)
+		o, err := a.rulesOf(ctx, read, c.OrgID)
 		if err != nil {
 			return nil, err
 		}
@@ -135,7 +151,7 @@ func (a *Service) Rules(ctx context.Context, p *domain.Principal, projectID uuid
 // readRules reads afresh (pages and the API show the truth).
 func (a *Service) readRules(ctx context.Context, orgID uuid.UUID) (*orgRules, error) {
 	a.forget(orgID)
-	return a.rulesOf(ctx, orgID)
+	return a.rulesOf(ctx, a.poolRead, orgID)
 }
 
 func (a *Service) ownProject(ctx context.Context, p *domain.Principal, projectID uuid.UUID) error {
@@ -215,7 +231,11 @@ func (a *Service) runTerminal(ctx context.Context, tx bun.Tx, r *domain.Run) err
 	if r.State != domain.StateFailed && r.State != domain.StatePassed {
 		return nil
 	}
-	o, err := a.rulesOf(ctx, r.OrgID)
+	read := func(ctx context.Context, q string, args ...any) (v string, err error) {
+		err = tx.Tx.QueryRowContext(ctx, q, args...).Scan(&v)
+		return v, err
+	}
+	o, err := a.rulesOf(ctx, read, r.OrgID)
 	if err != nil || len(o.dests) == 0 {
 		return err
 	}
