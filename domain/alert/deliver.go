@@ -41,28 +41,39 @@ func Backoff(attempt int) time.Duration {
 }
 
 type dest struct {
-	ID        uuid.UUID `bun:"id"`
-	OrgID     uuid.UUID `bun:"org_id"`
-	Name      string    `bun:"name"`
-	Kind      string    `bun:"kind"`
-	URLEnc    string    `bun:"url_enc"`
-	SecretEnc string    `bun:"secret_enc"`
+	ID          uuid.UUID  `bun:"id"`
+	OrgID       uuid.UUID  `bun:"org_id"`
+	Name        string     `bun:"name"`
+	Kind        string     `bun:"kind"`
+	URLEnc      string     `bun:"url_enc"`
+	SecretEnc   string     `bun:"secret_enc"`
+	OrgSlug     string     `bun:"org_slug"`
+	OrgName     string     `bun:"org_name"`
+	ProjectID   *uuid.UUID `bun:"project_id"`
+	ProjectSlug string     `bun:"project_slug"`
+	ProjectName string     `bun:"project_name"`
 }
+
+// destSQL reads a destination with its organisation and, when the alert
+// has one, its project (of the same organisation), in one query.
+const destSQL = `SELECT d.id, d.org_id, d.name, d.kind, d.url_enc, d.secret_enc, o.slug AS org_slug, o.name AS org_name,
+	p.id AS project_id, COALESCE(p.slug, '') AS project_slug, COALESCE(p.name, '') AS project_name
+	FROM alert_destinations d JOIN organizations o ON o.id = d.org_id
+	LEFT JOIN projects p ON p.id = ? AND p.org_id = d.org_id
+	WHERE d.id = ?`
 
 // Deliver makes one attempt at one alert: created is when the alert was
 // enqueued (retries end 24 h later), attempt counts from 1.
 func (a *Service) Deliver(ctx context.Context, args DeliverArgs, attempt int, created time.Time) Outcome {
-	var d dest
 	var ds []dest
-	if err := a.s.DB.NewRaw(`SELECT id, org_id, name, kind, url_enc, secret_enc FROM alert_destinations WHERE id = ? AND org_id = ?`,
-		args.DestinationID, args.OrgID).Scan(ctx, &ds); err != nil {
+	if err := a.s.DB.NewRaw(destSQL, args.ProjectID, args.DestinationID).Scan(ctx, &ds); err != nil {
 		return Outcome{Retry: fmt.Errorf("read destination: %w", err)}
 	}
-	if len(ds) == 0 {
+	if len(ds) == 0 || ds[0].OrgID != args.OrgID {
 		return Outcome{Done: true} // deleted meanwhile
 	}
-	d = ds[0]
-	body, text, err := a.message(ctx, args)
+	d := ds[0]
+	body, text, err := a.message(ctx, args, d)
 	if errors.Is(err, errGone) {
 		return Outcome{Done: true}
 	}
@@ -89,29 +100,52 @@ func (a *Service) Deliver(ctx context.Context, args DeliverArgs, attempt int, cr
 // minute's digest instead.
 func (a *Service) reserve(ctx context.Context, d dest, args DeliverArgs, attempt int) (int64, bool, error) {
 	var id int64
+	if attempt > 1 || args.Alert == KindTest {
+		err := a.s.DB.NewRaw(insertSendingSQL, d.ID, args.MessageID, args.Alert, attempt, a.Now()).Scan(ctx, &id)
+		if err != nil {
+			return 0, false, fmt.Errorf("alerts: log delivery: %w", err)
+		}
+		return id, false, nil
+	}
+	// Far below the bound, one statement counts and logs: concurrent
+	// workers can overshoot the count by at most their number, well within
+	// the margin. Near the bound, the destination's row lock makes them
+	// count one after the other.
+	var res struct {
+		ID int64 `bun:"id"`
+		N  int   `bun:"n"`
+	}
+	if err := a.s.DB.NewRaw(`WITH c AS (SELECT count(DISTINCT message_id) AS n FROM alert_deliveries WHERE destination_id = ?
+			AND created_at > ? AND status IN ('sending', 'delivered', 'failed', 'digested')),
+		ins AS (INSERT INTO alert_deliveries (destination_id, message_id, kind, status, attempt, created_at)
+			SELECT ?, ?, ?, 'sending', 1, ? FROM c WHERE c.n + ? < ? RETURNING id)
+		SELECT COALESCE((SELECT id FROM ins), 0) AS id, (SELECT n FROM c) AS n`,
+		d.ID, a.Now().Add(-time.Minute), d.ID, args.MessageID, args.Alert, a.Now(), reserveMargin, a.PerMinute).Scan(ctx, &res); err != nil {
+		return 0, false, fmt.Errorf("alerts: log delivery: %w", err)
+	}
+	if res.ID != 0 {
+		return res.ID, false, nil
+	}
 	folded := false
 	err := a.s.DB.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
 		if _, err := tx.NewRaw(`SELECT 1 FROM alert_destinations WHERE id = ? FOR UPDATE`, d.ID).Exec(ctx); err != nil {
 			return err
 		}
-		if attempt == 1 && args.Alert != KindTest {
-			var n int
-			if err := tx.NewRaw(`SELECT count(DISTINCT message_id) FROM alert_deliveries WHERE destination_id = ? AND created_at > ?
-				AND status IN ('sending', 'delivered', 'failed', 'digested')`, d.ID, a.Now().Add(-time.Minute)).Scan(ctx, &n); err != nil {
+		var n int
+		if err := tx.NewRaw(`SELECT count(DISTINCT message_id) FROM alert_deliveries WHERE destination_id = ? AND created_at > ?
+			AND status IN ('sending', 'delivered', 'failed', 'digested')`, d.ID, a.Now().Add(-time.Minute)).Scan(ctx, &n); err != nil {
+			return err
+		}
+		if n >= a.PerMinute {
+			folded = true
+			if _, err := tx.NewRaw(`INSERT INTO alert_deliveries (destination_id, message_id, kind, status, created_at)
+				VALUES (?, ?, ?, 'folded', ?)`, d.ID, args.MessageID, args.Alert, a.Now()).Exec(ctx); err != nil {
 				return err
 			}
-			if n >= a.PerMinute {
-				folded = true
-				if _, err := tx.NewRaw(`INSERT INTO alert_deliveries (destination_id, message_id, kind, status, created_at)
-					VALUES (?, ?, ?, 'folded', ?)`, d.ID, args.MessageID, args.Alert, a.Now()).Exec(ctx); err != nil {
-					return err
-				}
-				return a.s.EnqueueJobsTx(ctx, tx, []river.InsertManyParams{{Args: DigestArgs{DestinationID: d.ID},
-					InsertOpts: &river.InsertOpts{ScheduledAt: a.Now().Add(time.Minute)}}})
-			}
+			return a.s.EnqueueJobsTx(ctx, tx, []river.InsertManyParams{{Args: DigestArgs{DestinationID: d.ID},
+				InsertOpts: &river.InsertOpts{ScheduledAt: a.Now().Add(time.Minute)}}})
 		}
-		return tx.NewRaw(`INSERT INTO alert_deliveries (destination_id, message_id, kind, status, attempt, created_at)
-			VALUES (?, ?, ?, 'sending', ?, ?) RETURNING id`, d.ID, args.MessageID, args.Alert, attempt, a.Now()).Scan(ctx, &id)
+		return tx.NewRaw(insertSendingSQL, d.ID, args.MessageID, args.Alert, attempt, a.Now()).Scan(ctx, &id)
 	})
 	if err != nil {
 		return 0, false, fmt.Errorf("alerts: log delivery: %w", err)
@@ -119,11 +153,17 @@ func (a *Service) reserve(ctx context.Context, d dest, args DeliverArgs, attempt
 	return id, folded, nil
 }
 
+// reserveMargin is how far below the bound a delivery logs itself without
+// taking the destination's lock.
+const reserveMargin = 50
+
+const insertSendingSQL = `INSERT INTO alert_deliveries (destination_id, message_id, kind, status, attempt, created_at)
+	VALUES (?, ?, ?, 'sending', ?, ?) RETURNING id`
+
 // Digest sends "and N more" for the alerts folded for a destination.
 func (a *Service) Digest(ctx context.Context, destinationID uuid.UUID, attempt int, created time.Time) Outcome {
 	var ds []dest
-	if err := a.s.DB.NewRaw(`SELECT id, org_id, name, kind, url_enc, secret_enc FROM alert_destinations WHERE id = ?`,
-		destinationID).Scan(ctx, &ds); err != nil {
+	if err := a.s.DB.NewRaw(destSQL, uuid.Nil, destinationID).Scan(ctx, &ds); err != nil {
 		return Outcome{Retry: err}
 	}
 	if len(ds) == 0 {
@@ -260,16 +300,13 @@ func (a *Service) finishLog(ctx context.Context, d dest, logID int64, code, lat 
 	if lat != 0 || code != 0 {
 		latP = &lat
 	}
-	if _, err := a.s.DB.NewRaw(`UPDATE alert_deliveries SET status = ?, status_code = ?, latency_ms = ?, error = ? WHERE id = ?`,
-		status, codeP, latP, msg, logID).Exec(ctx); err != nil {
-		a.s.Log.Warn("alerts: log delivery", "destination", d.ID, "error", err)
-	}
-	q := `UPDATE alert_destinations SET failing_since = COALESCE(failing_since, ?) WHERE id = ?`
+	health := `UPDATE alert_destinations SET failing_since = COALESCE(failing_since, ?) WHERE id = ?`
 	if o.Done {
-		q = `UPDATE alert_destinations SET failing_since = NULL, last_success = ? WHERE id = ?`
+		health = `UPDATE alert_destinations SET failing_since = NULL, last_success = ? WHERE id = ?`
 	}
-	if _, err := a.s.DB.NewRaw(q, a.Now(), d.ID).Exec(ctx); err != nil {
-		a.s.Log.Warn("alerts: destination health", "destination", d.ID, "error", err)
+	if _, err := a.s.DB.NewRaw(`WITH l AS (UPDATE alert_deliveries SET status = ?, status_code = ?, latency_ms = ?, error = ? WHERE id = ?)
+		`+health, status, codeP, latP, msg, logID, a.Now(), d.ID).Exec(ctx); err != nil {
+		a.s.Log.Warn("alerts: log delivery", "destination", d.ID, "error", err)
 	}
 	return o
 }

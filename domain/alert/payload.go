@@ -77,27 +77,17 @@ var summaries = map[string]string{
 
 // message builds the webhook body and the chat text of args, from the
 // rows as they are now.
-func (a *Service) message(ctx context.Context, args DeliverArgs) ([]byte, string, error) {
+func (a *Service) message(ctx context.Context, args DeliverArgs, d dest) ([]byte, string, error) {
 	m := Message{Type: args.Alert, ID: args.MessageID, Timestamp: a.Now(), Data: Data{Summary: summaries[args.Alert]}}
-	var orgs []Ref
-	if err := a.s.DB.NewRaw(`SELECT id, slug, name FROM organizations WHERE id = ?`, args.OrgID).Scan(ctx, &orgs); err != nil {
-		return nil, "", fmt.Errorf("alerts: read organisation: %w", err)
-	}
-	if len(orgs) == 0 {
-		return nil, "", errGone
-	}
+	orgs := []Ref{{ID: d.OrgID, Slug: d.OrgSlug, Name: d.OrgName}}
 	m.Data.Organisation = orgs[0]
 	base := strings.TrimRight(a.PublicURL, "/")
 	m.Data.URL = base + "/settings/alerts"
 	if args.ProjectID != uuid.Nil {
-		var ps []Ref
-		if err := a.s.DB.NewRaw(`SELECT id, slug, name FROM projects WHERE id = ?`, args.ProjectID).Scan(ctx, &ps); err != nil {
-			return nil, "", fmt.Errorf("alerts: read project: %w", err)
-		}
-		if len(ps) == 0 {
+		if d.ProjectID == nil {
 			return nil, "", errGone
 		}
-		m.Data.Project = &ps[0]
+		m.Data.Project = &Ref{ID: *d.ProjectID, Slug: d.ProjectSlug, Name: d.ProjectName}
 	}
 	var lines []string
 	switch {
