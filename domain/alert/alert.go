@@ -85,6 +85,11 @@ func (DigestArgs) InsertOpts() river.InsertOpts {
 // destination never holds up a run or any other job.
 const Queue = "alerts"
 
+// Workers is how many deliveries one worker process makes at once: enough
+// that a few slow destinations (10 s timeouts) do not hold the others up,
+// few enough that a burst of alerts leaves the database to the ingest.
+const Workers = 4
+
 // MaxAttempts bounds the attempts: enough for the back-off to reach the
 // end of the 24 h window, which ends them.
 const MaxAttempts = 60
