@@ -104,7 +104,7 @@ func newApp(ctx context.Context, cfg *Config, logOut io.Writer, withWorkers bool
 		log.Info("run executor ready", "executor", exec.Name(), "sandboxed", exec.Sandboxed(), "workspaces", root)
 		jobs.Register(workers, jobs.Deps{Services: a.Services, Executor: exec, WorkRoot: root, Log: log, PublicURL: cfg.PublicURL})
 		rcfg.Workers = workers
-		rcfg.Queues = map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: 10}, domain.RunsQueue: {MaxWorkers: cfg.RunConcurrency}, alert.Queue: {MaxWorkers: alert.Workers}}
+		rcfg.Queues = map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: 10}, domain.RunsQueue: {MaxWorkers: cfg.RunConcurrency}, alert.Queue: alert.QueueConfig}
 		rcfg.PeriodicJobs = jobs.Periodic(cfg.HeartbeatTimeout)
 		a.sweeper = jobs.NewLostRunnerSweeper(a.Queue, log)
 	}

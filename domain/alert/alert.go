@@ -85,10 +85,11 @@ func (DigestArgs) InsertOpts() river.InsertOpts {
 // destination never holds up a run or any other job.
 const Queue = "alerts"
 
-// Workers is how many deliveries one worker process makes at once: enough
-// that a few slow destinations (10 s timeouts) do not hold the others up,
-// few enough that a burst of alerts leaves the database to the ingest.
-const Workers = 4
+// QueueConfig is the alerts queue of a worker process: ten deliveries at
+// once, so that a few slow destinations (10 s timeouts) do not hold the
+// others up, fetched at most five times a second, so that a burst of
+// alerts (at most 50/s per process) leaves the database to the ingest.
+var QueueConfig = river.QueueConfig{MaxWorkers: 10, FetchCooldown: 200 * time.Millisecond, FetchPollInterval: time.Second}
 
 // MaxAttempts bounds the attempts: enough for the back-off to reach the
 // end of the 24 h window, which ends them.
