@@ -51,6 +51,12 @@ func setup(t *testing.T) *testBundle {
 		t.Fatal(err)
 	}
 	sv.Store.UseJobs(client)
+	sv.Start(ctx)
+	t.Cleanup(func() {
+		if err := sv.Stop(context.Background()); err != nil {
+			t.Errorf("stop the services: %v", err)
+		}
+	})
 	b := &testBundle{db: d, sv: sv, alerts: alert.For(sv, "http://anvil.test")}
 	res, err := sv.Accounts.Bootstrap(ctx, "acme", "owner@acme.test", "correct horse battery")
 	if err != nil {
