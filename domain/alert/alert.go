@@ -61,7 +61,8 @@ const StormWindow = 10 * time.Minute
 // RetryFor is how long a delivery is retried.
 const RetryFor = 24 * time.Hour
 
-// InsertOpts: the alerts queue, a day of retries, unique per storm window.
+// InsertOpts puts deliveries on the alerts queue, with a day of retries,
+// unique per storm window.
 func (DeliverArgs) InsertOpts() river.InsertOpts {
 	return river.InsertOpts{Queue: Queue, MaxAttempts: MaxAttempts,
 		UniqueOpts: river.UniqueOpts{ByArgs: true, ByPeriod: StormWindow}}
@@ -76,7 +77,7 @@ type DigestArgs struct {
 // Kind is River's job kind.
 func (DigestArgs) Kind() string { return "alert_digest" }
 
-// InsertOpts: one digest per destination per minute.
+// InsertOpts makes one digest per destination per minute.
 func (DigestArgs) InsertOpts() river.InsertOpts {
 	return river.InsertOpts{Queue: Queue, MaxAttempts: MaxAttempts, UniqueOpts: river.UniqueOpts{ByArgs: true, ByPeriod: time.Minute}}
 }

@@ -91,7 +91,7 @@ func (a *Service) Deliver(ctx context.Context, args DeliverArgs, attempt int, cr
 	if d.Kind == KindSlack {
 		payload, _ = json.Marshal(map[string]string{"text": text})
 	}
-	return a.send(ctx, d, logID, args.MessageID, payload, attempt, created)
+	return a.send(ctx, d, logID, args.MessageID, payload, created)
 }
 
 // reserve takes a place in the destination's minute (under its row lock,
@@ -197,7 +197,7 @@ func (a *Service) Digest(ctx context.Context, destinationID uuid.UUID, attempt i
 	if d.Kind == KindSlack {
 		body, _ = json.Marshal(map[string]string{"text": text})
 	}
-	return a.send(ctx, d, logID, msg, body, attempt, created)
+	return a.send(ctx, d, logID, msg, body, created)
 }
 
 // Sign is the Standard Webhooks signature of body: v1,<base64 HMAC-SHA256
@@ -214,7 +214,7 @@ func Sign(secret, msgID string, ts time.Time, body []byte) (string, error) {
 }
 
 // send posts payload and logs the answer on the log row.
-func (a *Service) send(ctx context.Context, d dest, logID int64, msgID string, payload []byte, attempt int, created time.Time) Outcome {
+func (a *Service) send(ctx context.Context, d dest, logID int64, msgID string, payload []byte, created time.Time) Outcome {
 	url, err := a.s.Keys.Open(d.URLEnc, aad(d.ID, "url"))
 	if err != nil {
 		return a.finishLog(ctx, d, logID, 0, 0, "cannot decrypt the destination's url", Outcome{Stop: err}, created)
