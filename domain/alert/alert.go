@@ -130,7 +130,7 @@ func For(sv *domain.Services, publicURL string) *Service {
 		return a
 	}
 	a := &Service{s: sv.Store, PublicURL: publicURL, Now: sv.Store.Now, TTL: 5 * time.Second, PerMinute: PerMinute,
-		HTTP: &http.Client{Timeout: 10 * time.Second}, cache: map[uuid.UUID]*orgRules{}}
+		HTTP: newHTTPClient(), cache: map[uuid.UUID]*orgRules{}}
 	services[sv.Store] = a
 	sv.Store.UseAlerts(a)
 	if sv.Store.Pool != nil {
@@ -416,4 +416,13 @@ type fastInserter struct{ c *river.Client[pgx.Tx] }
 func (f fastInserter) InsertManyTx(ctx context.Context, tx pgx.Tx, params []river.InsertManyParams) error {
 	_, err := f.c.InsertManyTx(ctx, tx, params)
 	return err
+}
+
+// newHTTPClient keeps a connection per concurrent delivery open to each
+// destination (Go keeps two per host by default, so a burst would dial a
+// new connection for most deliveries), and bounds an attempt to 10 s.
+func newHTTPClient() *http.Client {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.MaxIdleConnsPerHost = QueueConfig.MaxWorkers
+	return &http.Client{Timeout: 10 * time.Second, Transport: t}
 }
