@@ -10,6 +10,7 @@ import (
 	"github.com/riverqueue/river"
 
 	"anvil/domain"
+	"anvil/domain/alert"
 	"anvil/jobs/sandbox"
 )
 
@@ -23,6 +24,8 @@ type Deps struct {
 	Limits   sandbox.Limits // of every run's command (zero: sandbox.DefaultLimits)
 	WorkRoot string
 	Log      *slog.Logger
+	// PublicURL is the cockpit's address, for the links in alerts.
+	PublicURL string
 }
 
 // Register adds every worker to the bundle; repair runs are handled by
@@ -39,6 +42,9 @@ func Register(w *river.Workers, d Deps) {
 	river.AddWorker(w, &RefreshCardAgainWorker{cards: d.Cards})
 	river.AddWorker(w, &DispatchRepairWorker{incidents: d.Incidents})
 	river.AddWorker(w, &CardSweepWorker{cards: d.Cards, log: d.Log})
+	alerts := alert.For(d.Services, d.PublicURL)
+	river.AddWorker(w, &DeliverAlertWorker{alerts: alerts})
+	river.AddWorker(w, &AlertDigestWorker{alerts: alerts})
 	river.AddWorker(w, &ExecuteRunWorker{Queue: d.Queue, Projects: d.Projects, Logs: d.Logs, Hub: d.Hub,
 		Executor: d.Executor, Git: d.Git, Limits: d.Limits, WorkRoot: d.WorkRoot, Repair: NewRepair(d.Incidents, d.Projects, d.Git.Policy), Log: d.Log,
 		Heartbeat: heartbeatInterval(d.Queue.HeartbeatTimeout()), ID: ExecutorID()})
