@@ -21,6 +21,7 @@ import (
 	"anvil/db"
 	"anvil/domain"
 	"anvil/domain/alert"
+	"anvil/domain/forgestatus"
 	"anvil/domain/repourl"
 	"anvil/domain/secret"
 	"anvil/jobs"
@@ -90,11 +91,13 @@ func newApp(ctx context.Context, cfg *Config, logOut io.Writer, withWorkers bool
 	policy := repourl.Policy{AllowLocal: cfg.CheckoutAllowLocal}
 	git, gitErr := sandbox.NewGit(cfg.Sandbox != "process", policy)
 	opts := domain.Options{HeartbeatTimeout: cfg.HeartbeatTimeout, LogMaxBytes: cfg.LogMaxBytes, CheckoutPolicy: policy}
+	var gitHead forgestatus.GitHead
 	if gitErr == nil {
-		opts.ProbeRepo = git.Probe
+		opts.ProbeRepo, gitHead = git.Probe, git.Head
 	} else if !withWorkers {
 		log.Warn("repositories are not probed at save: git cannot be confined here", "error", gitErr)
 	}
+	opts.LatestCommit = forgestatus.LatestCommit(&http.Client{Timeout: 30 * time.Second}, gitHead)
 	if cfg.CheckoutAllowLocal {
 		log.Warn("local checkouts are allowed (ANVIL_CHECKOUT_ALLOW_LOCAL=true): projects may read this machine's repositories and private network")
 	}
@@ -123,7 +126,8 @@ func newApp(ctx context.Context, cfg *Config, logOut io.Writer, withWorkers bool
 		limits.TmpBytes = uint64(cfg.SandboxTmpMax)
 		log.Info("run executor ready", "executor", exec.Name(), "sandboxed", exec.Sandboxed(), "checkout_confined", git.Confined(),
 			"checkout_allow_local", cfg.CheckoutAllowLocal, "tmp_max", cfg.SandboxTmpMax, "workspaces", root)
-		jobs.Register(workers, jobs.Deps{Services: a.Services, Executor: exec, Git: git, Limits: limits, WorkRoot: root, Log: log, PublicURL: cfg.PublicURL})
+		jobs.Register(workers, jobs.Deps{Services: a.Services, Executor: exec, Git: git, Limits: limits, WorkRoot: root, Log: log, PublicURL: cfg.PublicURL,
+			Reporter: forgestatus.NewReporter(a.Store, a.Projects, cfg.PublicURL)})
 		rcfg.Workers = workers
 		rcfg.Queues = map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: 10}, domain.RunsQueue: {MaxWorkers: cfg.RunConcurrency}, alert.Queue: alert.QueueConfig}
 		rcfg.PeriodicJobs = jobs.Periodic(cfg.HeartbeatTimeout)

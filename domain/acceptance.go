@@ -68,7 +68,7 @@ type rowSource interface {
 
 // lockProjectsSQL locks a group's projects ($1) in id order, reading what
 // its decisions need.
-const lockProjectsSQL = `SELECT id, org_id, default_branch FROM projects WHERE id = ANY($1::uuid[]) ORDER BY id FOR UPDATE`
+const lockProjectsSQL = `SELECT id, org_id, default_branch, provider FROM projects WHERE id = ANY($1::uuid[]) ORDER BY id FOR UPDATE`
 
 // queueStateSQL reads the queue state of locked projects ($1).
 const queueStateSQL = `SELECT project_id, count(*) FILTER (WHERE position IS NOT NULL) AS queued,
@@ -148,7 +148,7 @@ func (q *Queue) admit(p *Project, st *queueState, spec AcceptSpec, now time.Time
 // at once, then one statement for the runs and their queued run_index rows
 // (a new run_id cannot conflict).
 // Live events go out after the commit.
-func (q *Queue) insertRuns(ctx context.Context, tx bun.Tx, runs []*Run) error {
+func (q *Queue) insertRuns(ctx context.Context, tx bun.Tx, runs []*Run, projects map[uuid.UUID]*Project) error {
 	if len(runs) == 0 {
 		return nil
 	}
@@ -178,6 +178,9 @@ func (q *Queue) insertRuns(ctx context.Context, tx bun.Tx, runs []*Run) error {
 	ins := insertRunsStmt(runs)
 	if _, err := tx.Tx.ExecContext(ctx, ins.sql, ins.args...); err != nil {
 		return fmt.Errorf("insert runs: %w", err)
+	}
+	if err := q.enqueueStatusesTx(ctx, tx, runs, projects); err != nil {
+		return err
 	}
 	return q.publishRuns(ctx, tx, runs)
 }
@@ -257,7 +260,7 @@ func (q *Queue) acceptTx(ctx context.Context, tx bun.Tx, p *Project, spec Accept
 	if err != nil {
 		return nil, err
 	}
-	if err := q.insertRuns(ctx, tx, []*Run{r}); err != nil {
+	if err := q.insertRuns(ctx, tx, []*Run{r}, map[uuid.UUID]*Project{p.ID: p}); err != nil {
 		return nil, err
 	}
 	return r, q.healQueues(ctx, tx, []*Project{p}, states)
@@ -370,7 +373,7 @@ func (q *Queue) tryGroup(group []*acceptJob) error {
 		}
 		now := q.s.Now()
 		runs := q.decideGroup(group, byID, states, ledger, now, pos)
-		if err := q.insertRuns(ctx, tx, runs); err != nil {
+		if err := q.insertRuns(ctx, tx, runs, byID); err != nil {
 			return err
 		}
 		if err := ledger.record(ctx, tx, now); err != nil {

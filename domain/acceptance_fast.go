@@ -64,7 +64,9 @@ func (q *Queue) tryGroupFast(ctx context.Context, group []*acceptJob) error {
 	now := q.s.Now()
 	runs := q.decideGroup(group, byID, states, lq.entries, now, pos)
 	for _, r := range runs {
-		if r.State == StateExecutable {
+		// A run promoted at once, or one whose commit status is reported
+		// (a River job), needs River's transactional insert.
+		if r.State == StateExecutable || (r.CommitSHA != nil && byID[r.ProjectID] != nil && byID[r.ProjectID].Provider != "") {
 			return q.abandon(ctx, c, group)
 		}
 	}
@@ -105,7 +107,7 @@ func scanLockedProjects(rows rowSource) (map[uuid.UUID]*Project, error) {
 	out := map[uuid.UUID]*Project{}
 	for rows.Next() {
 		p := new(Project)
-		if err := rows.Scan(&p.ID, &p.OrgID, &p.DefaultBranch); err != nil {
+		if err := rows.Scan(&p.ID, &p.OrgID, &p.DefaultBranch, &p.Provider); err != nil {
 			return nil, fmt.Errorf("lock projects: %w", err)
 		}
 		out[p.ID] = p

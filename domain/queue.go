@@ -74,6 +74,7 @@ type Queue struct {
 	comb             *groupcommit.Combiner[*acceptJob]
 	heartbeatTimeout time.Duration
 	hooks            []TerminalHook
+	latest           LatestResolver
 }
 
 // TerminalHook is called inside the transaction that terminalizes a run
@@ -150,6 +151,9 @@ func (q *Queue) changed(ctx context.Context, tx bun.Tx, r *Run, cols ...string) 
 		return fmt.Errorf("update run %s: %w", r.ID, err)
 	}
 	if err := q.s.insertJob(ctx, tx, ReconcileRunArgs{RunID: r.ID, Target: next}); err != nil {
+		return err
+	}
+	if err := q.enqueueStatusTx(ctx, tx, r); err != nil {
 		return err
 	}
 	return q.publish(ctx, tx, r)
@@ -372,7 +376,7 @@ func (q *Queue) terminalizeTx(ctx context.Context, tx bun.Tx, p *Project, r *Run
 		reason := rep.FailureReason
 		r.FailureReason = &reason
 	}
-	if err := q.changed(ctx, tx, r, "state", "position", "finished_at", "exit_code", "failure_reason"); err != nil {
+	if err := q.changed(ctx, tx, r, "state", "position", "finished_at", "exit_code", "failure_reason", "canceled_by"); err != nil {
 		return err
 	}
 	for _, h := range q.hooks {
@@ -397,10 +401,11 @@ func (q *Queue) RequestCancel(ctx context.Context, pr *Principal, runID uuid.UUI
 		out = r
 		switch r.State {
 		case StatePending, StateExecutable:
+			r.CanceledBy = &pr.UserID
 			return q.terminalizeTx(ctx, tx, p, r, TerminalReport{State: StateCanceled, FailureReason: "canceled_while_queued"})
 		case StateStarting, StateRunning:
-			r.State = StateCancelRequested
-			return q.changed(ctx, tx, r, "state")
+			r.State, r.CanceledBy = StateCancelRequested, &pr.UserID
+			return q.changed(ctx, tx, r, "state", "canceled_by")
 		case StateCancelRequested, StateCanceling:
 			return nil
 		}

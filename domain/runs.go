@@ -39,6 +39,9 @@ const (
 	TriggerManual  = "manual"
 	TriggerWebhook = "webhook"
 	TriggerRepair  = "repair"
+	// TriggerPullRequest: a pull or merge request from a branch of the
+	// project's own repository, pinned to its head commit.
+	TriggerPullRequest = "pull_request"
 )
 
 // Failure reasons.
@@ -116,6 +119,7 @@ type Run struct {
 	Provider      *string    `bun:"provider"`
 	DeliveryID    *string    `bun:"delivery_id"`
 	IncidentID    *uuid.UUID `bun:"incident_id,type:uuid"`
+	CanceledBy    *uuid.UUID `bun:"canceled_by,type:uuid"`
 	JobID         *int64     `bun:"job_id"`
 	Executor      *string    `bun:"executor"`
 	Sandboxed     *bool      `bun:"sandboxed"`

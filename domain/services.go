@@ -39,6 +39,9 @@ type Options struct {
 	CheckoutPolicy repourl.Policy
 	// ProbeRepo, when set, checks at save that a repository answers.
 	ProbeRepo RepoProber
+	// LatestCommit, when set, resolves a default branch's head for "run
+	// the latest commit".
+	LatestCommit LatestResolver
 }
 
 // NewServices wires the services. pool serves the live-events listener;
@@ -50,6 +53,7 @@ func NewServices(bdb *bun.DB, pool *pgxpool.Pool, keys *secret.Keyring, log *slo
 	sv := &Services{Store: s, Accounts: NewAccounts(s), Projects: NewProjects(s), Queue: NewQueue(s, o.HeartbeatTimeout),
 		Logs: NewLogs(s, o.LogMaxBytes), Hub: NewHub(pool, s.Log), Feed: NewFeed(s), Cards: NewCards(s), Audit: NewAudit(s)}
 	sv.Projects.SetCheckout(o.CheckoutPolicy, o.ProbeRepo)
+	sv.Queue.SetLatestResolver(o.LatestCommit)
 	sv.Webhooks = NewWebhooks(s, sv.Queue)
 	sv.Incidents = NewIncidents(s, sv.Queue)
 	sv.Feed.OnQueued = sv.Incidents.RequestRepairs

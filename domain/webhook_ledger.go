@@ -186,7 +186,11 @@ func (q *Queue) decideDelivery(j *acceptJob, p *Project, st *queueState, l group
 			return nil
 		}
 		sha, prov, id := pl.CommitSHA, string(d.provider), pl.DeliveryID
-		r, err := q.admit(p, st, AcceptSpec{Trigger: TriggerWebhook, Branch: pl.Branch,
+		trigger := TriggerWebhook
+		if pl.Kind == forge.KindPullRequest {
+			trigger = TriggerPullRequest
+		}
+		r, err := q.admit(p, st, AcceptSpec{Trigger: trigger, Branch: pl.Branch,
 			CommitSHA: &sha, Provider: &prov, DeliveryID: &id}, now, pos)
 		switch {
 		case err == nil:
@@ -213,7 +217,7 @@ func (q *Queue) decideDelivery(j *acceptJob, p *Project, st *queueState, l group
 	e.attempts++
 	e.row = &Delivery{ProjectID: j.projectID, Provider: string(d.provider), DeliveryID: pl.DeliveryID, Outcome: string(outcome),
 		Event: pl.Event, Kind: string(pl.Kind), Ref: pl.Ref, Branch: branch, CommitSHA: pl.CommitSHA,
-		RunID: d.res.RunID, ReceivedAt: e.receivedAt}
+		RunID: d.res.RunID, ReceivedAt: e.receivedAt, Reason: forge.IgnoredReason(pl, p.DefaultBranch)}
 	return run
 }
 
@@ -254,12 +258,13 @@ const (
 		USING unnest($1::uuid[], $2::text[], $3::text[]) AS u(p, pr, id)
 		WHERE d.project_id = u.p AND d.provider = u.pr AND d.delivery_id = u.id`
 	upsertDeliveriesSQL = `INSERT INTO project_webhook_deliveries AS d
-			(project_id, provider, delivery_id, outcome, event, kind, ref, branch, commit_sha, run_id, received_at, updated_at, attempts)
-		SELECT u.p, u.pr, u.id, u.o, u.ev, u.k, u.ref, u.b, u.sha, u.run, u.recv, $1, u.n
+			(project_id, provider, delivery_id, outcome, event, kind, ref, branch, commit_sha, run_id, received_at, updated_at, attempts, reason)
+		SELECT u.p, u.pr, u.id, u.o, u.ev, u.k, u.ref, u.b, u.sha, u.run, u.recv, $1, u.n, u.why
 		FROM unnest($2::uuid[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[], $10::text[],
-			$11::uuid[], $12::timestamptz[], $13::int[]) AS u(p, pr, id, o, ev, k, ref, b, sha, run, recv, n)
+			$11::uuid[], $12::timestamptz[], $13::int[], $14::text[]) AS u(p, pr, id, o, ev, k, ref, b, sha, run, recv, n, why)
 		ON CONFLICT (project_id, provider, delivery_id) DO UPDATE
 		SET outcome = CASE WHEN d.outcome = 'queue_full' THEN EXCLUDED.outcome ELSE d.outcome END,
+			reason = CASE WHEN d.outcome = 'queue_full' THEN EXCLUDED.reason ELSE d.reason END,
 			run_id = CASE WHEN d.outcome = 'queue_full' THEN EXCLUDED.run_id ELSE d.run_id END,
 			updated_at = EXCLUDED.updated_at, attempts = d.attempts + EXCLUDED.attempts`
 	countAttemptsSQL = `UPDATE project_webhook_deliveries d SET attempts = d.attempts + u.n, updated_at = $1
@@ -288,6 +293,7 @@ func (l groupLedger) recordStmts(now time.Time) []stmt {
 			providers, ids, outcomes            = make([]string, n), make([]string, n), make([]string, n)
 			events, kinds, refs, branches, shas = make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
 			received                            = make([]time.Time, n)
+			reasons                             = make([]string, n)
 			attempts                            = make([]int32, n)
 		)
 		for i, k := range decided {
@@ -296,10 +302,10 @@ func (l groupLedger) recordStmts(now time.Time) []stmt {
 			projects[i], providers[i], ids[i], outcomes[i] = pgUUID(d.ProjectID), d.Provider, d.DeliveryID, d.Outcome
 			events[i], kinds[i], refs[i], branches[i], shas[i] = d.Event, d.Kind, d.Ref, d.Branch, d.CommitSHA
 			runs[i] = pgUUIDPtr(d.RunID)
-			received[i], attempts[i] = d.ReceivedAt, int32(e.attempts)
+			received[i], attempts[i], reasons[i] = d.ReceivedAt, int32(e.attempts), d.Reason
 		}
 		out = append(out, stmt{upsertDeliveriesSQL, []any{now, projects, providers, ids, outcomes, events, kinds, refs, branches, shas,
-			runs, received, attempts}})
+			runs, received, attempts, reasons}})
 	}
 	if replayed := l.sortedKeys(func(e *ledgerEntry) bool { return e.row == nil && e.attempts > 0 }); len(replayed) > 0 {
 		projects, providers, ids := keyArrays(replayed)

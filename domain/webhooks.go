@@ -590,6 +590,9 @@ type Delivery struct {
 	ReceivedAt    time.Time  `bun:"received_at" json:"received_at"`
 	UpdatedAt     time.Time  `bun:"updated_at" json:"updated_at"`
 	Attempts      int        `bun:"attempts" json:"attempts"`
+	// Reason says why a delivery was ignored where the outcome alone does
+	// not (a pull request from a fork, say).
+	Reason string `bun:"reason" json:"reason,omitempty"`
 }
 
 // DeliveryResult is what the public route answers: the stored outcome, the

@@ -11,6 +11,7 @@ import (
 
 	"anvil/domain"
 	"anvil/domain/alert"
+	"anvil/domain/forgestatus"
 	"anvil/jobs/sandbox"
 )
 
@@ -26,6 +27,9 @@ type Deps struct {
 	Log      *slog.Logger
 	// PublicURL is the cockpit's address, for the links in alerts.
 	PublicURL string
+	// Reporter posts commit statuses (default: one built on Services with
+	// no public URL, so links are relative).
+	Reporter *forgestatus.Reporter
 }
 
 // Register adds every worker to the bundle; repair runs are handled by
@@ -34,6 +38,10 @@ func Register(w *river.Workers, d Deps) {
 	if d.Log == nil {
 		d.Log = slog.Default()
 	}
+	if d.Reporter == nil {
+		d.Reporter = forgestatus.NewReporter(d.Store, d.Projects, "")
+	}
+	river.AddWorker(w, &ReportStatusWorker{reporter: d.Reporter})
 	river.AddWorker(w, &PurgeSessionsWorker{accounts: d.Accounts, log: d.Log})
 	river.AddWorker(w, &ReconcileRunWorker{queue: d.Queue})
 	river.AddWorker(w, &RunWatchdogWorker{queue: d.Queue, log: d.Log})

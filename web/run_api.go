@@ -4,6 +4,9 @@ import (
 	"net/http"
 
 	"github.com/labstack/echo/v4"
+
+	"anvil/domain"
+	"anvil/domain/forgestatus"
 )
 
 func (s *Server) apiQueue(c echo.Context) error {
@@ -25,13 +28,23 @@ func (s *Server) apiRunCreate(c echo.Context) error {
 	}
 	var in struct {
 		Branch string `json:"branch"`
+		// Ref "latest": the default branch's head now, pinned.
+		Ref string `json:"ref"`
 	}
 	if c.Request().ContentLength != 0 {
 		if err := bindJSON(c, &in); err != nil {
 			return err
 		}
 	}
-	r, err := s.Queue.AcceptManual(c.Request().Context(), principal(c), id, in.Branch)
+	var r *domain.Run
+	switch {
+	case in.Ref == "latest" && in.Branch == "":
+		r, err = s.Queue.AcceptLatest(c.Request().Context(), principal(c), id)
+	case in.Ref != "":
+		return domain.Invalid("invalid_ref", `ref must be "latest" (and comes without branch)`)
+	default:
+		r, err = s.Queue.AcceptManual(c.Request().Context(), principal(c), id, in.Branch)
+	}
 	if err != nil {
 		return err
 	}
@@ -47,7 +60,16 @@ func (s *Server) apiRunGet(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, r.View())
+	rep, err := forgestatus.Last(c.Request().Context(), s.db.Bun, r.ID)
+	if err != nil {
+		return err
+	}
+	// forge_report is the last commit status posted to the forge (null
+	// when the run has not been reported).
+	return c.JSON(http.StatusOK, struct {
+		domain.RunView
+		ForgeReport *forgestatus.Report `json:"forge_report"`
+	}{r.View(), rep})
 }
 
 func (s *Server) apiRunCancel(c echo.Context) error {

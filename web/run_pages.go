@@ -10,6 +10,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"anvil/domain"
+	"anvil/domain/forgestatus"
 	"anvil/views"
 )
 
@@ -97,7 +98,12 @@ func (s *Server) runNowSubmit(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	_, aerr := s.Queue.AcceptManual(c.Request().Context(), principal(c), id, "")
+	var aerr error
+	if c.FormValue("ref") == "latest" {
+		_, aerr = s.Queue.AcceptLatest(c.Request().Context(), principal(c), id)
+	} else {
+		_, aerr = s.Queue.AcceptManual(c.Request().Context(), principal(c), id, "")
+	}
 	var de *domain.Error
 	if aerr != nil && !errors.As(aerr, &de) {
 		return aerr
@@ -158,6 +164,11 @@ func (s *Server) runProps(c echo.Context, id uuid.UUID, withLog bool) (views.Run
 	}
 	props := views.RunProps{Page: s.page(c, "Run · "+proj.Name, "projects"), Run: runRow(r.View()), ProjectID: proj.ID.String(),
 		ProjectName: proj.Name, CanWrite: p.CanWrite(), Unsandboxed: r.Sandboxed != nil && !*r.Sandboxed}
+	rep, err := forgestatus.Last(ctx, s.db.Bun, r.ID)
+	if err != nil {
+		return views.RunProps{}, err
+	}
+	props.ForgeReport, props.ForgeReportFailed = forgeReportLine(rep)
 	if withLog {
 		chunks, err := s.Logs.Chunks(ctx, id, 0)
 		if err != nil {
@@ -191,4 +202,23 @@ func (s *Server) runPage(c echo.Context) error {
 // runLogText serves the whole log as text for people (the API has its own).
 func (s *Server) runLogText(c echo.Context) error {
 	return s.apiRunLogs(c)
+}
+
+// forgeReportLine says what the forge was last told about the run, or why
+// it could not be told and when anvil tries again.
+func forgeReportLine(rep *forgestatus.Report) (string, bool) {
+	if rep == nil {
+		return "", false
+	}
+	name := forgestatus.ProviderName(rep.Provider)
+	if rep.Error != "" {
+		line := "could not report to " + name + ": " + rep.Error
+		if rep.NextAttemptAt != nil {
+			line += " — next retry at " + rep.NextAttemptAt.UTC().Format("15:04:05") + " UTC"
+		} else {
+			line += " — not retried"
+		}
+		return line, true
+	}
+	return "reported to " + name + ": " + rep.State + " (" + rep.Description + ")", false
 }

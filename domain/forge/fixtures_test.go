@@ -75,14 +75,15 @@ func TestFixtures(t *testing.T) {
 		{"gitea_push_branch_create.json", Gitea, "push", "main", KindPush, "fdsafdsa", "28c3613ae62640216bea5e7dc71aa65356e4298b", "https://codeberg.org/meisam/woodpecktester.git", OutcomeIgnoredBranch},
 		{"gitea_delete_branch.json", Gitea, "delete", "master", KindBranchDelete, "", "", "http://try.gitea.io/gogits/hello-world.git", OutcomeIgnoredEvent},
 		{"gitea_create_tag.json", Gitea, "create", "master", KindTag, "", "599d25c67b05717269f50ac082b34f176d085179", "http://try.gitea.io/gogits/hello-world.git", OutcomeIgnoredEvent},
-		// Pull and merge requests are not runs yet: every one is another event.
-		{"github_pull_request_opened.json", GitHub, "pull_request", "master", KindOther, "", "", "https://github.com/mendersoftware/mender-docs.git", OutcomeIgnoredEvent},
-		{"github_pull_request_synchronize.json", GitHub, "pull_request", "main", KindOther, "", "", "https://github.com/suo/actions-test.git", OutcomeIgnoredEvent},
-		{"github_pull_request_fork.json", GitHub, "pull_request", "master", KindOther, "", "", "https://github.com/mendersoftware/workflows.git", OutcomeIgnoredEvent},
-		{"gitlab_merge_request_open.json", GitLab, "Merge Request Hook", "main", KindOther, "", "", "https://gitlab.com/demoaccount2-commits-group/test_ci_tmp.git", OutcomeIgnoredEvent},
-		{"gitlab_merge_request_update.json", GitLab, "Merge Request Hook", "main", KindOther, "", "", "https://gitlab.com/anbraten/woodpecker.git", OutcomeIgnoredEvent},
-		{"gitea_pull_request_opened.json", Gitea, "pull_request", "master", KindOther, "", "", "https://try.gitea.io/jcitizen/my-repo.git", OutcomeIgnoredEvent},
-		{"gitea_pull_request_synchronized.json", Gitea, "pull_request", "master", KindOther, "", "", "https://try.gitea.io/jcitizen/my-repo.git", OutcomeIgnoredEvent},
+		// Pull and merge requests from a branch of the same repository into
+		// the default branch are runs pinned to the head; a fork's never.
+		{"github_pull_request_opened.json", GitHub, "pull_request", "master", KindPullRequest, "QA-251-tests-mutual-tls", "d87e5c741112a9a3def98f307723b5760a100271", "https://github.com/mendersoftware/mender-docs.git", OutcomeAccepted},
+		{"github_pull_request_synchronize.json", GitHub, "pull_request", "main", KindPullRequest, "testing", "b0ce2beb310558f90fa4adb797069025ec6ff7c9", "https://github.com/suo/actions-test.git", OutcomeAccepted},
+		{"github_pull_request_fork.json", GitHub, "pull_request", "master", KindPullRequest, "men-4705", "7b099b84cb50df18847027b0afa16820eab850d9", "https://github.com/mendersoftware/workflows.git", OutcomeIgnoredEvent},
+		{"gitlab_merge_request_open.json", GitLab, "Merge Request Hook", "main", KindPullRequest, "real6543-main-patch-42541", "2f7670508b771e7e77839402be8b34b13787aba8", "https://gitlab.com/demoaccount2-commits-group/test_ci_tmp.git", OutcomeAccepted},
+		{"gitlab_merge_request_update.json", GitLab, "Merge Request Hook", "main", KindPullRequest, "anbraten-main-patch-05373", "c136499ec574e1034b24c5d306de9acda3005367", "https://gitlab.com/anbraten/woodpecker.git", OutcomeAccepted},
+		{"gitea_pull_request_opened.json", Gitea, "pull_request", "master", KindPullRequest, "feature", "2eba238e33607c1fa49253182e9fff42baafa1eb", "https://try.gitea.io/jcitizen/my-repo.git", OutcomeAccepted},
+		{"gitea_pull_request_synchronized.json", Gitea, "pull_request", "master", KindPullRequest, "feature", "2eba238e33607c1fa49253182e9fff42baafa1eb", "https://try.gitea.io/jcitizen/my-repo.git", OutcomeAccepted},
 	}
 	covered := map[string]bool{}
 	for _, tt := range tests {
@@ -110,6 +111,9 @@ func TestFixtures(t *testing.T) {
 			}
 			if got := Classify(p, tt.defaultBranch); got != tt.want {
 				t.Fatalf("Classify(%q) = %q, want %q", tt.defaultBranch, got, tt.want)
+			}
+			if tt.file == "github_pull_request_fork.json" && !strings.Contains(IgnoredReason(p, tt.defaultBranch), "fork") {
+				t.Fatalf("IgnoredReason = %q, want the fork named", IgnoredReason(p, tt.defaultBranch))
 			}
 			// The signed form of the same bytes verifies end to end.
 			secret := []byte(GenerateSecret())

@@ -76,6 +76,9 @@ const (
 	// KindPing is a provider's "is this endpoint alive" delivery: GitHub's
 	// ping event or Gitea's test push.
 	KindPing Kind = "ping"
+	// KindPullRequest is a pull request (GitHub, Gitea) or merge request
+	// (GitLab) event; [Payload.PullRequest] says which.
+	KindPullRequest Kind = "pull_request"
 	// KindOther is every event anvil does not act on.
 	KindOther Kind = "other"
 )
@@ -107,6 +110,21 @@ type Payload struct {
 	Branch        string   `json:"branch"`    // "" unless Ref is refs/heads/…
 	CommitSHA     string   `json:"commitSha"` // the ref's new value ("after"), lowercase hex
 	BeforeSHA     string   `json:"beforeSha,omitempty"`
+	// PullRequest is set for KindPullRequest: Branch and CommitSHA are then
+	// the head's, and Ref the head branch.
+	PullRequest *PullRequest `json:"pullRequest,omitempty"`
+}
+
+// PullRequest is what anvil reads of a pull or merge request event.
+type PullRequest struct {
+	Number     int    `json:"number"`
+	Action     string `json:"action"`
+	BaseBranch string `json:"baseBranch"`
+	// Fork: the head lives in another repository (or one since deleted).
+	Fork bool `json:"fork"`
+	// NewCommits: the action brought a head commit to run (opened,
+	// reopened, new commits pushed) rather than a label or a title.
+	NewCommits bool `json:"newCommits"`
 }
 
 // secretBytes is the entropy of generated secrets: 256 bits, the strength of

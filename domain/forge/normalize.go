@@ -243,6 +243,8 @@ func normalizeGitHub(out *Payload, body []byte) error {
 		}
 		out.RepositoryURL = firstNonEmpty(b.Repository.CloneURL, b.Repository.HTMLURL)
 		applyPush(out, b, b.Deleted)
+	case githubPullRequest:
+		return normalizeGitHubPull(out, body)
 	case githubPing:
 		out.Kind = KindPing
 		lb := decodeLenient(body)
@@ -268,6 +270,8 @@ func normalizeGitLab(out *Payload, body []byte) error {
 		}
 		out.RepositoryURL = firstNonEmpty(b.Project.GitHTTPURL, b.Project.WebURL, b.Repository.GitHTTPURL, b.Repository.Homepage)
 		applyPush(out, b, false)
+	case gitlabMergeReq:
+		return normalizeGitLabMerge(out, body)
 	default:
 		lb := decodeLenient(body)
 		out.RepositoryURL = firstNonEmpty(lb.Project.GitHTTPURL, lb.Project.WebURL, lb.Repository.GitHTTPURL, lb.Repository.Homepage)
@@ -293,6 +297,8 @@ func normalizeGitea(out *Payload, body []byte) error {
 		if isGiteaTestPush(*out) {
 			out.Kind = KindPing
 		}
+	case giteaPullRequest:
+		return normalizeGiteaPull(out, body)
 	case giteaCreate, giteaDelete:
 		// Gitea sends no push for a branch deletion, only "delete"; tags get
 		// a push on refs/tags/… as well as "create". Refs here are short

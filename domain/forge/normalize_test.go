@@ -74,7 +74,7 @@ func TestNormalizeAndClassifyBuilt(t *testing.T) {
 		{"gitlab branch delete", GitLab, "Push Hook", pushJSON(GitLab, "refs/heads/main", sha2, zeros), KindBranchDelete, "main", zeros, "https://gitlab.com/o/r.git", OutcomeIgnoredEvent},
 		{"gitlab tag push hook", GitLab, "Tag Push Hook", []byte(`{"object_kind":"tag_push","ref":"refs/tags/v1","before":"` + zeros + `","after":"` + sha1 + `","project":{"web_url":"https://gitlab.com/o/r"}}`), KindTag, "", sha1, "https://gitlab.com/o/r", OutcomeIgnoredEvent},
 		{"gitlab tag push hook odd body", GitLab, "Tag Push Hook", []byte(`{"ref":5}`), KindTag, "", "", "", OutcomeIgnoredEvent},
-		{"gitlab merge request", GitLab, "Merge Request Hook", []byte(`{"object_kind":"merge_request","object_attributes":{"target_branch":"main"}}`), KindOther, "", "", "", OutcomeIgnoredEvent},
+		{"gitlab merge request", GitLab, "Merge Request Hook", []byte(`{"object_kind":"merge_request","object_attributes":{"target_branch":"main"}}`), KindPullRequest, "", "", "", OutcomeIgnoredEvent},
 		{"gitea push default", Gitea, "push", pushJSON(Gitea, "refs/heads/main", sha2, sha1), KindPush, "main", sha1, "https://gitea.example/o/r.git", OutcomeAccepted},
 		{"gitea push other branch", Gitea, "push", pushJSON(Gitea, "refs/heads/feature", sha2, sha1), KindPush, "feature", sha1, "https://gitea.example/o/r.git", OutcomeIgnoredBranch},
 		{"gitea test delivery zeros", Gitea, "push", pushJSON(Gitea, "refs/heads/main", zeros, zeros), KindPing, "main", zeros, "https://gitea.example/o/r.git", OutcomeIgnoredPing},

@@ -490,3 +490,25 @@ func (r *redactWriter) Flush() {
 		r.buf = r.buf[:0]
 	}
 }
+
+// Head resolves a branch's head commit (git ls-remote), under the same
+// policy and confinement as a checkout.
+func (g *Git) Head(ctx context.Context, repoURL, token, branch string) (string, error) {
+	if strings.HasPrefix(branch, "-") || !validBranch(ctx, branch) {
+		return "", fmt.Errorf("sandbox: invalid branch name %q", branch)
+	}
+	r, err := g.newRun(ctx, repoURL, token, "", io.Discard, nil)
+	if err != nil {
+		return "", err
+	}
+	defer r.close()
+	out, err := r.git(ctx, false, "ls-remote", "--", repoURL, "refs/heads/"+branch)
+	if err != nil {
+		return "", err
+	}
+	sha, _, _ := strings.Cut(strings.TrimSpace(out), "\t")
+	if !shaRE.MatchString(sha) {
+		return "", fmt.Errorf("sandbox: branch %q not found", branch)
+	}
+	return strings.ToLower(sha), nil
+}

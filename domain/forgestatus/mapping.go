@@ -1,0 +1,152 @@
+// Package forgestatus reports runs to their forge as commit statuses
+// (issue 19): the mapping of anvil's states onto each forge's, the one-line
+// description, and the delivery rules — the latest state wins, an unchanged
+// state is not posted again, rate-limit answers are honoured, and at most
+// [MaxInFlightPerHost] posts go to one forge host at a time per process.
+//
+// A status that cannot be posted never changes the run: this package only
+// reads runs and writes its own table, run_forge_reports.
+package forgestatus
+
+import (
+	"fmt"
+	"time"
+
+	"anvil/domain"
+)
+
+// Forge states, per provider, as their APIs spell them.
+const (
+	stPending  = "pending"
+	stRunning  = "running"
+	stSuccess  = "success"
+	stFailure  = "failure"
+	stFailed   = "failed"
+	stError    = "error"
+	stCanceled = "canceled"
+)
+
+// ForgeState maps a run onto the provider's status state (README, "Commit
+// statuses"). Failures of the code (exit code, timeout) are failure; failures
+// of anvil's machinery (runner lost, sandbox, checkout) are error, so branch
+// protection tells "your code is broken" from "CI could not say".
+func ForgeState(provider string, r *domain.Run) string {
+	gitlab := provider == "gitlab"
+	switch r.Status() {
+	case domain.StatusQueued:
+		return stPending
+	case domain.StatusStarting, domain.StatusRunning, domain.StatusCancelRequested, domain.StatusCanceling:
+		if gitlab {
+			return stRunning
+		}
+		return stPending
+	case domain.StatusPassed:
+		return stSuccess
+	case domain.StatusFailed:
+		if gitlab {
+			return stFailed
+		}
+		if codeFailure(r) {
+			return stFailure
+		}
+		return stError
+	case domain.StatusCanceled:
+		if gitlab {
+			return stCanceled
+		}
+		return stError
+	}
+	return stPending
+}
+
+func codeFailure(r *domain.Run) bool {
+	if r.FailureReason == nil {
+		return r.ExitCode != nil && *r.ExitCode != 0
+	}
+	return *r.FailureReason == domain.ReasonExitCode || *r.FailureReason == domain.ReasonTimeout
+}
+
+// Facts are what a description needs beyond the run row.
+type Facts struct {
+	InLine     int    // queued runs: 1 for the next to start
+	CanceledBy string // canceled runs: the person's email, when a person did
+}
+
+// Describe says in one line what a person needs to know about the run.
+func Describe(r *domain.Run, f Facts) string {
+	switch r.Status() {
+	case domain.StatusQueued:
+		if f.InLine > 0 {
+			return "queued — " + ordinal(f.InLine) + " in line"
+		}
+		return "queued"
+	case domain.StatusStarting:
+		return "starting"
+	case domain.StatusRunning:
+		return "running"
+	case domain.StatusCancelRequested, domain.StatusCanceling:
+		return "canceling"
+	case domain.StatusPassed:
+		return "passed in " + took(r)
+	case domain.StatusFailed:
+		reason := ""
+		if r.FailureReason != nil {
+			reason = *r.FailureReason
+		}
+		switch reason {
+		case domain.ReasonExitCode, "":
+			if r.ExitCode != nil {
+				return fmt.Sprintf("failed: exit code %d", *r.ExitCode)
+			}
+			return "failed"
+		case domain.ReasonTimeout:
+			return "failed: timed out after " + took(r)
+		case domain.ReasonRunnerLost:
+			return "runner lost"
+		case domain.ReasonCheckout:
+			return "failed: checkout failed"
+		case domain.ReasonSandbox:
+			return "failed: sandbox error"
+		}
+		return "failed: " + reason
+	case domain.StatusCanceled:
+		if r.FailureReason != nil && *r.FailureReason == domain.ReasonRunnerLost {
+			return "runner lost"
+		}
+		if f.CanceledBy != "" {
+			return "canceled by " + f.CanceledBy
+		}
+		return "canceled"
+	}
+	return r.Status()
+}
+
+func took(r *domain.Run) string {
+	start := r.StartedAt
+	if start == nil {
+		start = r.ClaimedAt
+	}
+	if start == nil || r.FinishedAt == nil {
+		return "0 s"
+	}
+	d := r.FinishedAt.Sub(*start).Round(time.Second)
+	if d < time.Minute {
+		return fmt.Sprintf("%d s", int(d.Seconds()))
+	}
+	return fmt.Sprintf("%d min %d s", int(d.Minutes()), int(d.Seconds())%60)
+}
+
+func ordinal(n int) string {
+	suffix := "th"
+	if n%100 < 11 || n%100 > 13 {
+		switch n % 10 {
+		case 1:
+			suffix = "st"
+		case 2:
+			suffix = "nd"
+		case 3:
+			suffix = "rd"
+		}
+	}
+	return fmt.Sprintf("%d%s", n, suffix)
+}
