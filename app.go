@@ -20,6 +20,7 @@ import (
 
 	"anvil/db"
 	"anvil/domain"
+	"anvil/domain/alert"
 	"anvil/domain/forgestatus"
 	"anvil/domain/repourl"
 	"anvil/domain/secret"
@@ -102,6 +103,7 @@ func newApp(ctx context.Context, cfg *Config, logOut io.Writer, withWorkers bool
 	}
 	a.Services = domain.NewServices(d.Bun, d.Pool, keys, log, opts)
 	a.metrics = web.NewMetrics(d)
+	alert.For(a.Services, cfg.PublicURL).PerMinute = cfg.AlertsPerMinute
 
 	rcfg := &river.Config{ID: riverClientID(), Logger: riverLogger(cfg, logOut), FetchCooldown: 10 * time.Millisecond, FetchPollInterval: 100 * time.Millisecond}
 	if withWorkers {
@@ -124,10 +126,10 @@ func newApp(ctx context.Context, cfg *Config, logOut io.Writer, withWorkers bool
 		limits.TmpBytes = uint64(cfg.SandboxTmpMax)
 		log.Info("run executor ready", "executor", exec.Name(), "sandboxed", exec.Sandboxed(), "checkout_confined", git.Confined(),
 			"checkout_allow_local", cfg.CheckoutAllowLocal, "tmp_max", cfg.SandboxTmpMax, "workspaces", root)
-		jobs.Register(workers, jobs.Deps{Services: a.Services, Executor: exec, Git: git, Limits: limits, WorkRoot: root, Log: log,
+		jobs.Register(workers, jobs.Deps{Services: a.Services, Executor: exec, Git: git, Limits: limits, WorkRoot: root, Log: log, PublicURL: cfg.PublicURL,
 			Reporter: forgestatus.NewReporter(a.Store, a.Projects, cfg.PublicURL)})
 		rcfg.Workers = workers
-		rcfg.Queues = map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: 10}, domain.RunsQueue: {MaxWorkers: cfg.RunConcurrency}}
+		rcfg.Queues = map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: 10}, domain.RunsQueue: {MaxWorkers: cfg.RunConcurrency}, alert.Queue: alert.QueueConfig}
 		rcfg.PeriodicJobs = jobs.Periodic(cfg.HeartbeatTimeout)
 		a.sweeper = jobs.NewLostRunnerSweeper(a.Queue, log)
 	}

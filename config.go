@@ -40,6 +40,9 @@ type Config struct {
 	CheckoutAllowLocal bool
 	// SandboxTmpMax bounds a sandbox's private /tmp, in bytes.
 	SandboxTmpMax int64
+	// AlertsPerMinute is how many alerts one destination receives in a
+	// minute before the rest fold into a digest.
+	AlertsPerMinute int
 }
 
 // configError is a refusal of the configuration: exit code 2.
@@ -73,18 +76,19 @@ func loadConfig(getenv func(string) string) (*Config, error) {
 		return n
 	}
 	c := &Config{
-		DatabaseURL:    str("ANVIL_DATABASE_URL", ""),
-		Addr:           str("ANVIL_ADDR", "127.0.0.1:8080"),
-		PublicURL:      str("ANVIL_PUBLIC_URL", ""),
-		FeedMaxBody:    integer("ANVIL_FEED_MAX_BODY", 262144, 1024, 64<<20),
-		FeedMaxBatch:   integer("ANVIL_FEED_MAX_BATCH", 50, 1, 1000),
-		FeedRatePerMin: integer("ANVIL_FEED_RATE_PER_MIN", 600, 1, 1_000_000),
-		Sandbox:        str("ANVIL_SANDBOX", ""),
-		WorkDir:        str("ANVIL_WORK_DIR", ""),
-		LogLevel:       str("ANVIL_LOG_LEVEL", "info"),
-		Role:           "all",
-		RunConcurrency: integer("ANVIL_RUN_CONCURRENCY", 8, 1, 256),
-		LogMaxBytes:    int64(integer("ANVIL_LOG_MAX_BYTES", 10<<20, 4096, 1<<30)),
+		DatabaseURL:     str("ANVIL_DATABASE_URL", ""),
+		Addr:            str("ANVIL_ADDR", "127.0.0.1:8080"),
+		PublicURL:       str("ANVIL_PUBLIC_URL", ""),
+		FeedMaxBody:     integer("ANVIL_FEED_MAX_BODY", 262144, 1024, 64<<20),
+		FeedMaxBatch:    integer("ANVIL_FEED_MAX_BATCH", 50, 1, 1000),
+		FeedRatePerMin:  integer("ANVIL_FEED_RATE_PER_MIN", 600, 1, 1_000_000),
+		AlertsPerMinute: integer("ANVIL_ALERTS_PER_MINUTE", 20, 1, 1_000_000),
+		Sandbox:         str("ANVIL_SANDBOX", ""),
+		WorkDir:         str("ANVIL_WORK_DIR", ""),
+		LogLevel:        str("ANVIL_LOG_LEVEL", "info"),
+		Role:            "all",
+		RunConcurrency:  integer("ANVIL_RUN_CONCURRENCY", 8, 1, 256),
+		LogMaxBytes:     int64(integer("ANVIL_LOG_MAX_BYTES", 10<<20, 4096, 1<<30)),
 	}
 	// The Sentry door's bound on a body after decompression (issue 18).
 	c.FeedMaxEnvelope = integer("ANVIL_FEED_MAX_ENVELOPE", 1<<20, 1024, 64<<20)

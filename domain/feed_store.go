@@ -494,6 +494,9 @@ func (g *fastGroup) commit(ctx context.Context, updated, created []*group) error
 	if g.f.OnQueued != nil && len(queued(trs)) > 0 {
 		return g.abandon(ctx, errSlowStore)
 	}
+	if err := g.f.s.enqueueAlertsFast(ctx, g.c, feedAlertCauses(p.snd, trs)); err != nil {
+		return g.abandon(ctx, err)
+	}
 	return g.f.s.publishAfter(ctx, func(ctx context.Context) error {
 		b := &pgx.Batch{}
 		if len(updated) > 0 {
@@ -658,6 +661,9 @@ func (f *Feed) storeBatch(ctx context.Context, tx bun.Tx, p *batchPlan) error {
 		if _, err := tx.Tx.ExecContext(ctx, st.sql, st.args...); err != nil {
 			return fmt.Errorf("insert transitions: %w", err)
 		}
+	}
+	if err := f.s.enqueueAlerts(ctx, tx, feedAlertCauses(p.snd, trs)); err != nil {
+		return err
 	}
 	if ids := queued(trs); f.OnQueued != nil && len(ids) > 0 {
 		if err := f.OnQueued(ctx, tx, p.snd.ProjectID, ids); err != nil {

@@ -143,6 +143,9 @@ func (in *Incidents) move(ctx context.Context, tx bun.Tx, inc *Incident, m moveS
 		VALUES (?, ?, ?, ?, ?, ?, ?)`, inc.ID, from, m.to, m.actor, m.actorID, m.reason, now).Exec(ctx); err != nil {
 		return fmt.Errorf("incidents: record transition of %s: %w", inc.ID, err)
 	}
+	if err := in.s.enqueueAlerts(ctx, tx, moveAlertCause(inc, m.to)); err != nil {
+		return err
+	}
 	return in.changed(ctx, tx, inc)
 }
 

@@ -37,6 +37,10 @@ type Store struct {
 	jobs JobInserter
 	// pub sends committed live events after their commit (see notify).
 	pub *livenotify.Publisher
+	// alerts turns changes into alert deliveries (alert_hook.go); nil
+	// sends none. fastJobs inserts them on the feed's fast path.
+	alerts   AlertHook
+	fastJobs FastJobInserter
 }
 
 // NewStore builds the shared state; UseJobs must be called before anything

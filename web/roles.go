@@ -45,6 +45,9 @@ var routeRoles = map[string]string{
 	"POST /settings/account/password":                                 domain.RoleViewer,
 	"POST /settings/account/sessions/:id/end":                         domain.RoleViewer,
 	"POST /invite/:token/join":                                        domain.RoleViewer,
+	"POST /settings/alerts":                                           domain.RoleAdmin,
+	"POST /settings/alerts/:destinationId/test":                       domain.RoleAdmin,
+	"POST /settings/alerts/:destinationId/delete":                     domain.RoleAdmin,
 	// private API
 	"POST /api/private/projects":                                             domain.RoleAdmin,
 	"PATCH /api/private/projects/:projectId":                                 domain.RoleAdmin,
@@ -63,6 +66,11 @@ var routeRoles = map[string]string{
 	"DELETE /api/private/members/:userId":                                    domain.RoleAdmin,
 	"POST /api/private/invitations":                                          domain.RoleAdmin,
 	"DELETE /api/private/invitations/:id":                                    domain.RoleAdmin,
+	"POST /api/private/alerts/destinations":                                  domain.RoleAdmin,
+	"PATCH /api/private/alerts/destinations/:destinationId":                  domain.RoleAdmin,
+	"DELETE /api/private/alerts/destinations/:destinationId":                 domain.RoleAdmin,
+	"POST /api/private/alerts/destinations/:destinationId/test":              domain.RoleAdmin,
+	"PUT /api/private/projects/:projectId/alert-rules":                       domain.RoleAdmin,
 }
 
 // RouteRoles returns a copy of the table (for tests and documentation).

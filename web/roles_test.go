@@ -19,16 +19,19 @@ import (
 // has and this table lacks fails the test, so a new write route cannot slip
 // in without a decision about its role.
 var wantRoles = map[string]string{
-	"POST /logout":                            domain.RoleViewer,
-	"POST /settings/tokens":                   domain.RoleViewer,
-	"POST /settings/tokens/:tokenId/revoke":   domain.RoleViewer,
-	"POST /settings/members/leave":            domain.RoleViewer,
-	"POST /settings/organization":             domain.RoleViewer,
-	"POST /settings/organizations":            domain.RoleViewer,
-	"POST /settings/account/name":             domain.RoleViewer,
-	"POST /settings/account/password":         domain.RoleViewer,
-	"POST /settings/account/sessions/:id/end": domain.RoleViewer,
-	"POST /invite/:token/join":                domain.RoleViewer,
+	"POST /logout":                                domain.RoleViewer,
+	"POST /settings/tokens":                       domain.RoleViewer,
+	"POST /settings/tokens/:tokenId/revoke":       domain.RoleViewer,
+	"POST /settings/members/leave":                domain.RoleViewer,
+	"POST /settings/organization":                 domain.RoleViewer,
+	"POST /settings/organizations":                domain.RoleViewer,
+	"POST /settings/account/name":                 domain.RoleViewer,
+	"POST /settings/account/password":             domain.RoleViewer,
+	"POST /settings/account/sessions/:id/end":     domain.RoleViewer,
+	"POST /invite/:token/join":                    domain.RoleViewer,
+	"POST /settings/alerts":                       domain.RoleAdmin,
+	"POST /settings/alerts/:destinationId/test":   domain.RoleAdmin,
+	"POST /settings/alerts/:destinationId/delete": domain.RoleAdmin,
 
 	"POST /projects/:projectId/runs":                    domain.RoleMember,
 	"POST /runs/:runId/cancel":                          domain.RoleMember,
@@ -67,6 +70,11 @@ var wantRoles = map[string]string{
 	"DELETE /api/private/members/:userId":                                    domain.RoleAdmin,
 	"POST /api/private/invitations":                                          domain.RoleAdmin,
 	"DELETE /api/private/invitations/:id":                                    domain.RoleAdmin,
+	"POST /api/private/alerts/destinations":                                  domain.RoleAdmin,
+	"PATCH /api/private/alerts/destinations/:destinationId":                  domain.RoleAdmin,
+	"DELETE /api/private/alerts/destinations/:destinationId":                 domain.RoleAdmin,
+	"POST /api/private/alerts/destinations/:destinationId/test":              domain.RoleAdmin,
+	"PUT /api/private/projects/:projectId/alert-rules":                       domain.RoleAdmin,
 }
 
 // publicWrites are write routes outside the pages and the private API: they

@@ -14,6 +14,7 @@ import (
 
 	"anvil/db"
 	"anvil/domain"
+	"anvil/domain/alert"
 	"anvil/domain/feedstats"
 	"anvil/domain/secret"
 	"anvil/static"
@@ -48,6 +49,8 @@ type Server struct {
 
 	// outcomes counts what the feed's doors answered, per connection.
 	outcomes *feedstats.Recorder
+
+	alerts *alert.Service
 }
 
 // Deps are what New needs.
@@ -70,7 +73,8 @@ func newServer(d Deps) *Server {
 	if d.Metrics == nil {
 		d.Metrics = NewMetrics(d.DB)
 	}
-	return &Server{Services: d.Services, db: d.DB, keys: d.Keys, log: d.Log, metrics: d.Metrics, opts: d.Options, done: d.Done}
+	return &Server{Services: d.Services, db: d.DB, keys: d.Keys, log: d.Log, metrics: d.Metrics, opts: d.Options, done: d.Done,
+		alerts: alert.For(d.Services, d.Options.PublicURL)}
 }
 
 func (s *Server) base() *echo.Echo {
@@ -134,6 +138,8 @@ func New(d Deps) *echo.Echo {
 	s.registerFeed(e, pages, api)
 	s.registerIncidents(e, pages, api)
 	s.registerTeams(e, pages, api)
+	s.registerAlerts(api)
+	s.registerAlertPages(pages)
 
 	// A group with middleware claims every unknown path under its prefix, so
 	// that its middleware runs: an anonymous GET /no/such/page was sent to

@@ -1,0 +1,109 @@
+package web
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+
+	"github.com/labstack/echo/v4"
+
+	"anvil/domain"
+	"anvil/domain/alert"
+	"anvil/views"
+)
+
+// registerAlertPages adds /settings/alerts.
+func (s *Server) registerAlertPages(pages *echo.Group) {
+	pages.GET("/settings/alerts", s.alertsPage)
+	pages.POST("/settings/alerts", s.alertCreateSubmit)
+	pages.POST("/settings/alerts/:destinationId/test", s.alertTestSubmit)
+	pages.POST("/settings/alerts/:destinationId/delete", s.alertDeleteSubmit)
+}
+
+func (s *Server) alertsProps(c echo.Context) (views.AlertsProps, error) {
+	p := principal(c)
+	ctx := c.Request().Context()
+	ds, err := s.alerts.List(ctx, p)
+	if err != nil {
+		return views.AlertsProps{}, err
+	}
+	props := views.AlertsProps{Page: s.page(c, "Alerts", "alerts"), CanManage: p.AtLeast(domain.RoleAdmin)}
+	for _, d := range ds {
+		row := views.AlertDestinationRow{ID: d.ID.String(), Name: d.Name, Kind: d.Kind, URL: d.URLHint, Failing: d.Failing}
+		log, err := s.alerts.Deliveries(ctx, p, d.ID)
+		if err != nil {
+			return props, err
+		}
+		for _, l := range log[:min(len(log), 10)] {
+			r := views.AlertDeliveryRow{Kind: l.Kind, Status: l.Status, Error: l.Error, At: l.At}
+			if l.StatusCode != nil {
+				r.StatusCode = strconv.Itoa(*l.StatusCode)
+			}
+			if l.LatencyMS != nil {
+				r.Latency = fmt.Sprintf("%d ms", *l.LatencyMS)
+			}
+			row.Deliveries = append(row.Deliveries, r)
+		}
+		props.Destinations = append(props.Destinations, row)
+	}
+	return props, nil
+}
+
+func (s *Server) alertsPage(c echo.Context) error {
+	props, err := s.alertsProps(c)
+	if err != nil {
+		return err
+	}
+	var rev tokenReveal
+	if _, err := s.takeReveal(c, "alert-secret", &rev); err != nil {
+		return err
+	}
+	props.NewSecret = rev.Token
+	return Render(c, http.StatusOK, views.Alerts(props))
+}
+
+func (s *Server) alertCreateSubmit(c echo.Context) error {
+	name, kind, url := c.FormValue("name"), c.FormValue("kind"), c.FormValue("url")
+	_, sec, err := s.alerts.Create(c.Request().Context(), principal(c), alert.Input{Name: &name, Kind: &kind, URL: &url})
+	var de *domain.Error
+	if err != nil && !errors.As(err, &de) {
+		return err
+	}
+	if de != nil {
+		props, err := s.alertsProps(c)
+		if err != nil {
+			return err
+		}
+		props.Error = de.Message
+		return Render(c, statusOf(de.Kind), views.Alerts(props))
+	}
+	if sec != "" {
+		if err := s.stashReveal(c, "alert-secret", tokenReveal{Token: sec}); err != nil {
+			return err
+		}
+	}
+	return redirect(c, "/settings/alerts")
+}
+
+func (s *Server) alertTestSubmit(c echo.Context) error {
+	id, err := pathUUID(c, "destinationId", "destination")
+	if err != nil {
+		return err
+	}
+	if _, err := s.alerts.Test(c.Request().Context(), principal(c), id); err != nil {
+		return err
+	}
+	return redirect(c, "/settings/alerts")
+}
+
+func (s *Server) alertDeleteSubmit(c echo.Context) error {
+	id, err := pathUUID(c, "destinationId", "destination")
+	if err != nil {
+		return err
+	}
+	if err := s.alerts.Delete(c.Request().Context(), principal(c), id); err != nil {
+		return err
+	}
+	return redirect(c, "/settings/alerts")
+}
