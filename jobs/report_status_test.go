@@ -70,6 +70,16 @@ func (f *fakeForge) statusPath() string {
 	return "/api/v1/repos/acme/app/statuses/" + testSHA
 }
 
+func (f *fakeForge) branchPath() string {
+	switch f.provider {
+	case "github":
+		return "/api/v3/repos/acme/app/branches/main"
+	case "gitlab":
+		return "/api/v4/projects/acme%2Fapp/repository/branches/main"
+	}
+	return "/api/v1/repos/acme/app/branches/main"
+}
+
 func (f *fakeForge) serve(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(r.Body)
 	req := forgeRequest{Method: r.Method, Path: r.URL.EscapedPath(), Body: map[string]any{}}
@@ -79,7 +89,7 @@ func (f *fakeForge) serve(w http.ResponseWriter, r *http.Request) {
 	default:
 		req.Auth = r.Header.Get("Authorization")
 	}
-	if err := json.Unmarshal(body, &req.Body); err != nil {
+	if err := json.Unmarshal(body, &req.Body); len(body) > 0 && err != nil {
 		f.t.Errorf("%s: body is not JSON: %q", f.provider, body)
 	}
 	f.mu.Lock()
@@ -88,6 +98,13 @@ func (f *fakeForge) serve(w http.ResponseWriter, r *http.Request) {
 	answer := f.answer
 	f.mu.Unlock()
 	if answer != nil && answer(n, w, r) {
+		return
+	}
+	if r.Method == http.MethodGet && req.Path == f.branchPath() {
+		// The documented branch shapes: GitHub's commit.sha, GitLab's and
+		// Gitea's commit.id.
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"name":"main","commit":{"sha":%q,"id":%q}}`, testSHA, testSHA)
 		return
 	}
 	if r.Method != http.MethodPost || req.Path != f.statusPath() {
@@ -144,7 +161,7 @@ func setupStatus(t *testing.T, f *fakeForge) *statusBundle {
 	t.Helper()
 	d := testdb.New(t)
 	keys, _ := secret.NewKeyring(make([]byte, 32), nil)
-	sv := domain.NewServices(d.Bun, d.Pool, keys, nil, domain.Options{})
+	sv := domain.NewServices(d.Bun, d.Pool, keys, nil, domain.Options{LatestCommit: forgestatus.LatestCommit(http.DefaultClient, nil)})
 	workers := river.NewWorkers()
 	// The test is the executor; executions (on the runs queue, which this
 	// client does not work) and reconciliations are accepted and left be.
@@ -160,6 +177,7 @@ func setupStatus(t *testing.T, f *fakeForge) *statusBundle {
 	}
 	sv.Store.UseJobs(client)
 	ctx, cancel := context.WithCancel(context.Background())
+	sv.Start(ctx)
 	if err := client.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -167,6 +185,7 @@ func setupStatus(t *testing.T, f *fakeForge) *statusBundle {
 		sctx, scancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer scancel()
 		_ = client.Stop(sctx)
+		_ = sv.Stop(sctx)
 		cancel()
 	})
 	res, err := sv.Accounts.Bootstrap(context.Background(), "acme", "ada@example.com", "correct horse battery")
@@ -438,5 +457,47 @@ func TestRunUnaffectedByFailingForge(t *testing.T) {
 				return rep != nil && strings.Contains(rep.Error, fmt.Sprint(code))
 			})
 		})
+	}
+}
+
+// TestRunLatestCommitThroughEachForge: "run the latest commit" asks the
+// forge for the default branch (one GET through the official client) and
+// queues a run pinned to its head, whose status then goes to that commit.
+func TestRunLatestCommitThroughEachForge(t *testing.T) {
+	t.Parallel()
+	for _, provider := range []string{"github", "gitlab", "gitea"} {
+		t.Run(provider, func(t *testing.T) {
+			t.Parallel()
+			f := newFakeForge(t, provider)
+			b := setupStatus(t, f)
+			run, err := b.queue.AcceptLatest(context.Background(), b.owner, b.project.ID)
+			must(t, err)
+			if run.CommitSHA == nil || *run.CommitSHA != testSHA || run.Branch != "main" || run.Trigger != domain.TriggerManual {
+				t.Fatalf("run %+v, want a manual run of main pinned to %s", run, testSHA)
+			}
+			b.settle(t)
+			got := f.requests()
+			if len(got) != 2 || got[0].Method != http.MethodGet || got[0].Path != f.branchPath() ||
+				got[1].Path != f.statusPath() || got[1].status() != "pending: queued — 1st in line" {
+				t.Fatalf("requests %+v", got)
+			}
+		})
+	}
+	// A forge that does not know the branch: a clear error, no run.
+	f := newFakeForge(t, "github")
+	f.answer = func(n int, w http.ResponseWriter, r *http.Request) bool {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusNotFound)
+		fmt.Fprint(w, `{"message":"Branch not found"}`)
+		return true
+	}
+	b := setupStatus(t, f)
+	if _, err := b.queue.AcceptLatest(context.Background(), b.owner, b.project.ID); err == nil || !strings.Contains(err.Error(), "404") {
+		t.Fatalf("AcceptLatest against a 404: %v", err)
+	}
+	var n int
+	_ = b.db.Bun.NewRaw(`SELECT count(*) FROM project_runs`).Scan(context.Background(), &n)
+	if n != 0 {
+		t.Fatalf("%d runs after a failed resolution", n)
 	}
 }
