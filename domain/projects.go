@@ -30,9 +30,12 @@ type Project struct {
 	RunTimeoutSeconds int       `bun:"run_timeout_seconds"`
 	// Number is the project's positive integer from a sequence, assigned
 	// once and never reused: the project segment of its Sentry DSN.
-	Number    int64     `bun:"number,nullzero,default:nextval('project_number_seq')"`
-	CreatedAt time.Time `bun:"created_at,nullzero,default:now()"`
-	UpdatedAt time.Time `bun:"updated_at,nullzero,default:now()"`
+	Number int64 `bun:"number,nullzero,default:nextval('project_number_seq')"`
+	// BranchFilters are the branch globs whose pushes become runs; empty
+	// means the default branch alone (see BranchMatches).
+	BranchFilters []string  `bun:"branch_filters,array"`
+	CreatedAt     time.Time `bun:"created_at,nullzero,default:now()"`
+	UpdatedAt     time.Time `bun:"updated_at,nullzero,default:now()"`
 }
 
 // RunTimeout is the longest a run of this project may take.
@@ -52,6 +55,8 @@ type ProjectInput struct {
 	ProviderRepo      *string `json:"provider_repo"`
 	ProviderToken     *string `json:"provider_token"`
 	RunTimeoutSeconds *int    `json:"run_timeout_seconds"`
+	// BranchFilters replaces the list of branch globs when given.
+	BranchFilters *[]string `json:"branch_filters"`
 }
 
 var (
@@ -179,6 +184,16 @@ func (in *ProjectInput) apply(p *Project, creating bool) error {
 	if p.RunTimeoutSeconds == 0 {
 		p.RunTimeoutSeconds = 1800
 	}
+	if in.BranchFilters != nil {
+		f, err := checkBranchFilters(*in.BranchFilters)
+		if err != nil {
+			return err
+		}
+		p.BranchFilters = f
+	}
+	if p.BranchFilters == nil {
+		p.BranchFilters = []string{}
+	}
 	if p.Provider != "" && p.ProviderRepo == "" && in.ProviderRepo != nil {
 		return Invalid("missing_provider_repo", "provider_repo (owner/name) is required when provider is set")
 	}
@@ -273,7 +288,7 @@ func (ps *Projects) Update(ctx context.Context, pr *Principal, id uuid.UUID, in 
 		p.UpdatedAt = ps.s.Now()
 		if _, err := tx.NewUpdate().Model(p).WherePK().
 			Column("slug", "name", "repo_url", "default_branch", "run_command", "repair_command", "provider",
-				"provider_api_url", "provider_repo", "provider_token_enc", "run_timeout_seconds", "updated_at").
+				"provider_api_url", "provider_repo", "provider_token_enc", "run_timeout_seconds", "branch_filters", "updated_at").
 			Exec(ctx); err != nil {
 			if isUnique(err, "projects_org_slug_key") {
 				return Conflict("slug_taken", "a project with slug %q already exists in this organisation", p.Slug)

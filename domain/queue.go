@@ -102,6 +102,9 @@ type AcceptSpec struct {
 	Provider    *string
 	DeliveryID  *string
 	IncidentID  *uuid.UUID
+	RerunOf     *uuid.UUID
+	// FromFork: the code comes from another repository; no secrets.
+	FromFork bool
 }
 
 // runEvent is the live event published on every change of a run.
@@ -355,7 +358,7 @@ func (q *Queue) terminalizeTx(ctx context.Context, tx bun.Tx, p *Project, r *Run
 		reason := rep.FailureReason
 		r.FailureReason = &reason
 	}
-	if err := q.changed(ctx, tx, r, "state", "position", "finished_at", "exit_code", "failure_reason"); err != nil {
+	if err := q.changed(ctx, tx, r, "state", "position", "finished_at", "exit_code", "failure_reason", "canceled_by"); err != nil {
 		return err
 	}
 	for _, h := range q.hooks {
@@ -380,10 +383,13 @@ func (q *Queue) RequestCancel(ctx context.Context, pr *Principal, runID uuid.UUI
 		out = r
 		switch r.State {
 		case StatePending, StateExecutable:
+			uid := pr.UserID
+			r.CanceledBy = &uid
 			return q.terminalizeTx(ctx, tx, p, r, TerminalReport{State: StateCanceled, FailureReason: "canceled_while_queued"})
 		case StateStarting, StateRunning:
-			r.State = StateCancelRequested
-			return q.changed(ctx, tx, r, "state")
+			uid := pr.UserID
+			r.State, r.CanceledBy = StateCancelRequested, &uid
+			return q.changed(ctx, tx, r, "state", "canceled_by")
 		case StateCancelRequested, StateCanceling:
 			return nil
 		}
