@@ -69,7 +69,7 @@ type rowSource interface {
 
 // lockProjectsSQL locks a group's projects ($1) in id order, reading what
 // its decisions need.
-const lockProjectsSQL = `SELECT id, org_id, default_branch FROM projects WHERE id = ANY($1::uuid[]) ORDER BY id FOR UPDATE`
+const lockProjectsSQL = `SELECT id, org_id, default_branch, branch_filters FROM projects WHERE id = ANY($1::uuid[]) ORDER BY id FOR UPDATE`
 
 // queueStateSQL reads the queue state of locked projects ($1).
 const queueStateSQL = `SELECT project_id, count(*) FILTER (WHERE position IS NOT NULL) AS queued,

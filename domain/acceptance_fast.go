@@ -106,7 +106,7 @@ func scanLockedProjects(rows rowSource) (map[uuid.UUID]*Project, error) {
 	out := map[uuid.UUID]*Project{}
 	for rows.Next() {
 		p := new(Project)
-		if err := rows.Scan(&p.ID, &p.OrgID, &p.DefaultBranch); err != nil {
+		if err := rows.Scan(&p.ID, &p.OrgID, &p.DefaultBranch, &p.BranchFilters); err != nil {
 			return nil, fmt.Errorf("lock projects: %w", err)
 		}
 		out[p.ID] = p

@@ -76,3 +76,8 @@ func globMatch(glob, s string) bool {
 	}
 	return false
 }
+
+// runsBranch reports whether a push to branch becomes a run of p.
+func (p *Project) runsBranch(branch string) bool {
+	return BranchMatches(p.BranchFilters, strings.TrimPrefix(p.DefaultBranch, "refs/heads/"), branch)
+}

@@ -15,6 +15,15 @@ import "strings"
 // default branch may be given bare ("main") or as a full ref; an empty one
 // matches nothing, so an unconfigured project never starts runs by accident.
 func Classify(p Payload, defaultBranch string) Outcome {
+	def := strings.TrimPrefix(defaultBranch, refsHeads)
+	return ClassifyWith(p, func(branch string) bool { return def != "" && branch == def })
+}
+
+// ClassifyWith is Classify with the project's own rule for which branches'
+// pushes become runs (its branch filters): a push to a branch runs does not
+// accept is [OutcomeIgnoredBranch]. Everything else is decided as Classify
+// decides it.
+func ClassifyWith(p Payload, runs func(branch string) bool) Outcome {
 	if p.Kind == KindPing || (p.Kind == KindPush && isGiteaTestPush(p)) {
 		return OutcomeIgnoredPing
 	}
@@ -25,8 +34,7 @@ func Classify(p Payload, defaultBranch string) Outcome {
 	if p.Kind != KindPush || p.Branch == "" || !ok || isZeroSHA(sha) {
 		return OutcomeIgnoredEvent
 	}
-	def := strings.TrimPrefix(defaultBranch, refsHeads)
-	if def == "" || p.Branch != def {
+	if !runs(p.Branch) {
 		return OutcomeIgnoredBranch
 	}
 	return OutcomeAccepted
