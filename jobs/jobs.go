@@ -10,6 +10,7 @@ import (
 	"github.com/riverqueue/river"
 
 	"anvil/domain"
+	"anvil/domain/runsecret"
 	"anvil/jobs/sandbox"
 )
 
@@ -38,7 +39,8 @@ func Register(w *river.Workers, d Deps) {
 	river.AddWorker(w, &CardSweepWorker{cards: d.Cards, log: d.Log})
 	river.AddWorker(w, &ExecuteRunWorker{Queue: d.Queue, Projects: d.Projects, Logs: d.Logs, Hub: d.Hub,
 		Executor: d.Executor, WorkRoot: d.WorkRoot, Repair: NewRepair(d.Incidents, d.Projects), Log: d.Log,
-		Heartbeat: heartbeatInterval(d.Queue.HeartbeatTimeout()), ID: ExecutorID()})
+		Heartbeat: heartbeatInterval(d.Queue.HeartbeatTimeout()), ID: ExecutorID(),
+		Secrets: runsecret.New(d.Store).ForRun})
 }
 
 // Periodic returns the periodic jobs; River runs them on the elected leader.

@@ -4,7 +4,7 @@
 // Each value is masked as written, in base64 (standard and URL alphabets,
 // at each of the three alignments a value can have inside a longer encoded
 // string, as in an Authorization: Basic header) and URL-encoded (query and
-// path escaping). The stream may cut a value anywhere: the masker holds
+// path escaping, RFC 3986 and encodeURIComponent, either hex case). The stream may cut a value anywhere: the masker holds
 // back a tail that could still become one, so a value split across two
 // writes is masked as a whole.
 package mask
@@ -14,6 +14,7 @@ import (
 	"encoding/base64"
 	"net/url"
 	"slices"
+	"strings"
 )
 
 // Replacement stands for every masked occurrence.
@@ -57,6 +58,12 @@ func New(values []string) *Masker {
 		add(v, MinLen)
 		add(url.QueryEscape(v), MinLen)
 		add(url.PathEscape(v), MinLen)
+		// What other encoders write: RFC 3986's unreserved set alone, and
+		// JavaScript's encodeURIComponent; in upper- and lower-case hex.
+		for _, keep := range []string{"-_.~", "-_.!~*'()"} {
+			add(percentEncode(v, keep, upperhex), MinLen)
+			add(percentEncode(v, keep, lowerhex), MinLen)
+		}
 		for _, enc := range []*base64.Encoding{base64.StdEncoding, base64.URLEncoding} {
 			for _, p := range Base64Forms(enc, v) {
 				add(p, minEncoded)
@@ -90,6 +97,27 @@ func Base64Forms(enc *base64.Encoding, v string) []string {
 		}
 	}
 	return out
+}
+
+const (
+	upperhex = "0123456789ABCDEF"
+	lowerhex = "0123456789abcdef"
+)
+
+// percentEncode escapes every byte of v but ASCII letters, digits and keep.
+func percentEncode(v, keep, hex string) string {
+	var b strings.Builder
+	for i := 0; i < len(v); i++ {
+		c := v[i]
+		if c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte(keep, c) >= 0 {
+			b.WriteByte(c)
+			continue
+		}
+		b.WriteByte('%')
+		b.WriteByte(hex[c>>4])
+		b.WriteByte(hex[c&15])
+	}
+	return b.String()
 }
 
 // Write masks p and returns what may be emitted now; a tail that could be

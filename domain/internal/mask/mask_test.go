@@ -28,9 +28,11 @@ func TestMasksEveryForm(t *testing.T) {
 		"base64":        "b64 " + base64.StdEncoding.EncodeToString([]byte(secret)) + "\n",
 		"base64url":     "b64 " + base64.URLEncoding.EncodeToString([]byte(secret)) + "\n",
 		"basic auth":    "Authorization: Basic " + basic + "\n",
-		"basic auth 2":  base64.StdEncoding.EncodeToString([]byte("ab:" + secret + "!")) + "\n",
+		"basic auth 2":  base64.StdEncoding.EncodeToString([]byte("ab:"+secret+"!")) + "\n",
 		"query escaped": "https://x/?t=" + url.QueryEscape(secret) + "\n",
 		"path escaped":  "https://x/" + url.PathEscape(secret) + "/y\n",
+		"js component":  "u=" + strings.NewReplacer("/", "%2F", "&", "%26", "+", "%2B", " ", "%20").Replace(secret) + "\n",
+		"lower hex":     "u=" + strings.NewReplacer("/", "%2f", "&", "%26", "+", "%2b", " ", "%20").Replace(secret) + "\n",
 	}
 	for name, in := range cases {
 		out := run(New([]string{secret}), in)
