@@ -346,3 +346,13 @@ func (ps *Projects) Summaries(ctx context.Context, orgID uuid.UUID) ([]ProjectSu
 		FROM projects p WHERE p.org_id = ? ORDER BY p.slug`, orgID).Scan(ctx, &out)
 	return out, err
 }
+
+// BySlug returns a project of the caller's organisation by its slug.
+func (ps *Projects) BySlug(ctx context.Context, orgID uuid.UUID, slug string) (*Project, error) {
+	p := new(Project)
+	err := ps.s.DB.NewSelect().Model(p).Where("slug = ? AND org_id = ?", slug, orgID).Scan(ctx)
+	if isNoRows(err) {
+		return nil, NotFound("project")
+	}
+	return p, err
+}

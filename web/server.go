@@ -134,6 +134,7 @@ func New(d Deps) *echo.Echo {
 	s.registerFeed(e, pages, api)
 	s.registerIncidents(e, pages, api)
 	s.registerTeams(e, pages, api)
+	s.registerCI(e, pages, api)
 
 	// A group with middleware claims every unknown path under its prefix, so
 	// that its middleware runs: an anonymous GET /no/such/page was sent to
