@@ -23,6 +23,9 @@ const DefaultMaxLogBytes = 10 << 20
 type LogChunk struct {
 	Seq  int
 	Body string
+	// Offset is when the chunk was stored, in seconds since the run was
+	// picked up by its executor (its queueing while it had none).
+	Offset float64 `bun:"offset_seconds"`
 }
 
 // Logs stores and reads run logs in ordered chunks.
@@ -42,7 +45,10 @@ func NewLogs(s *Store, max int64) *Logs {
 // Chunks returns a run's chunks after seq (0: from the start).
 func (l *Logs) Chunks(ctx context.Context, runID uuid.UUID, after int) ([]LogChunk, error) {
 	var out []LogChunk
-	err := l.s.DB.NewRaw(`SELECT seq, body FROM run_log_chunks WHERE run_id = ? AND seq > ? ORDER BY seq`, runID, after).Scan(ctx, &out)
+	err := l.s.DB.NewRaw(`SELECT c.seq, c.body,
+			GREATEST(0, EXTRACT(EPOCH FROM c.created_at - COALESCE(r.claimed_at, r.queued_at)))::float8 AS offset_seconds
+		FROM run_log_chunks c JOIN project_runs r ON r.id = c.run_id
+		WHERE c.run_id = ? AND c.seq > ? ORDER BY c.seq`, runID, after).Scan(ctx, &out)
 	return out, err
 }
 

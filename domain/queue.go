@@ -385,7 +385,7 @@ func (q *Queue) RequestCancel(ctx context.Context, pr *Principal, runID uuid.UUI
 		case StatePending, StateExecutable:
 			uid := pr.UserID
 			r.CanceledBy = &uid
-			return q.terminalizeTx(ctx, tx, p, r, TerminalReport{State: StateCanceled, FailureReason: "canceled_while_queued"})
+			return q.terminalizeTx(ctx, tx, p, r, TerminalReport{State: StateCanceled, FailureReason: ReasonCanceledWhileQueued})
 		case StateStarting, StateRunning:
 			uid := pr.UserID
 			r.State, r.CanceledBy = StateCancelRequested, &uid

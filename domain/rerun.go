@@ -48,3 +48,25 @@ func (q *Queue) RunByNumber(ctx context.Context, orgID, projectID uuid.UUID, n i
 	}
 	return r, err
 }
+
+// RunStory is who and what a run's page names beside it.
+type RunStory struct {
+	TriggeredBy   string // the person's email ("" when none, or gone)
+	CanceledBy    string
+	RerunOfNumber int64 // the number of the run it repeats (0: none)
+	Place         int   // while queued: 1 for the next run to start
+}
+
+// Story reads what the run page says about r.
+func (q *Queue) Story(ctx context.Context, r *Run) (RunStory, error) {
+	var st RunStory
+	err := q.s.DB.NewRaw(`SELECT
+			COALESCE((SELECT email FROM users WHERE id = ?), '') AS triggered_by,
+			COALESCE((SELECT email FROM users WHERE id = ?), '') AS canceled_by,
+			COALESCE((SELECT number FROM project_runs WHERE id = ?), 0) AS rerun_of_number,
+			CASE WHEN ?::bigint IS NULL THEN 0 ELSE (SELECT count(*) FROM project_runs
+				WHERE project_id = ? AND position IS NOT NULL AND position <= ?) END AS place`,
+		r.TriggeredBy, r.CanceledBy, r.RerunOf, r.Position, r.ProjectID, r.Position).
+		Scan(ctx, &st.TriggeredBy, &st.CanceledBy, &st.RerunOfNumber, &st.Place)
+	return st, err
+}
