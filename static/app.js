@@ -71,3 +71,22 @@ document.addEventListener("submit", (ev) => {
   };
   setInterval(tick, 1000);
 })();
+
+// A log marked data-scroll-end (a repair run's, on its incident) opens at
+// its end, where the failure is, and follows new lines while it is there.
+(() => {
+  const atEnd = (el) => el.scrollHeight - el.scrollTop - el.clientHeight < 40;
+  const toEnd = () => {
+    for (const el of document.querySelectorAll("[data-scroll-end]")) el.scrollTop = el.scrollHeight;
+  };
+  document.addEventListener("DOMContentLoaded", toEnd);
+  if (document.readyState !== "loading") toEnd();
+  document.addEventListener("htmx:beforeSwap", (ev) => {
+    const el = ev.target;
+    if (el && el.hasAttribute && el.hasAttribute("data-scroll-end")) el.dataset.follow = atEnd(el) ? "1" : "";
+  });
+  document.addEventListener("htmx:afterSwap", (ev) => {
+    const el = ev.target;
+    if (el && el.hasAttribute && el.hasAttribute("data-scroll-end") && el.dataset.follow) el.scrollTop = el.scrollHeight;
+  });
+})();
