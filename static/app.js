@@ -34,7 +34,7 @@ document.addEventListener("submit", (ev) => {
     for (const line of el.querySelectorAll(".log-line")) {
       all++;
       const hit = q === "" || line.textContent.toLowerCase().includes(q);
-      line.hidden = !hit;
+      line.style.display = hit ? "" : "none"; // (the hidden attribute loses to the line's display class)
       if (hit) shown++;
     }
     const count = document.getElementById("log-count");
@@ -55,7 +55,7 @@ document.addEventListener("submit", (ev) => {
     if (ev.target.closest("#log-end")) {
       el.scrollTop = el.scrollHeight;
     } else if (ev.target.closest("#log-first-error")) {
-      const first = el.querySelector(".log-error:not([hidden])");
+      const first = [...el.querySelectorAll(".log-error")].find((l) => l.style.display !== "none");
       if (first) {
         first.scrollIntoView({ block: "center" });
         first.classList.add("outline", "outline-1", "outline-red-400");
