@@ -4,8 +4,8 @@ package views
 
 import (
 	"encoding/json"
-	"strings"
 	"strconv"
+	"strings"
 	"time"
 )
 
