@@ -20,6 +20,7 @@ import (
 
 	"anvil/db"
 	"anvil/domain"
+	"anvil/domain/repourl"
 	"anvil/domain/secret"
 	"anvil/jobs"
 	"anvil/jobs/sandbox"
@@ -83,7 +84,20 @@ func newApp(ctx context.Context, cfg *Config, logOut io.Writer, withWorkers bool
 		return nil, err
 	}
 	a := &app{cfg: cfg, log: log, db: d, keys: keys}
-	a.Services = domain.NewServices(d.Bun, d.Pool, keys, log, domain.Options{HeartbeatTimeout: cfg.HeartbeatTimeout, LogMaxBytes: cfg.LogMaxBytes})
+	// One checkout policy for saves and checkouts; git is confined unless
+	// runs are (ANVIL_SANDBOX=process).
+	policy := repourl.Policy{AllowLocal: cfg.CheckoutAllowLocal}
+	git, gitErr := sandbox.NewGit(cfg.Sandbox != "process", policy)
+	opts := domain.Options{HeartbeatTimeout: cfg.HeartbeatTimeout, LogMaxBytes: cfg.LogMaxBytes, CheckoutPolicy: policy}
+	if gitErr == nil {
+		opts.ProbeRepo = git.Probe
+	} else if !withWorkers {
+		log.Warn("repositories are not probed at save: git cannot be confined here", "error", gitErr)
+	}
+	if cfg.CheckoutAllowLocal {
+		log.Warn("local checkouts are allowed (ANVIL_CHECKOUT_ALLOW_LOCAL=true): projects may read this machine's repositories and private network")
+	}
+	a.Services = domain.NewServices(d.Bun, d.Pool, keys, log, opts)
 	a.metrics = web.NewMetrics(d)
 
 	rcfg := &river.Config{ID: riverClientID(), Logger: riverLogger(cfg, logOut), FetchCooldown: 10 * time.Millisecond, FetchPollInterval: 100 * time.Millisecond}
@@ -99,8 +113,15 @@ func newApp(ctx context.Context, cfg *Config, logOut io.Writer, withWorkers bool
 			d.Close()
 			return nil, fmt.Errorf("workspace folder %s: %w", cfg.WorkDir, err)
 		}
-		log.Info("run executor ready", "executor", exec.Name(), "sandboxed", exec.Sandboxed(), "workspaces", root)
-		jobs.Register(workers, jobs.Deps{Services: a.Services, Executor: exec, WorkRoot: root, Log: log})
+		if gitErr != nil {
+			d.Close()
+			return nil, fmt.Errorf("checkout: %w; install bubblewrap, or set ANVIL_SANDBOX=process to run commands unsandboxed", gitErr)
+		}
+		limits := sandbox.DefaultLimits()
+		limits.TmpBytes = uint64(cfg.SandboxTmpMax)
+		log.Info("run executor ready", "executor", exec.Name(), "sandboxed", exec.Sandboxed(), "checkout_confined", git.Confined(),
+			"checkout_allow_local", cfg.CheckoutAllowLocal, "tmp_max", cfg.SandboxTmpMax, "workspaces", root)
+		jobs.Register(workers, jobs.Deps{Services: a.Services, Executor: exec, Git: git, Limits: limits, WorkRoot: root, Log: log})
 		rcfg.Workers = workers
 		rcfg.Queues = map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: 10}, domain.RunsQueue: {MaxWorkers: cfg.RunConcurrency}}
 		rcfg.PeriodicJobs = jobs.Periodic(cfg.HeartbeatTimeout)
@@ -113,10 +134,20 @@ func newApp(ctx context.Context, cfg *Config, logOut io.Writer, withWorkers bool
 	}
 	a.river = client
 	a.Store.UseJobs(client)
+	a.Services.Start(ctx)
 	return a, nil
 }
 
-func (a *app) close() { a.db.Close() }
+// close stops the services' machinery (sending what it still holds) and
+// then closes the pool.
+func (a *app) close() {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := a.Services.Stop(ctx); err != nil {
+		a.log.Warn("stop the services", "error", err)
+	}
+	a.db.Close()
+}
 
 // riverClientID is River's default client id (host and start time) with the
 // process id added: two workers on one host are told apart in river_leader
@@ -143,8 +174,9 @@ func (a *app) deps() web.Deps {
 func isHTTPS(u string) bool { return len(u) >= 8 && u[:8] == "https://" }
 
 // serve runs until ctx ends (SIGTERM/SIGINT), then stops in order: HTTP
-// first (no new work accepted), River softly (running jobs finish), the pool
-// last.
+// first (no new work accepted), River softly (running jobs finish), the
+// services' machinery (pending card refreshes enqueued, live events sent),
+// the pool last.
 func serve(ctx context.Context, cfg *Config, logOut io.Writer) error {
 	tuneGC()
 	withWorkers := cfg.Role != "web"
@@ -206,6 +238,9 @@ func serve(ctx context.Context, cfg *Config, logOut io.Writer) error {
 			_ = a.river.StopAndCancel(hctx)
 			hcancel()
 		}
+	}
+	if err := a.Services.Stop(sctx); err != nil {
+		a.log.Warn("services stop", "error", err)
 	}
 	a.log.Info("stopped")
 	return nil

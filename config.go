@@ -35,6 +35,11 @@ type Config struct {
 	RunConcurrency    int
 	LogMaxBytes       int64
 	Role              string
+	// CheckoutAllowLocal lifts the checkout policy: file:// and path
+	// repositories and loopback or private-network addresses are accepted.
+	CheckoutAllowLocal bool
+	// SandboxTmpMax bounds a sandbox's private /tmp, in bytes.
+	SandboxTmpMax int64
 }
 
 // configError is a refusal of the configuration: exit code 2.
@@ -89,6 +94,22 @@ func loadConfig(getenv func(string) string) (*Config, error) {
 	case "false", "0", "no":
 	default:
 		bad("ANVIL_FEED_ARMED must be true or false")
+	}
+	switch v := strings.ToLower(str("ANVIL_CHECKOUT_ALLOW_LOCAL", "false")); v {
+	case "true", "1", "yes":
+		c.CheckoutAllowLocal = true
+	case "false", "0", "no":
+	default:
+		bad("ANVIL_CHECKOUT_ALLOW_LOCAL must be true or false")
+	}
+	c.SandboxTmpMax = 512 << 20
+	if v := str("ANVIL_SANDBOX_TMP_MAX", ""); v != "" {
+		n, err := parseBytes(v)
+		if err != nil || n < 1<<20 || n > 64<<30 {
+			bad("ANVIL_SANDBOX_TMP_MAX must be a size between 1MiB and 64GiB, such as 512MiB or 1073741824 (bytes)")
+		} else {
+			c.SandboxTmpMax = n
+		}
 	}
 	if v := str("ANVIL_SECRET_KEY", ""); v != "" {
 		k, err := secret.ParseKey(v)
@@ -192,6 +213,27 @@ func (c *Config) validate(needKey bool) error {
 		return ce
 	}
 	return nil
+}
+
+// parseBytes reads a size: a whole number of bytes, or one with a unit
+// (KiB, MiB, GiB, or K, M, G meaning the same powers of 1024).
+func parseBytes(v string) (int64, error) {
+	v = strings.TrimSpace(v)
+	mult := int64(1)
+	for _, u := range []struct {
+		suffix string
+		mult   int64
+	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"K", 1 << 10}, {"M", 1 << 20}, {"G", 1 << 30}} {
+		if strings.HasSuffix(v, u.suffix) {
+			v, mult = strings.TrimSpace(strings.TrimSuffix(v, u.suffix)), u.mult
+			break
+		}
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n < 0 || n > (1<<62)/mult {
+		return 0, fmt.Errorf("invalid size %q", v)
+	}
+	return n * mult, nil
 }
 
 func isConfigError(err error) bool {

@@ -56,6 +56,10 @@ func cmdDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if os.Getenv("ANVIL_SANDBOX") == "" {
 		devSandbox(ctx, stderr)
 	}
+	if os.Getenv("ANVIL_CHECKOUT_ALLOW_LOCAL") == "" {
+		// The local demo checks out repositories of this machine.
+		os.Setenv("ANVIL_CHECKOUT_ALLOW_LOCAL", "true")
+	}
 	os.Setenv("ANVIL_ADDR", *addr)
 	cfg, err := loadConfig(os.Getenv)
 	if err != nil {

@@ -77,6 +77,9 @@ func TestConfigurationIsValidatedWithExitCode2(t *testing.T) {
 		{"bad body timeout", []string{dbURL, "ANVIL_SECRET_KEY=" + testKey, "ANVIL_BODY_TIMEOUT=500ms"}, []string{"serve"}, "ANVIL_BODY_TIMEOUT must be a duration between 1s and 1h"},
 		{"bad feed flag", []string{dbURL, "ANVIL_SECRET_KEY=" + testKey, "ANVIL_FEED_ARMED=maybe"}, []string{"serve"}, "ANVIL_FEED_ARMED"},
 		{"bad proxies", []string{dbURL, "ANVIL_SECRET_KEY=" + testKey, "ANVIL_TRUSTED_PROXIES=somewhere"}, []string{"serve"}, "ANVIL_TRUSTED_PROXIES"},
+		{"bad allow local", []string{dbURL, "ANVIL_SECRET_KEY=" + testKey, "ANVIL_CHECKOUT_ALLOW_LOCAL=perhaps"}, []string{"serve"}, "ANVIL_CHECKOUT_ALLOW_LOCAL must be true or false"},
+		{"bad tmp max", []string{dbURL, "ANVIL_SECRET_KEY=" + testKey, "ANVIL_SANDBOX_TMP_MAX=lots"}, []string{"serve"}, "ANVIL_SANDBOX_TMP_MAX must be a size"},
+		{"tiny tmp max", []string{dbURL, "ANVIL_SECRET_KEY=" + testKey, "ANVIL_SANDBOX_TMP_MAX=1K"}, []string{"serve"}, "ANVIL_SANDBOX_TMP_MAX must be a size"},
 		{"unknown command", nil, []string{"explode"}, "unknown command"},
 		{"unknown flag", nil, []string{"serve", "--nope"}, "flag provided but not defined"},
 		{"bootstrap without org", []string{dbURL, "ANVIL_SECRET_KEY=" + testKey}, []string{"admin", "bootstrap", "--email", "a@b.c"}, "--org and --email are required"},
@@ -231,6 +234,9 @@ func TestServeRolesAndGracefulStop(t *testing.T) {
 		}
 		if !strings.Contains(logs.String(), `"msg":"stopped"`) || !strings.Contains(logs.String(), `"role":"`+role+`"`) {
 			t.Errorf("role %s: logs lack a clean stop:\n%s", role, logs.String())
+		}
+		if strings.Contains(logs.String(), "notify failed") {
+			t.Errorf("role %s: the stop lost live events:\n%s", role, logs.String())
 		}
 	}
 }

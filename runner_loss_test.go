@@ -69,7 +69,7 @@ func TestWorkerKilledRunnerLost(t *testing.T) {
 	const timeout = 4 * time.Second
 	dbURL := testdb.URLFor(testdb.Name(t))
 	env := []string{"ANVIL_DATABASE_URL=" + dbURL, "ANVIL_SECRET_KEY=" + testKey,
-		"ANVIL_HEARTBEAT_TIMEOUT=" + timeout.String(), "ANVIL_WORK_DIR=" + t.TempDir()}
+		"ANVIL_HEARTBEAT_TIMEOUT=" + timeout.String(), "ANVIL_WORK_DIR=" + t.TempDir(), "ANVIL_CHECKOUT_ALLOW_LOCAL=true"}
 	if code, _, stderr := anvil(t, env, "", "migrate"); code != 0 {
 		t.Fatal(stderr)
 	}

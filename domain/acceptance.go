@@ -2,15 +2,17 @@ package domain
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
-	"sync"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/riverqueue/river"
 	"github.com/uptrace/bun"
+
+	"anvil/domain/internal/groupcommit"
 )
 
 // Acceptance is the hot path of every trigger: manual runs, webhook
@@ -314,31 +316,18 @@ type acceptJob struct {
 	spec      AcceptSpec // Branch "" means the project's default branch
 	delivery  *deliveryJob
 
-	run  *Run
-	err  error
-	done chan struct{}
+	run *Run
+	err error
 }
 
-// acceptCombiner groups the acceptances that arrive while others are being
-// stored. One worker stores the groups, one after the other, each of at
-// most maxAcceptGroup acceptances.
-//
-// Under concurrent load the callers a group has just answered submit again
-// at once; a worker that took the next group at once would take only those
-// that arrived meanwhile, and groups would alternate between a few and the
-// rest. So after a group of several, or with others waiting, the worker
-// lingers until the answered callers are back or acceptLinger has passed —
-// Postgres's commit_delay and commit_siblings, one level up: a caller alone
-// never waits, and under load each commit carries twice as much. The
-// linger is sized for callers that do a web request's work between two
-// acceptances (a webhook's verification, say): at 500 µs most of them came
-// back too late, and groups stayed half as large.
-type acceptCombiner struct {
-	mu      sync.Mutex
-	pending []*acceptJob
-	running bool
-	arrived chan struct{} // a submit happened (buffered, one token)
-}
+// The acceptances that arrive while others are being stored are grouped
+// (groupcommit): one loop stores the groups, one after the other, each of
+// at most maxAcceptGroup acceptances, lingering up to acceptLinger for the
+// callers it has just answered. The linger is sized for callers that do a
+// web request's work between two acceptances (a webhook's verification,
+// say): at 500 µs most of them came back too late, and groups stayed half
+// as large.
+var acceptPolicy = groupcommit.Policy{Max: maxAcceptGroup, Linger: acceptLinger, Backoff: lingerBackoff}
 
 const (
 	maxAcceptGroup = 64
@@ -350,83 +339,16 @@ const (
 	acceptTimeout = 30 * time.Second
 )
 
-// submit hands j to the combiner and waits for its answer.
+// errQueueStopped answers an acceptance after the queue has stopped (a
+// shutdown) or before it started.
+var errQueueStopped = errors.New("queue: not accepting runs (the service is stopped)")
+
+// submit hands j to the group loop and waits for its answer.
 func (q *Queue) submit(j *acceptJob) error {
-	j.done = make(chan struct{})
-	c := &q.comb
-	c.mu.Lock()
-	if c.arrived == nil {
-		c.arrived = make(chan struct{}, 1)
+	if err := q.comb.Submit(j); err != nil {
+		return errQueueStopped
 	}
-	c.pending = append(c.pending, j)
-	if !c.running {
-		c.running = true
-		go q.acceptWorker()
-	}
-	c.mu.Unlock()
-	select {
-	case c.arrived <- struct{}{}:
-	default:
-	}
-	<-j.done
 	return j.err
-}
-
-// acceptWorker stores groups while acceptances are waiting.
-func (q *Queue) acceptWorker() {
-	c := &q.comb
-	expect := 0 // acceptances in flight when the last group was answered
-	skip := 0   // groups to take without lingering, after a linger in vain
-	for {
-		c.mu.Lock()
-		if expect > 1 && len(c.pending) < expect {
-			if skip > 0 {
-				skip--
-			} else {
-				c.mu.Unlock()
-				if !q.linger(expect) {
-					// The callers come back slower than acceptLinger (a web
-					// request's own work, say): waiting for them only delays.
-					skip = lingerBackoff
-				}
-				c.mu.Lock()
-			}
-		}
-		n := min(len(c.pending), maxAcceptGroup)
-		if n == 0 {
-			c.running = false
-			c.mu.Unlock()
-			return
-		}
-		group := slices.Clone(c.pending[:n])
-		c.pending = slices.Delete(c.pending, 0, n)
-		c.mu.Unlock()
-		q.acceptGroup(group)
-		c.mu.Lock()
-		expect = min(len(group)+len(c.pending), maxAcceptGroup)
-		c.mu.Unlock()
-	}
-}
-
-// linger waits until expect acceptances are pending, at most acceptLinger,
-// and reports whether they came.
-func (q *Queue) linger(expect int) bool {
-	c := &q.comb
-	t := time.NewTimer(acceptLinger)
-	defer t.Stop()
-	for {
-		select {
-		case <-c.arrived:
-		case <-t.C:
-			return false
-		}
-		c.mu.Lock()
-		n := len(c.pending)
-		c.mu.Unlock()
-		if n >= expect {
-			return true
-		}
-	}
 }
 
 // acceptGroup stores a group in one transaction; when that fails, each of
@@ -444,9 +366,6 @@ func (q *Queue) acceptGroup(group []*acceptJob) {
 				}
 			}
 		}
-	}
-	for _, j := range group {
-		close(j.done)
 	}
 }
 
@@ -468,7 +387,7 @@ func (q *Queue) tryGroup(group []*acceptJob) error {
 		j.reset()
 	}
 	if q.s.Pool != nil {
-		if err := q.tryGroupFast(ctx, group); err != errSlowPath {
+		if err := q.tryGroupFast(ctx, group); !errors.Is(err, errSlowPath) {
 			return err
 		}
 	}
@@ -476,7 +395,7 @@ func (q *Queue) tryGroup(group []*acceptJob) error {
 	return q.s.inTx(ctx, func(ctx context.Context, tx bun.Tx) error {
 		ids := groupProjects(group)
 		var projects []*Project
-		if err := tx.NewSelect().Model(&projects).Where("id IN (?)", bun.In(ids)).OrderExpr("id").For("UPDATE").Scan(ctx); err != nil {
+		if err := tx.NewSelect().Model(&projects).Where("id IN (?)", bun.List(ids)).OrderExpr("id").For("UPDATE").Scan(ctx); err != nil {
 			return fmt.Errorf("lock projects: %w", err)
 		}
 		byID := make(map[uuid.UUID]*Project, len(projects))

@@ -95,11 +95,10 @@ type Card struct {
 	UpdatedAt *time.Time `json:"updated_at"`
 }
 
-// RefreshCardAgainArgs is the follow-up refresh of a project's card. River
-// keeps a running job unique too, so a change that commits while
-// RefreshCardArgs is running would otherwise be coalesced into a refresh
-// that has already read the store; EnqueueCardRefresh then inserts this
-// follow-up instead, unique per project as well.
+// RefreshCardAgainArgs is the follow-up refresh of a project's card that
+// earlier versions inserted while a refresh ran. Nothing inserts it any
+// more (a refresh now repeats until it has read every change, see
+// Cards.Refresh); its worker stays for the jobs still queued at an upgrade.
 type RefreshCardAgainArgs struct {
 	ProjectID uuid.UUID `json:"project_id" river:"unique"`
 }
@@ -109,49 +108,87 @@ func (RefreshCardAgainArgs) Kind() string { return "refresh_card_again" }
 
 // InsertOpts makes the follow-up unique per project.
 func (RefreshCardAgainArgs) InsertOpts() river.InsertOpts {
-	return RefreshCardArgs{}.InsertOpts()
+	return river.InsertOpts{MaxAttempts: 10, UniqueOpts: river.UniqueOpts{ByArgs: true, ByState: []rivertype.JobState{
+		rivertype.JobStateAvailable, rivertype.JobStatePending, rivertype.JobStateRunning,
+		rivertype.JobStateRetryable, rivertype.JobStateScheduled,
+	}}}
 }
 
-// EnqueueCardRefresh inserts the project's card refresh in tx: one job per
-// project however many changes arrive while it waits, and a follow-up when
-// the one that exists is already running. Call it last in a transaction,
-// so the window between the insert and the commit is as short as it gets.
+// A project's card changes are counted in card_changes (migration
+// 20261203000050): every change that must reach the card bumps version in
+// its own transaction, and queued says that a refresh job is responsible
+// for catching up with it. A refresh writes the card from one snapshot that
+// includes version, then checks version again with a statement that waits
+// for every transaction that has bumped it; while it moved, the refresh
+// reads again. So a change can never be left to a refresh that read the
+// store before the change committed — the race a job's uniqueness alone
+// lost (a job that existed when the change enqueued, and started before the
+// change committed).
+
+// markCardChangedSQL bumps a project's version and makes a refresh
+// responsible; it returns whether one already was.
+const markCardChangedSQL = `WITH old AS (SELECT queued FROM card_changes WHERE project_id = ? FOR UPDATE)
+	INSERT INTO card_changes AS c (project_id, version, queued, changed_at) VALUES (?, 1, true, ?)
+	ON CONFLICT (project_id) DO UPDATE SET version = c.version + 1, queued = true, changed_at = EXCLUDED.changed_at
+	RETURNING COALESCE((SELECT queued FROM old), false)`
+
+// bumpCardVersionSQL counts a change without asking for a refresh (the
+// feed asks after its commit, see queueCardRefresh). $1 the project, $2
+// the time.
+const bumpCardVersionSQL = `INSERT INTO card_changes AS c (project_id, version, changed_at) VALUES ($1, 1, $2)
+	ON CONFLICT (project_id) DO UPDATE SET version = c.version + 1, changed_at = EXCLUDED.changed_at`
+
+// EnqueueCardRefresh records a change of the project's card in tx and,
+// unless a refresh is already responsible for the project, inserts one:
+// one job per project however many changes arrive while it waits or runs
+// (the job reads again while changes keep committing).
 func EnqueueCardRefresh(ctx context.Context, s *Store, tx bun.Tx, projectID uuid.UUID) error {
-	if s.jobs == nil {
-		return fmt.Errorf("domain: no job inserter configured for refresh_card")
+	var was bool
+	if err := tx.NewRaw(markCardChangedSQL, projectID, projectID, s.Now()).Scan(ctx, &was); err != nil {
+		return fmt.Errorf("domain: count the card change of %s: %w", projectID, err)
 	}
-	res, err := s.jobs.InsertTx(ctx, tx.Tx, RefreshCardArgs{ProjectID: projectID}, nil)
-	if err != nil {
-		return fmt.Errorf("domain: enqueue refresh_card: %w", err)
+	if was {
+		return nil
 	}
-	if res.UniqueSkippedAsDuplicate && res.Job != nil && res.Job.State == rivertype.JobStateRunning {
-		if _, err := s.jobs.InsertTx(ctx, tx.Tx, RefreshCardAgainArgs{ProjectID: projectID}, nil); err != nil {
-			return fmt.Errorf("domain: enqueue refresh_card_again: %w", err)
-		}
-	}
-	return nil
+	return s.insertJob(ctx, tx, RefreshCardArgs{ProjectID: projectID})
 }
 
-// enqueueCardRefreshApart is EnqueueCardRefresh outside any transaction of
-// the caller: each insert commits on its own, so it locks one job row at a
-// time and cannot deadlock with River completing those rows.
-func enqueueCardRefreshApart(ctx context.Context, s *Store, projectID uuid.UUID) error {
-	var running bool
-	err := s.inTx(ctx, func(ctx context.Context, tx bun.Tx) error {
-		res, err := s.jobs.InsertTx(ctx, tx.Tx, RefreshCardArgs{ProjectID: projectID}, nil)
-		if err == nil {
-			running = res.UniqueSkippedAsDuplicate && res.Job != nil && res.Job.State == rivertype.JobStateRunning
-		}
-		return err
-	})
-	if err != nil || !running {
-		return err
-	}
+// queueCardRefresh, after changes have been counted and committed,
+// inserts the project's refresh unless one is responsible already or the
+// card has read every change.
+func queueCardRefresh(ctx context.Context, s *Store, projectID uuid.UUID) error {
 	return s.inTx(ctx, func(ctx context.Context, tx bun.Tx) error {
-		_, err := s.jobs.InsertTx(ctx, tx.Tx, RefreshCardAgainArgs{ProjectID: projectID}, nil)
-		return err
+		var ids []uuid.UUID
+		err := tx.NewRaw(`UPDATE card_changes SET queued = true WHERE project_id = ? AND NOT queued AND version > refreshed
+			RETURNING project_id`, projectID).Scan(ctx, &ids)
+		if err != nil || len(ids) == 0 {
+			return err
+		}
+		return s.insertJob(ctx, tx, RefreshCardArgs{ProjectID: projectID})
 	})
 }
+
+// forceCardRefresh makes a refresh responsible for the project and inserts
+// it, whatever card_changes says (the sweep's repair).
+func forceCardRefresh(ctx context.Context, s *Store, tx bun.Tx, projectID uuid.UUID) error {
+	if _, err := tx.NewRaw(`INSERT INTO card_changes AS c (project_id, queued) VALUES (?, true)
+		ON CONFLICT (project_id) DO UPDATE SET queued = true`, projectID).Exec(ctx); err != nil {
+		return fmt.Errorf("domain: queue the card refresh of %s: %w", projectID, err)
+	}
+	return s.insertJob(ctx, tx, RefreshCardArgs{ProjectID: projectID})
+}
+
+// cardRefreshGap is the least time between two reads of one project's
+// store by a refresh, and between two request rounds of the feed: a steady
+// stream of changes would otherwise replace the card as fast as the
+// database answers, each time with nearly the same snapshot; with the gap
+// a busy project's card is replaced at most ten times a second and still
+// follows its last change within the gap.
+const cardRefreshGap = 100 * time.Millisecond
+
+// maxRefreshRounds bounds one refresh job; a project that keeps changing
+// gets a new job to continue with.
+const maxRefreshRounds = 20
 
 // Refresh replaces a project's card from the incident store: every incident
 // not CLOSED or IGNORED, mapped onto the card's states, oldest first — the
@@ -159,16 +196,66 @@ func enqueueCardRefreshApart(ctx context.Context, s *Store, projectID uuid.UUID)
 // an external producer is left alone. A project that no longer exists has
 // no card to feed: not an error, a DEBUG line.
 //
-// It is one statement (the snapshot, the mapping and the upsert), so the
-// card of a project with a thousand open incidents is replaced in a few
-// milliseconds.
+// Each round is one statement (the snapshot with the project's change
+// version, the mapping and the upsert), so the card of a project with a
+// thousand open incidents is replaced in a few milliseconds. After it, the
+// version is read again, waiting for the changes being committed; while it
+// moved, the refresh reads again (rounds cardRefreshGap apart), and hands
+// the project to a new job after maxRefreshRounds.
 func (c *Cards) Refresh(ctx context.Context, projectID uuid.UUID) error {
-	return c.s.inTx(ctx, func(ctx context.Context, tx bun.Tx) error { return c.refreshTx(ctx, tx, projectID) })
+	for round := 1; ; round++ {
+		var read int64
+		if err := c.s.inTx(ctx, func(ctx context.Context, tx bun.Tx) (err error) {
+			read, err = c.refreshTx(ctx, tx, projectID)
+			return err
+		}); err != nil {
+			return err
+		}
+		current, err := c.caughtUp(ctx, projectID, read, round >= maxRefreshRounds)
+		if err != nil || current {
+			return err
+		}
+		t := time.NewTimer(cardRefreshGap)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		}
+	}
 }
 
-func (c *Cards) refreshTx(ctx context.Context, tx bun.Tx, projectID uuid.UUID) error {
-	var orgIDs []uuid.UUID
-	err := tx.NewRaw(`INSERT INTO project_cards AS c (project_id, org_id, source, incidents, updated_at)
+// caughtUp records that the card has read version read and reports
+// whether that is still the project's version. The UPDATE waits for every
+// transaction that has bumped the version and not yet committed. When it
+// moved and handOver is set, a new job continues.
+func (c *Cards) caughtUp(ctx context.Context, projectID uuid.UUID, read int64, handOver bool) (bool, error) {
+	current := true
+	err := c.s.inTx(ctx, func(ctx context.Context, tx bun.Tx) error {
+		var now []int64
+		if err := tx.NewRaw(`UPDATE card_changes SET queued = queued AND version <> ?, refreshed = GREATEST(refreshed, ?)
+			WHERE project_id = ? RETURNING version`, read, read, projectID).Scan(ctx, &now); err != nil {
+			return fmt.Errorf("cards: check the version of %s: %w", projectID, err)
+		}
+		current = len(now) == 0 || now[0] == read
+		if current || !handOver {
+			return nil
+		}
+		current = true // the new job carries on
+		return forceCardRefresh(ctx, c.s, tx, projectID)
+	})
+	return current, err
+}
+
+// refreshTx replaces the card in tx and returns the change version the
+// snapshot it read holds.
+func (c *Cards) refreshTx(ctx context.Context, tx bun.Tx, projectID uuid.UUID) (int64, error) {
+	var rows []struct {
+		OrgID   *uuid.UUID `bun:"org_id"`
+		Version int64      `bun:"version"`
+	}
+	err := tx.NewRaw(`WITH v AS (SELECT COALESCE((SELECT version FROM card_changes WHERE project_id = ?), 0) AS version),
+		up AS (INSERT INTO project_cards AS c (project_id, org_id, source, incidents, updated_at)
 		SELECT p.id, p.org_id, ?,
 		       COALESCE((SELECT jsonb_agg(jsonb_build_object('id', i.id, 'title', i.title, 'state', `+cardStateSQL+`,
 		                     'since', to_char(i.first_seen AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"'))
@@ -178,15 +265,19 @@ func (c *Cards) refreshTx(ctx context.Context, tx bun.Tx, projectID uuid.UUID) e
 		FROM projects p WHERE p.id = ?
 		ON CONFLICT (project_id) DO UPDATE SET source = EXCLUDED.source, incidents = EXCLUDED.incidents, updated_at = EXCLUDED.updated_at
 		WHERE NOT c.external
-		RETURNING c.org_id`, CardSourceFeed, c.s.Now(), projectID).Scan(ctx, &orgIDs)
+		RETURNING c.org_id)
+		SELECT (SELECT org_id FROM up) AS org_id, v.version FROM v`, projectID, CardSourceFeed, c.s.Now(), projectID).Scan(ctx, &rows)
 	if err != nil {
-		return fmt.Errorf("cards: refresh %s: %w", projectID, err)
+		return 0, fmt.Errorf("cards: refresh %s: %w", projectID, err)
 	}
-	if len(orgIDs) == 0 {
+	if len(rows) == 0 || rows[0].OrgID == nil {
 		c.s.Log.Debug("cards: nothing to refresh (project deleted, or the card is owned by an external producer)", "project_id", projectID)
-		return nil
+		if len(rows) == 0 {
+			return 0, nil
+		}
+		return rows[0].Version, nil
 	}
-	return publishCard(ctx, tx, orgIDs[0], projectID)
+	return rows[0].Version, publishCard(ctx, tx, *rows[0].OrgID, projectID)
 }
 
 func publishCard(ctx context.Context, tx bun.IDB, orgID, projectID uuid.UUID) error {
@@ -308,7 +399,8 @@ func (c *Cards) SetExternal(ctx context.Context, pr *Principal, projectID uuid.U
 			return err
 		}
 		if !external {
-			return c.refreshTx(ctx, tx, p.ID)
+			_, err := c.refreshTx(ctx, tx, p.ID)
+			return err
 		}
 		return publishCard(ctx, tx, p.OrgID, p.ID)
 	})
@@ -485,21 +577,24 @@ type CardSweepArgs struct{}
 // Kind implements river.JobArgs.
 func (CardSweepArgs) Kind() string { return "card_sweep" }
 
-// SweepStale enqueues a refresh for every project whose incidents changed
-// after its card (recently: the sweep runs every minute) and whose card the
-// incident store owns. It returns how many it enqueued.
+// SweepStale enqueues a refresh for every project whose card the incident
+// store owns and has not read every change: changes counted but never
+// handed to a refresh (a crash between a feed group's commit and its
+// request), and changes older than window that a refresh was responsible
+// for (its job was lost). It returns how many it enqueued.
 func (c *Cards) SweepStale(ctx context.Context, window time.Duration) (int, error) {
 	var ids []uuid.UUID
-	err := c.s.DB.NewRaw(`SELECT DISTINCT i.project_id FROM incidents i
-		LEFT JOIN project_cards pc ON pc.project_id = i.project_id
-		WHERE i.updated_at > ? AND (pc.project_id IS NULL OR (NOT pc.external AND i.updated_at > pc.updated_at))
-		LIMIT 1000`, c.s.Now().Add(-window)).Scan(ctx, &ids)
+	since := c.s.Now().Add(-window)
+	err := c.s.DB.NewRaw(`SELECT cc.project_id FROM card_changes cc
+		WHERE cc.version > cc.refreshed AND (NOT cc.queued OR cc.changed_at < ?)
+		  AND NOT EXISTS (SELECT 1 FROM project_cards pc WHERE pc.project_id = cc.project_id AND pc.external)
+		LIMIT 1000`, since).Scan(ctx, &ids)
 	if err != nil || len(ids) == 0 {
 		return 0, err
 	}
 	err = c.s.inTx(ctx, func(ctx context.Context, tx bun.Tx) error {
 		for _, id := range ids {
-			if err := EnqueueCardRefresh(ctx, c.s, tx, id); err != nil {
+			if err := forceCardRefresh(ctx, c.s, tx, id); err != nil {
 				return err
 			}
 		}

@@ -7,6 +7,7 @@ package domain
 import (
 	"errors"
 	"fmt"
+	"strings"
 )
 
 // Sentinel kinds. Callers test with errors.Is; the web tier maps each onto
@@ -31,6 +32,47 @@ type Error struct {
 	Kind    error
 	Code    string
 	Message string
+	// Fields lists every refused field of an input, when the refusal is
+	// about fields (Code and Message are then the first one's and all of
+	// them joined).
+	Fields []FieldError
+}
+
+// FieldError is one refused field: its input name (as in JSON), a stable
+// code, and the problem worded to follow the field's name ("slug" + " " +
+// Problem reads as a sentence; so does a form label + " " + Problem).
+type FieldError struct {
+	Field   string
+	Code    string
+	Problem string
+}
+
+// fieldErrors collects the refusals of one input.
+type fieldErrors []FieldError
+
+func (fe *fieldErrors) add(field, code, format string, args ...any) {
+	*fe = append(*fe, FieldError{Field: field, Code: code, Problem: fmt.Sprintf(format, args...)})
+}
+
+func (fe fieldErrors) has(field string) bool {
+	for _, f := range fe {
+		if f.Field == field {
+			return true
+		}
+	}
+	return false
+}
+
+// err is nil when nothing was refused, else one Invalid error holding all.
+func (fe fieldErrors) err() error {
+	if len(fe) == 0 {
+		return nil
+	}
+	msgs := make([]string, len(fe))
+	for i, f := range fe {
+		msgs[i] = f.Field + " " + f.Problem
+	}
+	return &Error{Kind: ErrInvalid, Code: fe[0].Code, Message: strings.Join(msgs, "; "), Fields: fe}
 }
 
 func (e *Error) Error() string { return e.Message }

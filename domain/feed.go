@@ -13,22 +13,26 @@ import (
 	"github.com/uptrace/bun"
 
 	"anvil/domain/event"
+	"anvil/domain/internal/coalesce"
+	"anvil/domain/internal/ttlcache"
 )
 
 // Feed owns the Anvil Feed ingest: connections, bindings and event storage
 // (docs/contracts/feed.md), and the first steps of the incident store the events group
 // into.
 type Feed struct {
-	s     *Store
-	cards cardRefresher
+	s *Store
+	// cards asks for the card refreshes of the projects whose groups
+	// committed, in paced rounds (see Feed.refreshCard).
+	cards *coalesce.Loop[uuid.UUID]
 	comb  combiner
 	// copySlot lets one group of the process at a time COPY its events,
 	// and form itself while it waits (see storeGroup).
 	copySlot chan struct{}
 	// incidents remembers the incidents' ids (see incidentCache).
 	incidents incidentCache
-	// senders remembers what tokens resolved to (see senderCache).
-	senders senderCache
+	// senders remembers what tokens resolved to (see newSenderCache).
+	senders *ttlcache.Cache[string, *FeedSender]
 	// StoreTimeout bounds one ingest's storage: a store that hangs becomes
 	// a 503 the sender retries, never a request that waits for ever.
 	StoreTimeout time.Duration
@@ -48,9 +52,23 @@ type Feed struct {
 	afterLookup func(general bool)
 }
 
-// NewFeed builds the service.
+// NewFeed builds the service; Start starts its card-refresh requests.
 func NewFeed(s *Store) *Feed {
-	return &Feed{s: s, StoreTimeout: 10 * time.Second, scrub: event.Scrub, copySlot: make(chan struct{}, 1)}
+	f := &Feed{s: s, StoreTimeout: 10 * time.Second, scrub: event.Scrub, copySlot: make(chan struct{}, 1),
+		senders: newSenderCache(), incidents: newIncidentCache()}
+	f.cards = coalesce.New(cardRefreshGap, maxCardRequests, f.requestCardRefreshes)
+	return f
+}
+
+// Start starts the feed's card-refresh requests.
+func (f *Feed) Start(ctx context.Context) { f.cards.Start(ctx) }
+
+// Stop asks for the card refreshes still pending and stops.
+func (f *Feed) Stop(ctx context.Context) error {
+	if err := f.cards.Stop(ctx); err != nil {
+		return fmt.Errorf("feed: stop the card-refresh requests: %w", err)
+	}
+	return nil
 }
 
 // Repair policies of a binding (docs/architecture.md, "Incident lifecycle").
@@ -201,7 +219,7 @@ func (f *Feed) RevokeConnection(ctx context.Context, p *Principal, id uuid.UUID)
 	if err != nil {
 		return uuid.Nil, fmt.Errorf("feed: revoke connection %s: %w", id, err)
 	}
-	f.senders.clear()
+	f.senders.Clear()
 	return projectID, nil
 }
 
@@ -237,7 +255,7 @@ func (f *Feed) PutBinding(ctx context.Context, p *Principal, projectID uuid.UUID
 	if err != nil {
 		return nil, fmt.Errorf("feed: put binding: %w", err)
 	}
-	f.senders.clear()
+	f.senders.Clear()
 	return b, nil
 }
 
@@ -277,7 +295,7 @@ func (f *Feed) AddBinding(ctx context.Context, p *Principal, projectID uuid.UUID
 		}
 		return nil, Conflict("binding_exists", "environment %q already has a binding with repair policy %s; change it in its row of the list", env, current)
 	}
-	f.senders.clear()
+	f.senders.Clear()
 	return b, nil
 }
 
@@ -325,7 +343,7 @@ func (f *Feed) DeleteBinding(ctx context.Context, p *Principal, projectID uuid.U
 		}
 		return recordAudit(ctx, tx, p, AuditBindingChanged, env, map[string]any{"project_id": projectID.String(), "deleted": true})
 	})
-	f.senders.clear()
+	f.senders.Clear()
 	return err
 }
 
@@ -362,7 +380,7 @@ func (f *Feed) Authenticate(ctx context.Context, bearer string) (*FeedSender, er
 	if !ok {
 		return nil, ErrUnauthorized
 	}
-	snd, cached, gen := f.senders.get(hash, f.s.Now())
+	snd, cached, gen := f.senders.Lookup(string(hash), f.s.Now())
 	switch {
 	case cached && snd == nil:
 		return nil, ErrUnauthorized
@@ -402,7 +420,7 @@ func (f *Feed) Authenticate(ctx context.Context, bearer string) (*FeedSender, er
 		return nil, ErrUnauthorized
 	}
 	if revoked {
-		f.senders.put(hash, nil, now, gen)
+		f.senders.PutIf(string(hash), nil, now, gen)
 		return nil, ErrUnauthorized
 	}
 	snd = &FeedSender{ConnectionID: connID.Bytes, OrgID: orgID.Bytes, ProjectID: projectID.Bytes,
@@ -415,7 +433,7 @@ func (f *Feed) Authenticate(ctx context.Context, bearer string) (*FeedSender, er
 	if !lastUsed.Valid || now.Sub(lastUsed.Time) >= time.Minute {
 		_, _ = f.s.DB.DB.ExecContext(ctx, `UPDATE feed_connections SET last_used_at = $1 WHERE id = $2`, now, snd.ConnectionID)
 	}
-	f.senders.put(hash, snd, now, gen)
+	f.senders.PutIf(string(hash), snd, now, gen)
 	return snd, nil
 }
 

@@ -19,7 +19,7 @@ import (
 func BenchmarkIngestBatch(b *testing.B) {
 	tb := setupTB(b)
 	ctx := context.Background()
-	feed := domain.NewFeed(tb.store)
+	feed := newFeed(b, tb.store)
 	p := tb.project(b, "shop")
 	if _, err := feed.PutBinding(ctx, tb.owner, p.ID, "production", domain.PolicyObserve); err != nil {
 		b.Fatal(err)

@@ -1,11 +1,8 @@
 package domain
 
 import (
-	"bytes"
 	"context"
-	"io"
 	"testing"
-	"testing/iotest"
 	"time"
 
 	"github.com/google/uuid"
@@ -74,24 +71,6 @@ func TestCopyRowsStoreWhatTheyEncode(t *testing.T) {
 		}
 		if !samePayload {
 			t.Fatalf("row %d: the stored payload is not %s", i, want)
-		}
-	}
-}
-
-// TestCopyStreamReadsInAnyChunks: the stream is the header, the rows and
-// the trailer, whatever the reader's buffer.
-func TestCopyStreamReadsInAnyChunks(t *testing.T) {
-	t.Parallel()
-	rows := []*copyRow{{b: []byte("first")}, {b: []byte{}}, {b: []byte("second row")}}
-	want := append(append(append(bytes.Clone(copyHeader), "first"...), "second row"...), copyTrailer...)
-	for name, r := range map[string]io.Reader{
-		"whole":    newCopyStream(rows),
-		"one byte": iotest.OneByteReader(newCopyStream(rows)),
-		"half":     iotest.HalfReader(newCopyStream(rows)),
-	} {
-		got, err := io.ReadAll(r)
-		if err != nil || !bytes.Equal(got, want) {
-			t.Fatalf("%s: %q, %v; want %q", name, got, err, want)
 		}
 	}
 }

@@ -113,66 +113,26 @@ func (f *Feed) prepare(raw json.RawMessage, snd *FeedSender, ipHash string) (p p
 }
 
 // refreshCard asks for the project's card refresh once the batch has
-// committed. Inside the batch the enqueue would hold the project's one
-// unique job row across the batch's incident locks, serializing (and
-// deadlocking) concurrent senders; and a card failure must never fail an
-// ingest. The requests of concurrent batches coalesce in cardRefresher; a
-// refresh lost to a crash is caught by the periodic card sweep.
+// committed (its group counted the change in card_changes). Inside the
+// batch the insert would need River's transaction, which the fast path
+// does not use; and a card failure must never fail an ingest. The requests
+// of concurrent batches coalesce into rounds at least cardRefreshGap apart;
+// a request lost to a crash is caught by the periodic card sweep.
 func (f *Feed) refreshCard(_ context.Context, projectID uuid.UUID) {
-	f.cards.request(f.s, projectID)
+	f.cards.Request(projectID)
 }
 
-// cardRefreshGap is the least time between two enqueue rounds of a
-// cardRefresher. A steady stream of batches would otherwise enqueue (and a
-// worker run) one refresh per committed group, hundreds a second, each
-// replacing the card with nearly the same snapshot; with the gap a busy
-// project's card is replaced at most ten times a second and still follows
-// its last batch within the gap.
-const cardRefreshGap = 100 * time.Millisecond
+// maxCardRequests bounds the projects waiting for a request round.
+const maxCardRequests = 10000
 
-// cardRefresher coalesces card-refresh requests: the projects marked while
-// one enqueue round runs (or while the gap after it lasts) are enqueued
-// together by the next round, each after the commits that marked it, so the
-// job (unique per project) always reads them.
-type cardRefresher struct {
-	mu      sync.Mutex
-	dirty   map[uuid.UUID]struct{}
-	running bool
-}
-
-func (c *cardRefresher) request(s *Store, projectID uuid.UUID) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.dirty == nil {
-		c.dirty = map[uuid.UUID]struct{}{}
-	}
-	c.dirty[projectID] = struct{}{}
-	if !c.running {
-		c.running = true
-		go c.run(s)
-	}
-}
-
-func (c *cardRefresher) run(s *Store) {
-	for {
-		c.mu.Lock()
-		batch := c.dirty
-		c.dirty = nil
-		if len(batch) == 0 {
-			c.running = false
-			c.mu.Unlock()
-			return
+// requestCardRefreshes is one round of card-refresh requests.
+func (f *Feed) requestCardRefreshes(ctx context.Context, ids []uuid.UUID) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	for _, id := range ids {
+		if err := queueCardRefresh(ctx, f.s, id); err != nil {
+			f.s.Log.Warn("feed: card refresh not enqueued; the sweep will catch up", "project_id", id, "error", err)
 		}
-		c.mu.Unlock()
-		began := time.Now()
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		for id := range batch {
-			if err := enqueueCardRefreshApart(ctx, s, id); err != nil {
-				s.Log.Warn("feed: card refresh not enqueued; the sweep will catch up", "project_id", id, "error", err)
-			}
-		}
-		cancel()
-		time.Sleep(cardRefreshGap - time.Since(began))
 	}
 }
 
@@ -245,7 +205,7 @@ func (f *Feed) combine(ctx context.Context, snd *FeedSender, evs []prepared, now
 	}
 	c.mu.Unlock()
 	if !lead {
-		if err := <-job.done; err != errLead {
+		if err := <-job.done; !errors.Is(err, errLead) {
 			return err
 		}
 	}

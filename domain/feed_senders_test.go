@@ -18,7 +18,7 @@ func TestSenderCache(t *testing.T) {
 	t.Parallel()
 	tb := setup(t)
 	ctx := context.Background()
-	feed := domain.NewFeed(tb.store)
+	feed := newFeed(t, tb.store)
 	p, err := tb.projects.Create(ctx, tb.owner, domain.ProjectInput{Slug: strp("shop"), RepoURL: strp("https://git.example/shop.git"),
 		DefaultBranch: strp("main"), RunCommand: strp("make test"), RepairCommand: strp("./fix.sh")})
 	if err != nil {

@@ -6,13 +6,14 @@ import (
 	"fmt"
 	"sort"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/uptrace/bun"
+
+	"anvil/domain/internal/ttlcache"
 )
 
 // Storing a group of batches: its events, and the incidents they count on.
@@ -362,28 +363,70 @@ func (f *Feed) storeFast(ctx context.Context, p *batchPlan, release func()) erro
 	// Release destroys a connection left inside a transaction: a group that
 	// fails half-way is rolled back by the disconnect.
 	defer conn.Release()
-	c := conn.Conn()
-	abandon := func(why error) error {
-		if _, err := c.Exec(ctx, "ROLLBACK"); err != nil {
-			return fmt.Errorf("roll back: %w", err)
-		}
-		return why
+	g := &fastGroup{f: f, c: conn.Conn(), p: p}
+	copySQL, err := g.lookup(ctx)
+	if err != nil {
+		return err
 	}
+	err = g.copyEvents(ctx, copySQL)
+	release()
+	if err != nil {
+		return err
+	}
+	updated, created := p.split()
+	if err := g.lockAndCreate(ctx, updated, created); err != nil {
+		return err
+	}
+	if err := g.commit(ctx, updated, created); err != nil {
+		return err
+	}
+	f.incidents.learn(p)
+	return nil
+}
 
-	copySQL := beginCopyEventsSQL
-	if missing := f.incidents.known(p); len(missing) > 0 {
+// fastGroup is one group on the fast path: its connection and its plan.
+type fastGroup struct {
+	f *Feed
+	c *pgx.Conn
+	p *batchPlan
+}
+
+// abandon rolls the group back and returns why: errSlowStore or
+// errCopyConflict send it to the general path (the fallback).
+func (g *fastGroup) abandon(ctx context.Context, why error) error {
+	if _, err := g.c.Exec(ctx, "ROLLBACK"); err != nil {
+		return fmt.Errorf("roll back: %w", err)
+	}
+	return why
+}
+
+// lookup learns the incidents of the plan's keys — from the cache, or
+// looked up in the transaction it opens then — and returns the COPY
+// statement to send (it opens the transaction itself when the lookup did
+// not).
+func (g *fastGroup) lookup(ctx context.Context) (copySQL string, err error) {
+	p := g.p
+	copySQL = beginCopyEventsSQL
+	if missing := g.f.incidents.known(p); len(missing) > 0 {
 		find := incidentsStmt(p.snd.ProjectID, missing, false)
 		b := &pgx.Batch{}
 		b.Queue("BEGIN")
 		b.Queue(find.sql, find.args...).Query(func(r pgx.Rows) error { _, err := p.scanIncidents(r); return err })
-		if err := c.SendBatch(ctx, b).Close(); err != nil {
-			return fmt.Errorf("find incidents: %w", err)
+		if err := g.c.SendBatch(ctx, b).Close(); err != nil {
+			return "", fmt.Errorf("find incidents: %w", err)
 		}
 		copySQL = copyEventsSQL
 	}
-	if f.afterLookup != nil {
-		f.afterLookup(false)
+	if g.f.afterLookup != nil {
+		g.f.afterLookup(false)
 	}
+	return copySQL, nil
+}
+
+// copyEvents places every event on its incident (chosen now for the new
+// ones) and COPYs them; an event already stored is errCopyConflict.
+func (g *fastGroup) copyEvents(ctx context.Context, copySQL string) error {
+	p := g.p
 	p.chooseIDs()
 	rows := make([]*copyRow, len(p.order))
 	fresh := make(map[string]bool, len(p.order))
@@ -393,17 +436,21 @@ func (f *Feed) storeFast(ctx context.Context, p *batchPlan, release func()) erro
 		rows[j] = &e.row
 		fresh[e.key] = true
 	}
-	_, err = c.PgConn().CopyFrom(ctx, newCopyStream(rows), copySQL)
-	release()
-	if err != nil {
+	if _, err := g.c.PgConn().CopyFrom(ctx, newCopyStream(rows), copySQL); err != nil {
 		if isUnique(err, "feed_events_dedupe_key") {
-			return abandon(errCopyConflict)
+			return g.abandon(ctx, errCopyConflict)
 		}
 		return fmt.Errorf("copy events: %w", err)
 	}
 	p.count(fresh)
+	return nil
+}
 
-	updated, created := p.split()
+// lockAndCreate locks the existing incidents by id, reading their status,
+// and creates the new ones, in one round trip; an incident deleted, or one
+// created elsewhere, meanwhile is errSlowStore.
+func (g *fastGroup) lockAndCreate(ctx context.Context, updated, created []*group) error {
+	p := g.p
 	b := &pgx.Batch{}
 	var (
 		locked int
@@ -417,17 +464,26 @@ func (f *Feed) storeFast(ctx context.Context, p *batchPlan, release func()) erro
 		create := p.createStmt(created)
 		b.Queue(create.sql, create.args...).Query(func(r pgx.Rows) (err error) { lost, err = scanCreated(r, created); return err })
 	}
-	if err := c.SendBatch(ctx, b).Close(); err != nil {
+	if err := g.c.SendBatch(ctx, b).Close(); err != nil {
 		return fmt.Errorf("lock and create incidents: %w", err)
 	}
 	if locked < len(updated) || len(lost) > 0 {
-		// An incident was deleted, or one created elsewhere, meanwhile.
-		f.incidents.forget(p.snd.ProjectID)
-		return abandon(errSlowStore)
+		g.f.incidents.forget(p.snd.ProjectID)
+		return g.abandon(ctx, errSlowStore)
 	}
+	return nil
+}
+
+// commit counts the events on the existing incidents, records the
+// transitions (and, when there are any, the card's change), and commits,
+// in one round trip; the group's live event is published after the
+// commit. A group whose policy queues a repair is errSlowStore: the repair
+// request goes through River's transactional insert.
+func (g *fastGroup) commit(ctx context.Context, updated, created []*group) error {
+	p := g.p
 	var trs []transition
-	for _, g := range created {
-		trs = append(trs, newIncidentTransitions(g)...)
+	for _, gr := range created {
+		trs = append(trs, newIncidentTransitions(gr)...)
 	}
 	var update stmt
 	if len(updated) > 0 {
@@ -435,11 +491,10 @@ func (f *Feed) storeFast(ctx context.Context, p *batchPlan, release func()) erro
 		update, reopened = p.updateStmt(updated)
 		trs = append(trs, reopened...)
 	}
-	if f.OnQueued != nil && len(queued(trs)) > 0 {
-		return abandon(errSlowStore) // the repair request goes through River's transactional insert
+	if g.f.OnQueued != nil && len(queued(trs)) > 0 {
+		return g.abandon(ctx, errSlowStore)
 	}
-
-	err = f.s.publishAfter(ctx, func(ctx context.Context) error {
+	return g.f.s.publishAfter(ctx, func(ctx context.Context) error {
 		b := &pgx.Batch{}
 		if len(updated) > 0 {
 			b.Queue(update.sql, update.args...)
@@ -447,17 +502,15 @@ func (f *Feed) storeFast(ctx context.Context, p *batchPlan, release func()) erro
 		if len(trs) > 0 {
 			st := transitionsStmt(trs, p.now)
 			b.Queue(st.sql, st.args...)
+			// New incidents and moves change the card; counts do not.
+			b.Queue(bumpCardVersionSQL, pgUUID(p.snd.ProjectID), p.now)
 		}
 		b.Queue("COMMIT")
-		if err := c.SendBatch(ctx, b).Close(); err != nil {
+		if err := g.c.SendBatch(ctx, b).Close(); err != nil {
 			return fmt.Errorf("count and commit: %w", err)
 		}
 		return notify(ctx, nil, liveNotice(p.snd))
 	})
-	if err == nil {
-		f.incidents.learn(p)
-	}
-	return err
 }
 
 // incidentCache remembers the ids of the incidents the process has stored
@@ -465,25 +518,30 @@ func (f *Feed) storeFast(ctx context.Context, p *batchPlan, release func()) erro
 // of known faults needs no lookup before its COPY. An id is never trusted:
 // the incidents are locked by id before the commit, and one deleted
 // meanwhile sends the group to the general path and the project's ids out
-// of the cache. Bounded: when full, it starts again.
+// of the cache. Bounded: when full, it starts again. No TTL: an id is
+// checked by every group that uses it.
 type incidentCache struct {
-	mu  sync.Mutex
-	ids map[uuid.UUID]map[groupKey]uuid.UUID
-	n   int
+	c *ttlcache.Cache[incidentKey, uuid.UUID]
+}
+
+type incidentKey struct {
+	project uuid.UUID
+	key     groupKey
 }
 
 // maxCachedIncidents bounds incidentCache.
 const maxCachedIncidents = 10000
 
+func newIncidentCache() incidentCache {
+	return incidentCache{ttlcache.New[incidentKey, uuid.UUID](0, maxCachedIncidents)}
+}
+
 // known fills in the groups whose incident the cache knows and returns the
 // keys of the others.
-func (c *incidentCache) known(p *batchPlan) []groupKey {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+func (c incidentCache) known(p *batchPlan) []groupKey {
 	var missing []groupKey
-	ids := c.ids[p.snd.ProjectID]
 	for _, k := range p.keys {
-		if id, ok := ids[k]; ok {
+		if id, ok := c.c.Get(incidentKey{p.snd.ProjectID, k}, time.Time{}); ok {
 			g := p.groups[k]
 			g.id, g.existing = id, true
 		} else {
@@ -494,34 +552,22 @@ func (c *incidentCache) known(p *batchPlan) []groupKey {
 }
 
 // learn remembers the incidents of a committed plan.
-func (c *incidentCache) learn(p *batchPlan) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.ids == nil || c.n+len(p.keys) > maxCachedIncidents {
-		c.ids, c.n = map[uuid.UUID]map[groupKey]uuid.UUID{}, 0
-	}
-	ids := c.ids[p.snd.ProjectID]
-	if ids == nil {
-		ids = map[groupKey]uuid.UUID{}
-		c.ids[p.snd.ProjectID] = ids
-	}
+func (c incidentCache) learn(p *batchPlan) {
 	for _, k := range p.keys {
-		if _, ok := ids[k]; !ok {
-			c.n++
-			// The key's environment may share the request body's memory
-			// (see event.decodeWire); the cache outlives the request.
-			k = groupKey{strings.Clone(k.env), strings.Clone(k.fp)}
+		id := p.groups[k].id
+		if known, ok := c.c.Get(incidentKey{p.snd.ProjectID, k}, time.Time{}); ok && known == id {
+			continue
 		}
-		ids[k] = p.groups[k].id
+		// The key's environment may share the request body's memory
+		// (see event.decodeWire); the cache outlives the request.
+		k = groupKey{strings.Clone(k.env), strings.Clone(k.fp)}
+		c.c.Put(incidentKey{p.snd.ProjectID, k}, id, time.Time{})
 	}
 }
 
 // forget drops a project's ids.
-func (c *incidentCache) forget(projectID uuid.UUID) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.n -= len(c.ids[projectID])
-	delete(c.ids, projectID)
+func (c incidentCache) forget(projectID uuid.UUID) {
+	c.c.DeleteFunc(func(k incidentKey) bool { return k.project == projectID })
 }
 
 // errCopyConflict is a COPY that met an event already stored: the group
@@ -616,6 +662,13 @@ func (f *Feed) storeBatch(ctx context.Context, tx bun.Tx, p *batchPlan) error {
 	if ids := queued(trs); f.OnQueued != nil && len(ids) > 0 {
 		if err := f.OnQueued(ctx, tx, p.snd.ProjectID, ids); err != nil {
 			return fmt.Errorf("request repair: %w", err)
+		}
+	}
+	if len(trs) > 0 {
+		// New incidents and moves change the card; counts do not. Last,
+		// so the project's change row is held as briefly as possible.
+		if _, err := tx.Tx.ExecContext(ctx, bumpCardVersionSQL, pgUUID(p.snd.ProjectID), p.now); err != nil {
+			return fmt.Errorf("count the card change: %w", err)
 		}
 	}
 	if err := notify(ctx, tx, liveNotice(p.snd)); err != nil {

@@ -28,7 +28,7 @@ type raceBundle struct {
 func setupRace(t *testing.T) *raceBundle {
 	t.Helper()
 	rb := &raceBundle{incidentBundle: setupIncidents(t, domain.PolicyObserve)}
-	rb.other = domain.NewFeed(rb.store)
+	rb.other = newFeed(t, rb.store)
 	return rb
 }
 

@@ -67,8 +67,9 @@ func setupTB(t testing.TB) *testBundle {
 		t.Fatal(err)
 	}
 	store.UseJobs(client)
+	startStore(t, store)
 	b := &testBundle{db: d, store: store, accounts: domain.NewAccounts(store), projects: domain.NewProjects(store),
-		queue: domain.NewQueue(store, time.Minute), clock: c, river: client}
+		queue: newQueue(t, store), clock: c, river: client}
 	res, err := b.accounts.Bootstrap(context.Background(), "acme", "owner@acme.test", "correct horse battery")
 	if err != nil {
 		t.Fatal(err)
@@ -81,6 +82,44 @@ func setupTB(t testing.TB) *testBundle {
 }
 
 func strp(s string) *string { return &s }
+
+// startStore starts a store's machinery and stops it (sending what it
+// holds) when the test ends, before its database is dropped.
+func startStore(t testing.TB, s *domain.Store) {
+	t.Helper()
+	s.Start(context.Background())
+	t.Cleanup(func() {
+		if err := s.Stop(context.Background()); err != nil {
+			t.Error(err)
+		}
+	})
+}
+
+// newQueue builds a queue that accepts, stopped when the test ends.
+func newQueue(t testing.TB, s *domain.Store) *domain.Queue {
+	t.Helper()
+	q := domain.NewQueue(s, time.Minute)
+	q.StartAccepting(context.Background())
+	t.Cleanup(func() {
+		if err := q.StopAccepting(context.Background()); err != nil {
+			t.Error(err)
+		}
+	})
+	return q
+}
+
+// newFeed builds a started feed, stopped when the test ends.
+func newFeed(t testing.TB, s *domain.Store) *domain.Feed {
+	t.Helper()
+	f := domain.NewFeed(s)
+	f.Start(context.Background())
+	t.Cleanup(func() {
+		if err := f.Stop(context.Background()); err != nil {
+			t.Error(err)
+		}
+	})
+	return f
+}
 
 func (b *testBundle) project(t testing.TB, slug string) *domain.Project {
 	t.Helper()

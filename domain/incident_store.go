@@ -3,7 +3,6 @@ package domain
 import (
 	"github.com/google/uuid"
 	"github.com/riverqueue/river"
-	"github.com/riverqueue/river/rivertype"
 )
 
 // Incident statuses: docs/architecture.md, "Incident lifecycle".
@@ -41,23 +40,16 @@ func PolicyTarget(policy string) string {
 }
 
 // RefreshCardArgs replaces a project's production card from the incident
-// store (docs/architecture.md, "Incidents and cards"). Unique per project among unfinished jobs, so a burst of
-// ingested batches coalesces into one refresh.
-//
-// The ingest does not insert it itself: Feed.refreshCard asks cardRefresher
-// after the commit; decisions and repair statuses insert it in their own
-// transaction (EnqueueCardRefresh).
+// store (docs/architecture.md, "Incidents and cards"). Not unique by River: card_changes.queued keeps one job
+// per project responsible at a time (a burst of changes is one refresh),
+// and a unique job that already existed when a change enqueued could start
+// before that change committed and never read it (see EnqueueCardRefresh).
 type RefreshCardArgs struct {
-	ProjectID uuid.UUID `json:"project_id" river:"unique"`
+	ProjectID uuid.UUID `json:"project_id"`
 }
 
 // Kind implements river.JobArgs.
 func (RefreshCardArgs) Kind() string { return "refresh_card" }
 
-// InsertOpts makes the job unique per project while it waits or runs.
-func (RefreshCardArgs) InsertOpts() river.InsertOpts {
-	return river.InsertOpts{MaxAttempts: 10, UniqueOpts: river.UniqueOpts{ByArgs: true, ByState: []rivertype.JobState{
-		rivertype.JobStateAvailable, rivertype.JobStatePending, rivertype.JobStateRunning,
-		rivertype.JobStateRetryable, rivertype.JobStateScheduled,
-	}}}
-}
+// InsertOpts retries a refresh the database refused.
+func (RefreshCardArgs) InsertOpts() river.InsertOpts { return river.InsertOpts{MaxAttempts: 10} }

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/riverqueue/river"
 
 	"anvil/domain"
 )
@@ -28,7 +27,7 @@ type incidentBundle struct {
 func setupIncidents(t *testing.T, policy string) *incidentBundle {
 	t.Helper()
 	b := setup(t)
-	ib := &incidentBundle{testBundle: b, incidents: domain.NewIncidents(b.store, b.queue), cards: domain.NewCards(b.store), feed: domain.NewFeed(b.store)}
+	ib := &incidentBundle{testBundle: b, incidents: domain.NewIncidents(b.store, b.queue), cards: domain.NewCards(b.store), feed: newFeed(t, b.store)}
 	ib.feed.OnQueued = ib.incidents.RequestRepairs
 	ctx := context.Background()
 	p, err := b.projects.Create(ctx, b.owner, domain.ProjectInput{Slug: strp("shop"), RepoURL: strp("https://git.example/shop.git"),
@@ -489,7 +488,7 @@ func TestCardRefresh(t *testing.T) {
 }
 
 // TestCardRefreshCoalesces: a burst of changes while one refresh waits is
-// one job; a change while it runs gets one follow-up.
+// one job; the refresh reads them all and leaves nothing queued.
 func TestCardRefreshCoalesces(t *testing.T) {
 	t.Parallel()
 	ib := setupIncidents(t, domain.PolicyObserve)
@@ -497,66 +496,149 @@ func TestCardRefreshCoalesces(t *testing.T) {
 	for i := 0; i < 10; i++ {
 		ib.send(t, fmt.Sprintf("Burst%d", i%3))
 	}
-	count := func(kind string) int {
-		var n int
-		if err := ib.db.Bun.NewRaw(`SELECT count(*) FROM river_job WHERE kind = ?`, kind).Scan(ctx, &n); err != nil {
-			t.Fatal(err)
-		}
-		return n
-	}
-	// The refresh is enqueued after each batch's commit, by a goroutine:
-	// wait for it, then check that the burst made exactly one.
-	settle := func(ok func() bool) {
-		for deadline := time.Now().Add(10 * time.Second); !ok() && time.Now().Before(deadline); {
-			time.Sleep(20 * time.Millisecond)
-		}
-	}
-	settle(func() bool { return count("refresh_card") > 0 })
-	if n := count("refresh_card"); n != 1 {
-		t.Fatalf("%d refresh jobs after a burst, want 1", n)
-	}
-	if _, err := ib.db.Bun.NewRaw(`UPDATE river_job SET state = 'running', attempted_at = now(), attempt = 1 WHERE kind = 'refresh_card'`).Exec(ctx); err != nil {
+	// The refresh is asked for after each batch's commit, by the feed's
+	// request loop: flush it, then check that the burst made exactly one.
+	if err := ib.feed.Stop(ctx); err != nil {
 		t.Fatal(err)
 	}
-	for i := 0; i < 5; i++ {
-		ib.send(t, "WhileRunning")
+	if n := ib.jobs(t, "refresh_card"); n != 1 {
+		t.Fatalf("%d refresh jobs after a burst, want 1", n)
 	}
-	settle(func() bool { return count("refresh_card_again") > 0 })
-	if n, m := count("refresh_card"), count("refresh_card_again"); n != 1 || m != 1 {
-		t.Fatalf("while running: %d refresh, %d follow-ups; want 1 and 1", n, m)
+	if err := ib.cards.Refresh(ctx, ib.proj.ID); err != nil {
+		t.Fatal(err)
 	}
-	var _ river.JobArgs = domain.RefreshCardAgainArgs{}
+	card, _ := ib.cards.Get(ctx, ib.owner.OrgID, ib.proj.ID)
+	if len(card.Incidents) != 3 {
+		t.Fatalf("card after the burst: %+v", card.Incidents)
+	}
+	if v, r, q := ib.cardChanges(t); v != r || q {
+		t.Fatalf("after the refresh: version %d, refreshed %d, queued %v", v, r, q)
+	}
 }
 
-// TestCardSweepCatchesLostRefreshes: an ingest enqueues its card refresh
-// after the commit; when that enqueue is lost (a crash in between), the
-// periodic sweep finds the project and enqueues it.
+// jobs counts the jobs of a kind.
+func (ib *incidentBundle) jobs(t *testing.T, kind string) int {
+	t.Helper()
+	var n int
+	if err := ib.db.Bun.NewRaw(`SELECT count(*) FROM river_job WHERE kind = ? AND state = 'available'`, kind).Scan(context.Background(), &n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// cardChanges reads the project's row of card_changes.
+func (ib *incidentBundle) cardChanges(t *testing.T) (version, refreshed int64, queued bool) {
+	t.Helper()
+	if err := ib.db.Bun.NewRaw(`SELECT version, refreshed, queued FROM card_changes WHERE project_id = ?`, ib.proj.ID).
+		Scan(context.Background(), &version, &refreshed, &queued); err != nil {
+		t.Fatal(err)
+	}
+	return
+}
+
+// TestCardRefreshReadsAChangeCommittedWhileItRan is the race of issue 11:
+// a change enqueues its card refresh while a refresh job of the project
+// already exists (so none is added), that job starts and reads the store
+// before the change commits, and the change commits. The card must still
+// end up showing the change, with no periodic sweep.
+func TestCardRefreshReadsAChangeCommittedWhileItRan(t *testing.T) {
+	t.Parallel()
+	ib := setupIncidents(t, domain.PolicyApprove)
+	ctx := context.Background()
+	inc := ib.send(t, "raced")
+	if err := ib.feed.Stop(ctx); err != nil { // the waiting refresh job exists
+		t.Fatal(err)
+	}
+	if n := ib.jobs(t, "refresh_card"); n != 1 {
+		t.Fatalf("%d refresh jobs waiting, want 1", n)
+	}
+	// The change: the incident moves on (as a repair's pull request does),
+	// in a transaction that stays open while the refresh runs.
+	tx, err := ib.db.Bun.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback() //nolint:errcheck
+	if _, err := tx.ExecContext(ctx, `UPDATE incidents SET status = ? WHERE id = ?`, domain.IncidentPROpen, inc.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := domain.EnqueueCardRefresh(ctx, ib.store, tx, ib.proj.ID); err != nil {
+		t.Fatal(err)
+	}
+	// The waiting job starts now, before the change commits.
+	refreshed := make(chan error, 1)
+	go func() { refreshed <- ib.cards.Refresh(ctx, ib.proj.ID) }()
+	// Let it read the store (it waits for the change, or returns).
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		var waiting bool
+		if err := ib.db.Bun.NewRaw(`SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE datname = current_database()
+			AND wait_event_type = 'Lock' AND query LIKE '%card_changes%')`).Scan(ctx, &waiting); err != nil {
+			t.Fatal(err)
+		}
+		if waiting || len(refreshed) > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the refresh neither waited for the change nor returned")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-refreshed; err != nil {
+		t.Fatal(err)
+	}
+	// The job that ran is done; nothing else is waiting to fix the card.
+	if _, err := ib.db.Bun.NewRaw(`DELETE FROM river_job WHERE kind = 'refresh_card'`).Exec(ctx); err != nil {
+		t.Fatal(err)
+	}
+	card, _ := ib.cards.Get(ctx, ib.owner.OrgID, ib.proj.ID)
+	if len(card.Incidents) != 1 || card.Incidents[0].State != domain.CardInvestigating {
+		t.Fatalf("the card missed the change that committed while it refreshed: %+v", card.Incidents)
+	}
+	if v, r, q := ib.cardChanges(t); v != r || q {
+		t.Fatalf("after the refresh: version %d, refreshed %d, queued %v", v, r, q)
+	}
+	// A change after the refresh finished gets a job of its own, even
+	// while the finished job is still marked running.
+	if _, err := ib.incidents.Decide(ctx, ib.owner, inc.ID, domain.DecisionClose); err != nil {
+		t.Fatal(err)
+	}
+	if n := ib.jobs(t, "refresh_card"); n != 1 {
+		t.Fatalf("%d refresh jobs after a later change, want 1", n)
+	}
+}
+
+// TestCardSweepCatchesLostRefreshes: an ingest asks for its card refresh
+// after the commit; when that request is lost (a crash in between), the
+// periodic sweep finds the project and enqueues it; so it does for a job
+// lost while responsible for changes older than its window.
 func TestCardSweepCatchesLostRefreshes(t *testing.T) {
 	t.Parallel()
 	ib := setupIncidents(t, domain.PolicyObserve)
 	ctx := context.Background()
-	ib.send(t, "lost")
-	jobs := func() int {
-		var n int
-		if err := ib.db.Bun.NewRaw(`SELECT count(*) FROM river_job WHERE kind = 'refresh_card' AND state = 'available'`).Scan(ctx, &n); err != nil {
-			t.Fatal(err)
-		}
-		return n
-	}
-	// The ingest asks for the refresh right after its commit.
-	for deadline := time.Now().Add(10 * time.Second); jobs() != 1; {
-		if time.Now().After(deadline) {
-			t.Fatal("the ingest enqueued no card refresh")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	// Lose it.
-	if _, err := ib.db.Bun.NewRaw(`DELETE FROM river_job WHERE kind = 'refresh_card'`).Exec(ctx); err != nil {
+	// A crash before the feed's request round: the change is counted,
+	// nothing asked for its refresh.
+	if err := ib.feed.Stop(ctx); err != nil {
 		t.Fatal(err)
 	}
+	ib.send(t, "lost")
+	if n := ib.jobs(t, "refresh_card"); n != 0 {
+		t.Fatalf("%d jobs with the request loop stopped", n)
+	}
 	n, err := ib.cards.SweepStale(ctx, 3*time.Minute)
-	if err != nil || n != 1 || jobs() != 1 {
-		t.Fatalf("sweep: %d %v, %d jobs", n, err, jobs())
+	if err != nil || n != 1 || ib.jobs(t, "refresh_card") != 1 {
+		t.Fatalf("sweep: %d %v, %d jobs", n, err, ib.jobs(t, "refresh_card"))
+	}
+	// The job is lost too: the sweep leaves it its window, then repeats it.
+	ib.db.Bun.NewRaw(`DELETE FROM river_job WHERE kind = 'refresh_card'`).Exec(ctx)
+	if n, err := ib.cards.SweepStale(ctx, 3*time.Minute); err != nil || n != 0 {
+		t.Fatalf("sweep within the window of a queued refresh: %d %v", n, err)
+	}
+	ib.clock.Advance(4 * time.Minute)
+	if n, err := ib.cards.SweepStale(ctx, 3*time.Minute); err != nil || n != 1 || ib.jobs(t, "refresh_card") != 1 {
+		t.Fatalf("sweep after the window: %d %v", n, err)
 	}
 	// Once the card is current the sweep finds nothing.
 	if err := ib.cards.Refresh(ctx, ib.proj.ID); err != nil {

@@ -2,6 +2,7 @@ package domain
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/url"
 	"regexp"
@@ -10,6 +11,8 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/uptrace/bun"
+
+	"anvil/domain/repourl"
 )
 
 // Project is a git repository with a run queue.
@@ -36,6 +39,9 @@ type Project struct {
 	BranchFilters []string  `bun:"branch_filters,array"`
 	CreatedAt     time.Time `bun:"created_at,nullzero,default:now()"`
 	UpdatedAt     time.Time `bun:"updated_at,nullzero,default:now()"`
+	// Warnings are notes on the save that just happened (the repository
+	// did not answer, …): the project was saved all the same. Not stored.
+	Warnings []string `bun:"-"`
 }
 
 // RunTimeout is the longest a run of this project may take.
@@ -62,31 +68,15 @@ type ProjectInput struct {
 var (
 	branchRE       = regexp.MustCompile(`^[A-Za-z0-9._/-]{1,255}$`)
 	providerRepoRE = regexp.MustCompile(`^[A-Za-z0-9._-]+(/[A-Za-z0-9._-]+)+$`)
-	scpLikeRE      = regexp.MustCompile(`^[A-Za-z0-9._-]+@[A-Za-z0-9.-]+:[A-Za-z0-9._~/-]+$`)
 )
 
-// validRepoURL accepts http(s), ssh (URL or scp-like git@host:path) and file URLs.
-func validRepoURL(s string) error {
-	if scpLikeRE.MatchString(s) {
-		return nil
+// repoURLProblem checks the syntax of a repository address (https, http,
+// ssh or scp-like; file:// and paths parse, the policy refuses them later).
+func repoURLProblem(s string) (string, string) {
+	if _, err := repourl.Parse(s); err != nil {
+		return "invalid_repo_url", "is not a supported repository address: " + repourl.Detail(err)
 	}
-	u, err := url.Parse(s)
-	if err != nil {
-		return Invalid("invalid_repo_url", "repo_url is not a valid URL")
-	}
-	switch u.Scheme {
-	case "http", "https", "ssh":
-		if u.Host == "" {
-			return Invalid("invalid_repo_url", "repo_url must name a host")
-		}
-	case "file":
-		if u.Path == "" || !strings.HasPrefix(u.Path, "/") {
-			return Invalid("invalid_repo_url", "a file repo_url must be an absolute path (file:///path/to/repo.git)")
-		}
-	default:
-		return Invalid("invalid_repo_url", "repo_url must be an http(s), ssh or file URL")
-	}
-	return nil
+	return "", ""
 }
 
 func trimmed(p *string) string {
@@ -96,61 +86,64 @@ func trimmed(p *string) string {
 	return strings.TrimSpace(*p)
 }
 
-// apply validates in and writes it onto p. creating demands every required field.
-func (in *ProjectInput) apply(p *Project, creating bool) error {
+// apply validates in and writes it onto p. creating demands every required
+// field. Every refused field is reported, with those of pre (found before,
+// such as the checkout policy's) in one Invalid error.
+func (in *ProjectInput) apply(p *Project, creating bool, pre fieldErrors) error {
 	type field struct {
 		name     string
 		val      *string
 		dst      *string
 		required bool
 		max      int
-		check    func(string) error
+		check    func(string) (code, problem string)
 	}
 	fields := []field{
-		{"slug", in.Slug, &p.Slug, true, 63, func(s string) error {
+		{"slug", in.Slug, &p.Slug, true, 63, func(s string) (string, string) {
 			if !slugRE.MatchString(s) {
-				return Invalid("invalid_slug", "slug %q must match ^[a-z0-9][a-z0-9-]{0,62}$ (lower-case letters, digits and dashes)", s)
+				return "invalid_slug", fmt.Sprintf("%q must match ^[a-z0-9][a-z0-9-]{0,62}$ (lower-case letters, digits and dashes)", s)
 			}
-			return nil
+			return "", ""
 		}},
 		{"name", in.Name, &p.Name, false, 200, nil},
-		{"repo_url", in.RepoURL, &p.RepoURL, true, 2048, validRepoURL},
-		{"default_branch", in.DefaultBranch, &p.DefaultBranch, true, 255, func(s string) error {
+		{"repo_url", in.RepoURL, &p.RepoURL, true, 2048, repoURLProblem},
+		{"default_branch", in.DefaultBranch, &p.DefaultBranch, true, 255, func(s string) (string, string) {
 			if !branchRE.MatchString(s) || strings.Contains(s, "..") || strings.HasPrefix(s, "-") {
-				return Invalid("invalid_default_branch", "default_branch %q is not a valid branch name", s)
+				return "invalid_default_branch", fmt.Sprintf("%q is not a valid branch name", s)
 			}
-			return nil
+			return "", ""
 		}},
 		{"run_command", in.RunCommand, &p.RunCommand, true, 10000, nil},
 		{"repair_command", in.RepairCommand, &p.RepairCommand, false, 10000, nil},
-		{"provider", in.Provider, &p.Provider, false, 20, func(s string) error {
+		{"provider", in.Provider, &p.Provider, false, 20, func(s string) (string, string) {
 			switch s {
 			case "", "github", "gitlab", "gitea":
-				return nil
+				return "", ""
 			}
-			return Invalid("invalid_provider", "provider must be one of github, gitlab, gitea")
+			return "invalid_provider", "must be one of github, gitlab, gitea"
 		}},
-		{"provider_api_url", in.ProviderAPIURL, &p.ProviderAPIURL, false, 2048, func(s string) error {
+		{"provider_api_url", in.ProviderAPIURL, &p.ProviderAPIURL, false, 2048, func(s string) (string, string) {
 			if s == "" {
-				return nil
+				return "", ""
 			}
 			u, err := url.Parse(s)
 			if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-				return Invalid("invalid_provider_api_url", "provider_api_url must be an http(s) URL")
+				return "invalid_provider_api_url", "must be an http(s) URL"
 			}
-			return nil
+			return "", ""
 		}},
-		{"provider_repo", in.ProviderRepo, &p.ProviderRepo, false, 255, func(s string) error {
+		{"provider_repo", in.ProviderRepo, &p.ProviderRepo, false, 255, func(s string) (string, string) {
 			if s != "" && !providerRepoRE.MatchString(s) {
-				return Invalid("invalid_provider_repo", "provider_repo must look like owner/name")
+				return "invalid_provider_repo", "must look like owner/name"
 			}
-			return nil
+			return "", ""
 		}},
 	}
+	var errs fieldErrors
 	for _, f := range fields {
 		if f.val == nil {
 			if creating && f.required {
-				return Invalid("missing_"+f.name, "%s is required", f.name)
+				errs.add(f.name, "missing_"+f.name, "is required")
 			}
 			continue
 		}
@@ -159,52 +152,137 @@ func (in *ProjectInput) apply(p *Project, creating bool) error {
 			v = strings.TrimRight(strings.ReplaceAll(*f.val, "\r\n", "\n"), " \n\t")
 			v = strings.TrimLeft(v, " \n\t")
 		}
-		if v == "" && f.required {
-			return Invalid("missing_"+f.name, "%s must not be empty", f.name)
-		}
-		if len(v) > f.max {
-			return Invalid("too_long_"+f.name, "%s must be at most %d characters", f.name, f.max)
+		switch {
+		case v == "" && f.required:
+			errs.add(f.name, "missing_"+f.name, "must not be empty")
+			continue
+		case len(v) > f.max:
+			errs.add(f.name, "too_long_"+f.name, "must be at most %d characters", f.max)
+			continue
 		}
 		if f.check != nil {
-			if err := f.check(v); err != nil {
-				return err
+			if code, problem := f.check(v); code != "" {
+				errs.add(f.name, code, "%s", problem)
+				continue
 			}
 		}
+		if f.name == "repo_url" && pre.has("repo_url") {
+			continue
+		}
 		*f.dst = v
+	}
+	for _, e := range pre {
+		if !errs.has(e.Field) {
+			errs = append(errs, e)
+		}
 	}
 	if p.Name == "" {
 		p.Name = p.Slug
 	}
 	if in.RunTimeoutSeconds != nil {
 		if *in.RunTimeoutSeconds < 1 || *in.RunTimeoutSeconds > 86400 {
-			return Invalid("invalid_run_timeout", "run_timeout_seconds must be between 1 and 86400")
+			errs.add("run_timeout_seconds", "invalid_run_timeout", "must be between 1 and 86400")
+		} else {
+			p.RunTimeoutSeconds = *in.RunTimeoutSeconds
 		}
-		p.RunTimeoutSeconds = *in.RunTimeoutSeconds
 	}
 	if p.RunTimeoutSeconds == 0 {
 		p.RunTimeoutSeconds = 1800
 	}
 	if in.BranchFilters != nil {
 		f, err := checkBranchFilters(*in.BranchFilters)
-		if err != nil {
-			return err
+		var de *Error
+		switch {
+		case errors.As(err, &de):
+			errs.add("branch_filters", de.Code, "%s", strings.TrimPrefix(de.Message, "branch filter "))
+		case err == nil:
+			p.BranchFilters = f
 		}
-		p.BranchFilters = f
 	}
 	if p.BranchFilters == nil {
 		p.BranchFilters = []string{}
 	}
-	if p.Provider != "" && p.ProviderRepo == "" && in.ProviderRepo != nil {
-		return Invalid("missing_provider_repo", "provider_repo (owner/name) is required when provider is set")
+	if p.Provider != "" && p.ProviderRepo == "" && in.ProviderRepo != nil && !errs.has("provider_repo") && !errs.has("provider") {
+		errs.add("provider_repo", "missing_provider_repo", "(owner/name) is required when provider is set")
+	}
+	if in.ProviderToken != nil && len(strings.TrimSpace(*in.ProviderToken)) > 4096 {
+		errs.add("provider_token", "too_long_provider_token", "must be at most 4096 characters")
+	}
+	return errs.err()
+}
+
+// checkRepoURL applies the checkout policy to a repository address being
+// saved: a local one is refused (a field error), a host that does not
+// resolve only warned about.
+func (ps *Projects) checkRepoURL(ctx context.Context, in *ProjectInput) (fieldErrors, []string) {
+	raw := trimmed(in.RepoURL)
+	if in.RepoURL == nil || raw == "" {
+		return nil, nil
+	}
+	if _, err := repourl.Parse(raw); err != nil {
+		return nil, nil // apply reports the syntax
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	_, err := ps.policy.Check(ctx, raw)
+	switch {
+	case errors.Is(err, repourl.ErrLocal):
+		var fe fieldErrors
+		fe.add("repo_url", "local_repo_url", "is a local checkout, refused: %s", repourl.Detail(err))
+		return fe, nil
+	case errors.Is(err, repourl.ErrUnresolved):
+		return nil, []string{fmt.Sprintf("the repository's host %s does not resolve (yet); runs fail until it does", repourl.Detail(err))}
+	}
+	return nil, nil
+}
+
+// probe asks a saved project's repository whether it answers (git
+// ls-remote, through the prober the worker's checkout uses) and returns a
+// warning when it does not. The project is saved either way: a repository
+// may be unreachable for a moment, or reachable only from the workers.
+func (ps *Projects) probe(ctx context.Context, p *Project) []string {
+	if ps.prober == nil {
+		return nil
+	}
+	token, err := ps.ProviderToken(p)
+	if err != nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	if err := ps.prober(ctx, p.RepoURL, token); err != nil {
+		msg := strings.TrimPrefix(err.Error(), "sandbox: ")
+		if token != "" {
+			msg = strings.ReplaceAll(msg, token, "[REDACTED]")
+		}
+		if len(msg) > 400 {
+			msg = msg[:400] + "…"
+		}
+		return []string{"the repository did not answer (git ls-remote): " + msg}
 	}
 	return nil
 }
 
-// Projects manages projects.
-type Projects struct{ s *Store }
+// RepoProber asks a repository whether it answers (git ls-remote), with
+// the provider token; the worker's checkout provides it.
+type RepoProber func(ctx context.Context, repoURL, token string) error
 
-// NewProjects builds the service.
+// Projects manages projects.
+type Projects struct {
+	s      *Store
+	policy repourl.Policy
+	prober RepoProber
+}
+
+// NewProjects builds the service; repository addresses are held to the
+// strict checkout policy until SetCheckout says otherwise.
 func NewProjects(s *Store) *Projects { return &Projects{s: s} }
+
+// SetCheckout sets the checkout policy applied when a project is saved and
+// the prober (nil for none) that checks its repository answers.
+func (ps *Projects) SetCheckout(policy repourl.Policy, prober RepoProber) {
+	ps.policy, ps.prober = policy, prober
+}
 
 func providerTokenAAD(id uuid.UUID) []byte {
 	return []byte("project:" + id.String() + ":provider_token")
@@ -218,9 +296,6 @@ func (ps *Projects) setToken(p *Project, in *ProjectInput) error {
 	if tok == "" {
 		p.ProviderTokenEnc = ""
 		return nil
-	}
-	if len(tok) > 4096 {
-		return Invalid("too_long_provider_token", "provider_token must be at most 4096 characters")
 	}
 	enc, err := ps.s.Keys.Seal([]byte(tok), providerTokenAAD(p.ID))
 	if err != nil {
@@ -248,7 +323,8 @@ func (ps *Projects) Create(ctx context.Context, pr *Principal, in ProjectInput) 
 		return nil, err
 	}
 	p := &Project{ID: uuid.New(), OrgID: pr.OrgID}
-	if err := in.apply(p, true); err != nil {
+	pre, warnings := ps.checkRepoURL(ctx, &in)
+	if err := in.apply(p, true, pre); err != nil {
 		return nil, err
 	}
 	if err := ps.setToken(p, &in); err != nil {
@@ -266,6 +342,10 @@ func (ps *Projects) Create(ctx context.Context, pr *Principal, in ProjectInput) 
 		}
 		return nil, fmt.Errorf("create project: %w", err)
 	}
+	p.Warnings = warnings
+	if len(warnings) == 0 {
+		p.Warnings = ps.probe(ctx, p)
+	}
 	return p, nil
 }
 
@@ -275,11 +355,13 @@ func (ps *Projects) Update(ctx context.Context, pr *Principal, id uuid.UUID, in 
 		return nil, err
 	}
 	var out *Project
+	// The policy resolves the host: before the project's lock, not under it.
+	pre, warnings := ps.checkRepoURL(ctx, &in)
 	err := ps.s.WithProject(ctx, id, func(ctx context.Context, tx bun.Tx, p *Project) error {
 		if p.OrgID != pr.OrgID {
 			return NotFound("project")
 		}
-		if err := in.apply(p, false); err != nil {
+		if err := in.apply(p, false, pre); err != nil {
 			return err
 		}
 		if err := ps.setToken(p, &in); err != nil {
@@ -298,7 +380,14 @@ func (ps *Projects) Update(ctx context.Context, pr *Principal, id uuid.UUID, in 
 		out = p
 		return nil
 	})
-	return out, err
+	if err != nil {
+		return nil, err
+	}
+	out.Warnings = warnings
+	if len(warnings) == 0 && (in.RepoURL != nil || in.ProviderToken != nil) {
+		out.Warnings = ps.probe(ctx, out)
+	}
+	return out, nil
 }
 
 // Get returns a project of the caller's organisation.

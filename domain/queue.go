@@ -12,6 +12,8 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/rivertype"
 	"github.com/uptrace/bun"
+
+	"anvil/domain/internal/groupcommit"
 )
 
 // ExecuteRunArgs is the job that executes a promoted run. It is inserted in
@@ -69,7 +71,7 @@ func (WatchdogArgs) Kind() string { return "run_watchdog" }
 // nothing else writes queue state.
 type Queue struct {
 	s                *Store
-	comb             acceptCombiner
+	comb             *groupcommit.Combiner[*acceptJob]
 	heartbeatTimeout time.Duration
 	hooks            []TerminalHook
 }
@@ -84,7 +86,22 @@ func NewQueue(s *Store, heartbeatTimeout time.Duration) *Queue {
 	if heartbeatTimeout <= 0 {
 		heartbeatTimeout = 60 * time.Second
 	}
-	return &Queue{s: s, heartbeatTimeout: heartbeatTimeout}
+	q := &Queue{s: s, heartbeatTimeout: heartbeatTimeout}
+	q.comb = groupcommit.New(acceptPolicy, q.acceptGroup)
+	return q
+}
+
+// StartAccepting starts the loop that stores acceptances in groups
+// (Start is a run's own step).
+func (q *Queue) StartAccepting(ctx context.Context) { q.comb.Start(ctx) }
+
+// StopAccepting stores the acceptances still waiting, then refuses new
+// ones.
+func (q *Queue) StopAccepting(ctx context.Context) error {
+	if err := q.comb.Stop(ctx); err != nil {
+		return fmt.Errorf("queue: stop accepting: %w", err)
+	}
+	return nil
 }
 
 // OnTerminal registers a hook run when any run becomes terminal.
@@ -135,7 +152,7 @@ func (q *Queue) changed(ctx context.Context, tx bun.Tx, r *Run, cols ...string) 
 	if _, err := tx.NewUpdate().Model(r).Column(cols...).WherePK().Exec(ctx); err != nil {
 		return fmt.Errorf("update run %s: %w", r.ID, err)
 	}
-	if err := q.s.insertJob(ctx, tx, ReconcileRunArgs{RunID: r.ID, Target: next}, nil); err != nil {
+	if err := q.s.insertJob(ctx, tx, ReconcileRunArgs{RunID: r.ID, Target: next}); err != nil {
 		return err
 	}
 	return q.publish(ctx, tx, r)

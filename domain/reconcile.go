@@ -184,7 +184,7 @@ func (q *Queue) SweepUnsynced(ctx context.Context, age time.Duration) (int, erro
 	}
 	err := q.s.inTx(ctx, func(ctx context.Context, tx bun.Tx) error {
 		for _, r := range stale {
-			if err := q.s.insertJob(ctx, tx, ReconcileRunArgs{RunID: r.ID, Target: r.Status}, nil); err != nil {
+			if err := q.s.insertJob(ctx, tx, ReconcileRunArgs{RunID: r.ID, Target: r.Status}); err != nil {
 				return err
 			}
 		}

@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"fmt"
 	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -15,6 +14,7 @@ import (
 	"github.com/uptrace/bun"
 	"github.com/uptrace/bun/dialect/pgdialect"
 
+	livenotify "anvil/domain/internal/notify"
 	"anvil/domain/secret"
 )
 
@@ -35,7 +35,8 @@ type Store struct {
 	Log  *slog.Logger
 	Now  func() time.Time
 	jobs JobInserter
-	pub  publisher
+	// pub sends committed live events after their commit (see notify).
+	pub *livenotify.Publisher
 }
 
 // NewStore builds the shared state; UseJobs must be called before anything
@@ -45,18 +46,33 @@ func NewStore(bdb *bun.DB, keys *secret.Keyring, log *slog.Logger) *Store {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Store{DB: bdb, Keys: keys, Log: log, Now: func() time.Time { return time.Now().UTC() }}
+	s := &Store{DB: bdb, Keys: keys, Log: log, Now: func() time.Time { return time.Now().UTC() }}
+	s.pub = livenotify.New(s.sendEvents, log)
+	return s
+}
+
+// Start starts the store's machinery (the live-event publisher). Events
+// committed before Start wait for it.
+func (s *Store) Start(ctx context.Context) { s.pub.Start(ctx) }
+
+// Stop sends the live events still pending and stops the publisher; call
+// it after everything that commits has stopped and before the pool closes.
+func (s *Store) Stop(ctx context.Context) error {
+	if err := s.pub.Stop(ctx); err != nil {
+		return fmt.Errorf("store: stop the live-event publisher: %w", err)
+	}
+	return nil
 }
 
 // UseJobs sets the River client used to enqueue work in transactions.
 func (s *Store) UseJobs(j JobInserter) { s.jobs = j }
 
 // insertJob enqueues args in tx.
-func (s *Store) insertJob(ctx context.Context, tx bun.Tx, args river.JobArgs, opts *river.InsertOpts) error {
+func (s *Store) insertJob(ctx context.Context, tx bun.Tx, args river.JobArgs) error {
 	if s.jobs == nil {
 		return fmt.Errorf("domain: no job inserter configured for %s", args.Kind())
 	}
-	if _, err := s.jobs.InsertTx(ctx, tx.Tx, args, opts); err != nil {
+	if _, err := s.jobs.InsertTx(ctx, tx.Tx, args, nil); err != nil {
 		return fmt.Errorf("domain: enqueue %s: %w", args.Kind(), err)
 	}
 	return nil
@@ -75,7 +91,7 @@ func (s *Store) publishAfter(ctx context.Context, commit func(ctx context.Contex
 	ev := &pendingEvents{}
 	err := commit(context.WithValue(ctx, pendingEventsKey{}, ev))
 	if err == nil && len(ev.payloads) > 0 {
-		s.pub.publish(s, ev.payloads)
+		s.pub.Publish(ev.payloads...)
 	}
 	return err
 }
@@ -121,77 +137,8 @@ type pendingEventsKey struct{}
 // pendingEvents collects one transaction's live events.
 type pendingEvents struct{ payloads []string }
 
-// publisher sends committed live events in batches from one goroutine that
-// runs while there is something to send: one NOTIFY round at a time, at
-// most one per publishGap, each sending a payload once however often it
-// was queued (a busy project's groups all announce the same change). A
-// lost event only delays a page's refresh (every consumer reads the truth
-// on the next event or resync).
-type publisher struct {
-	mu      sync.Mutex
-	queue   []string
-	running bool
-}
-
-// maxPendingEvents bounds the queue when the database is unreachable.
-const maxPendingEvents = 10000
-
-// publishGap is the least time between two NOTIFY rounds. Every round is a
-// transaction of its own and wakes every listening connection of the
-// database; under a steady stream of feed groups the rounds would
-// otherwise follow each other as fast as the database answers them.
-const publishGap = 20 * time.Millisecond
-
-func (p *publisher) publish(s *Store, payloads []string) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if len(p.queue)+len(payloads) > maxPendingEvents {
-		return
-	}
-	p.queue = append(p.queue, payloads...)
-	if !p.running {
-		p.running = true
-		go p.run(s)
-	}
-}
-
-func (p *publisher) run(s *Store) {
-	for {
-		p.mu.Lock()
-		batch := p.queue
-		p.queue = nil
-		if len(batch) == 0 {
-			p.running = false
-			p.mu.Unlock()
-			return
-		}
-		p.mu.Unlock()
-		began := time.Now()
-		if err := s.sendEvents(distinct(batch)); err != nil {
-			s.Log.Warn("live events: notify failed", "events", len(batch), "error", err)
-		}
-		time.Sleep(publishGap - time.Since(began))
-	}
-}
-
-// distinct is payloads without repeats, in the order of their first
-// occurrence.
-func distinct(payloads []string) []string {
-	seen := make(map[string]struct{}, len(payloads))
-	out := payloads[:0]
-	for _, p := range payloads {
-		if _, ok := seen[p]; !ok {
-			seen[p] = struct{}{}
-			out = append(out, p)
-		}
-	}
-	return out
-}
-
-// sendEvents sends a batch of payloads in one statement of its own.
-func (s *Store) sendEvents(payloads []string) error {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
+// sendEvents sends a round of payloads in one statement of its own.
+func (s *Store) sendEvents(ctx context.Context, payloads []string) error {
 	_, err := s.DB.ExecContext(ctx, "SELECT pg_notify(?, p) FROM unnest(?::text[]) AS p", EventsChannel, pgdialect.Array(payloads))
 	return err
 }

@@ -2,15 +2,16 @@ package domain
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/uptrace/bun"
 
 	"anvil/domain/forge"
+	"anvil/domain/internal/ttlcache"
 )
 
 // Webhooks owns webhook configuration, secret custody and the delivery
@@ -20,11 +21,13 @@ import (
 type Webhooks struct {
 	s     *Store
 	queue *Queue
-	seals sealCache
+	seals *sealCache
 }
 
 // NewWebhooks builds the service.
-func NewWebhooks(s *Store, q *Queue) *Webhooks { return &Webhooks{s: s, queue: q} }
+func NewWebhooks(s *Store, q *Queue) *Webhooks {
+	return &Webhooks{s: s, queue: q, seals: ttlcache.New[sealKey, sealedMaterial](sealTTL, maxCachedSeals)}
+}
 
 // Providers is the order in which pages and lists show the providers.
 var Providers = []forge.Provider{forge.GitHub, forge.GitLab, forge.Gitea}
@@ -164,7 +167,7 @@ func (w *Webhooks) withOwnProject(ctx context.Context, pr *Principal, projectID 
 	}
 	defer func() {
 		for _, p := range Providers {
-			w.seals.drop(sealKey{projectID, p})
+			w.seals.Delete(sealKey{projectID, p})
 		}
 	}()
 	return w.s.WithProject(ctx, projectID, func(ctx context.Context, tx bun.Tx, p *Project) error {
@@ -449,19 +452,11 @@ type sealedMaterial struct{ secret, signingToken string }
 // secret is never accepted after a rotation, and the new one always is.
 // Disabled, missing and unknown webhooks are never cached: their answers
 // are read every time.
-type sealCache struct {
-	mu sync.Mutex
-	m  map[sealKey]cachedSeal
-}
+type sealCache = ttlcache.Cache[sealKey, sealedMaterial]
 
 type sealKey struct {
 	project  uuid.UUID
 	provider forge.Provider
-}
-
-type cachedSeal struct {
-	sealed sealedMaterial
-	at     time.Time
 }
 
 const (
@@ -470,31 +465,6 @@ const (
 	// maxCachedSeals bounds the cache; when it is full it starts over.
 	maxCachedSeals = 10000
 )
-
-func (c *sealCache) get(k sealKey, now time.Time) (sealedMaterial, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	e, ok := c.m[k]
-	if !ok || now.Sub(e.at) >= sealTTL || now.Before(e.at) {
-		return sealedMaterial{}, false
-	}
-	return e.sealed, true
-}
-
-func (c *sealCache) put(k sealKey, sealed sealedMaterial, now time.Time) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.m == nil || len(c.m) >= maxCachedSeals {
-		c.m = make(map[sealKey]cachedSeal)
-	}
-	c.m[k] = cachedSeal{sealed, now}
-}
-
-func (c *sealCache) drop(k sealKey) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	delete(c.m, k)
-}
 
 // Errors of VerificationMaterial and Deliver that the public route answers
 // without recording anything.
@@ -538,12 +508,12 @@ func (w *Webhooks) CachedVerificationMaterial(ctx context.Context, projectID uui
 		return Material{}, err
 	}
 	key, now := sealKey{projectID, p}, time.Now()
-	if sealed, ok := w.seals.get(key, now); ok {
+	if sealed, ok := w.seals.Get(key, now); ok {
 		if m, err := w.open(projectID, p, true, sealed); err == nil {
 			m.cached = true
 			return m, nil
 		}
-		w.seals.drop(key) // what the row holds now decides
+		w.seals.Delete(key) // what the row holds now decides
 	}
 	return w.loadMaterial(ctx, key, now)
 }
@@ -563,14 +533,14 @@ func (w *Webhooks) loadMaterial(ctx context.Context, key sealKey, now time.Time)
 		FROM projects pr LEFT JOIN project_webhooks w ON w.project_id = pr.id AND w.provider = ?
 		WHERE pr.id = ?`, string(p), projectID).Scan(ctx, &row)
 	if isNoRows(err) {
-		w.seals.drop(key)
+		w.seals.Delete(key)
 		return Material{}, NotFound("project")
 	}
 	if err != nil {
 		return Material{}, fmt.Errorf("load webhook material: %w", err)
 	}
 	if row.Enabled == nil {
-		w.seals.drop(key)
+		w.seals.Delete(key)
 		return Material{}, ErrWebhookNotConfigured
 	}
 	sealed := sealedMaterial{row.SecretEnc, row.SigningTokenEnc}
@@ -579,9 +549,9 @@ func (w *Webhooks) loadMaterial(ctx context.Context, key sealKey, now time.Time)
 		return Material{}, err
 	}
 	if m.Enabled {
-		w.seals.put(key, sealed, now)
+		w.seals.Put(key, sealed, now)
 	} else {
-		w.seals.drop(key)
+		w.seals.Delete(key)
 	}
 	return m, nil
 }
@@ -655,8 +625,8 @@ func (w *Webhooks) Deliver(ctx context.Context, v Verification, pl forge.Payload
 	}
 	j := &acceptJob{projectID: v.projectID, delivery: &deliveryJob{provider: p, pl: pl, sealed: v.sealed}}
 	if err := w.queue.submit(j); err != nil {
-		if err == ErrStaleMaterial {
-			w.seals.drop(sealKey{v.projectID, p})
+		if errors.Is(err, ErrStaleMaterial) {
+			w.seals.Delete(sealKey{v.projectID, p})
 		}
 		return DeliveryResult{}, err
 	}

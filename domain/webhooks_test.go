@@ -419,7 +419,8 @@ func TestWebhookSecretsSurviveKeyRotation(t *testing.T) {
 		}
 		s := domain.NewStore(b.db.Bun, k, nil)
 		s.UseJobs(b.river)
-		return s, domain.NewWebhooks(s, domain.NewQueue(s, time.Minute))
+		startStore(t, s)
+		return s, domain.NewWebhooks(s, newQueue(t, s))
 	}
 	_, wA := services(keyA, nil)
 	p := b.project(t, "keys")

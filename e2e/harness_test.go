@@ -101,8 +101,9 @@ type syncBuffer = anviltest.SyncBuffer
 // startServer starts the binary on a fresh database and a free port, waits
 // for /readyz and bootstraps the organisation "acme" with an owner. The
 // process gets SIGTERM when the test ends, after the test's browser
-// contexts have closed; its log is printed if the test failed.
-func startServer(t *testing.T) *server {
+// contexts have closed; its log is printed if the test failed. extraEnv
+// (NAME=value) overrides the defaults.
+func startServer(t *testing.T, extraEnv ...string) *server {
 	t.Helper()
 	s := &server{
 		Email:    "owner@acme.test",
@@ -119,7 +120,10 @@ func startServer(t *testing.T) *server {
 		"ANVIL_SANDBOX=" + sandboxMode(),
 		"ANVIL_HEARTBEAT_TIMEOUT=60s",
 		"ANVIL_WORK_DIR=" + t.TempDir(),
+		// The journeys' repositories are local (jobstest.GitRepo).
+		"ANVIL_CHECKOUT_ALLOW_LOCAL=true",
 	}
+	env = append(env, extraEnv...) // os/exec keeps the last of duplicate names
 	addr := freeAddr(t)
 	s.URL = "http://" + addr
 	s.cmd = exec.Command(binary, "serve", "--addr", addr)

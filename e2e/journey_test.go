@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/playwright-community/playwright-go"
+
+	"anvil/jobs/jobstest"
 )
 
 // must fails the test on a playwright error.
@@ -85,6 +87,7 @@ func TestCreateProjectJourney(t *testing.T) {
 	t.Parallel()
 	s := startServer(t)
 	page := loggedIn(t, s)
+	repo := jobstest.GitRepo(t) // a repository that answers: no warning
 
 	fill := func(slug, shot string) {
 		t.Helper()
@@ -93,7 +96,7 @@ func TestCreateProjectJourney(t *testing.T) {
 		for id, v := range map[string]string{
 			"slug":           slug,
 			"name":           "Widget factory",
-			"repo_url":       "https://git.example.com/acme/widgets.git",
+			"repo_url":       repo.URL,
 			"default_branch": "main",
 			"run_command":    "make test",
 		} {

@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"encoding/json"
+	"errors"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -32,7 +33,8 @@ func TestSentryNodeSDK(t *testing.T) {
 	out, err := cmd.Output()
 	if err != nil {
 		var stderr []byte
-		if ee, ok := err.(*exec.ExitError); ok {
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
 			stderr = ee.Stderr
 		}
 		t.Fatalf("node: %v\n%s\n%s", err, out, stderr)

@@ -46,7 +46,9 @@ type ExecuteRunWorker struct {
 	Logs      *domain.Logs
 	Hub       *domain.Hub
 	Executor  sandbox.Executor
-	WorkRoot  string // this process's own workspace folder
+	Git       *sandbox.Git   // checks repositories out under the checkout policy
+	Limits    sandbox.Limits // of every run's command (zero: sandbox.DefaultLimits)
+	WorkRoot  string         // this process's own workspace folder
 	Repair    RepairHandler
 	Log       *slog.Logger
 	Heartbeat time.Duration // how often to heartbeat; a fraction of the watchdog's timeout
@@ -139,7 +141,7 @@ func (w *ExecuteRunWorker) execute(ctx context.Context, run *domain.Run, proj *d
 	} else {
 		logw.Printf("checking out the head of %s", run.Branch)
 	}
-	got, err := sandbox.Checkout(runCtx, proj.RepoURL, run.Branch, sha, token, ws, logw)
+	got, err := w.Git.Checkout(runCtx, proj.RepoURL, run.Branch, sha, token, ws, logw)
 	if err != nil {
 		if r, ok := w.stopped(runCtx, logw); ok {
 			return r
@@ -154,7 +156,11 @@ func (w *ExecuteRunWorker) execute(ctx context.Context, run *domain.Run, proj *d
 		run.CommitSHA = &got
 	}
 
-	spec := sandbox.Spec{Workspace: ws, Command: proj.RunCommand, Limits: sandbox.DefaultLimits(), Env: secrets}
+	limits := w.Limits
+	if limits == (sandbox.Limits{}) {
+		limits = sandbox.DefaultLimits()
+	}
+	spec := sandbox.Spec{Workspace: ws, Command: proj.RunCommand, Limits: limits, Env: secrets}
 	if run.Trigger == domain.TriggerRepair {
 		if w.Repair == nil {
 			logw.Printf("this anvil cannot run repairs (no repair handler)")

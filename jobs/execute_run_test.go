@@ -12,6 +12,7 @@ import (
 	"github.com/uptrace/bun"
 
 	"anvil/domain"
+	"anvil/jobs/jobstest"
 )
 
 func accept(t *testing.T, b *testBundle, p *domain.Project) *domain.Run {
@@ -204,5 +205,23 @@ func TestCheckoutFailureFailsTheRun(t *testing.T) {
 	got := b.waitTerminal(t, r.ID, 60*time.Second)
 	if got.Status() != domain.StatusFailed || *got.FailureReason != domain.ReasonCheckout {
 		t.Fatalf("checkout failure: %s %v", got.Status(), got.FailureReason)
+	}
+}
+
+// A project saved while local checkouts were allowed is refused at checkout
+// once they are not: the run fails at checkout and its log says why.
+func TestCheckoutPolicyAppliesAtRunTime(t *testing.T) {
+	t.Parallel()
+	b := setup(t, options{strictCheckout: true})
+	repo := jobstest.GitRepo(t)
+	p := b.project(t, "local", repo.URL, "echo must-not-run", 0)
+	r := accept(t, b, p)
+	got := b.waitTerminal(t, r.ID, 60*time.Second)
+	if got.Status() != domain.StatusFailed || *got.FailureReason != domain.ReasonCheckout {
+		t.Fatalf("run of a local repository: %s %v", got.Status(), got.FailureReason)
+	}
+	log := b.logText(t, r.ID)
+	if !strings.Contains(log, "local checkouts are refused") || !strings.Contains(log, "ANVIL_CHECKOUT_ALLOW_LOCAL=true") || strings.Contains(log, "must-not-run\n") {
+		t.Fatalf("log:\n%s", log)
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"anvil/db"
 	"anvil/db/testdb"
 	"anvil/domain"
+	"anvil/domain/repourl"
 	"anvil/domain/secret"
 	"anvil/jobs"
 	"anvil/jobs/jobstest"
@@ -41,6 +42,9 @@ type options struct {
 	heartbeatTimeout time.Duration
 	grace            time.Duration
 	mode             string
+	// strictCheckout: the worker refuses local checkouts (projects are
+	// still saved with local repositories, as before a configuration change).
+	strictCheckout bool
 	// idle builds the River client and the lost-runner sweeper without
 	// starting them; the test starts them (b.river.Start, b.sweeper.Start).
 	idle bool
@@ -67,7 +71,9 @@ func setup(t *testing.T, o options) *testBundle {
 	}
 	d := testdb.New(t)
 	keys, _ := secret.NewKeyring(make([]byte, 32), nil)
-	sv := domain.NewServices(d.Bun, d.Pool, keys, nil, domain.Options{HeartbeatTimeout: o.heartbeatTimeout})
+	// The fixtures are local repositories (jobstest.GitRepo).
+	policy := repourl.Policy{AllowLocal: true}
+	sv := domain.NewServices(d.Bun, d.Pool, keys, nil, domain.Options{HeartbeatTimeout: o.heartbeatTimeout, CheckoutPolicy: policy})
 	store := sv.Store
 	b := &testBundle{services: sv, db: d, store: store, accounts: sv.Accounts, projects: sv.Projects,
 		queue: sv.Queue, logs: sv.Logs, hub: sv.Hub}
@@ -85,7 +91,14 @@ func setup(t *testing.T, o options) *testBundle {
 		exe = o.wrap(exe)
 	}
 	workers := river.NewWorkers()
-	jobs.Register(workers, jobs.Deps{Services: sv, Executor: exe, WorkRoot: root})
+	if o.strictCheckout {
+		policy = repourl.Policy{}
+	}
+	git, err := sandbox.NewGit(exe.Sandboxed(), policy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	jobs.Register(workers, jobs.Deps{Services: sv, Executor: exe, Git: git, WorkRoot: root})
 	client, err := river.NewClient(riverdatabasesql.NewWithPgxListener(d.SQL, d.Pool), &river.Config{
 		Workers: workers, Queues: map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: 4}, domain.RunsQueue: {MaxWorkers: 4}},
 		PeriodicJobs: jobs.Periodic(o.heartbeatTimeout), FetchCooldown: 5 * time.Millisecond, FetchPollInterval: 50 * time.Millisecond,
@@ -95,6 +108,7 @@ func setup(t *testing.T, o options) *testBundle {
 		t.Fatal(err)
 	}
 	store.UseJobs(client)
+	sv.Start(ctx)
 	b.river = client
 	b.sweeper = jobs.NewLostRunnerSweeper(sv.Queue, nil)
 	if !o.idle {
@@ -108,6 +122,9 @@ func setup(t *testing.T, o options) *testBundle {
 		defer scancel()
 		b.sweeper.Stop()
 		_ = client.Stop(sctx)
+		if err := sv.Stop(sctx); err != nil {
+			t.Error(err)
+		}
 		cancel()
 		_ = os.RemoveAll(filepath.Dir(root))
 	})

@@ -19,6 +19,9 @@ import (
 type Deps struct {
 	*domain.Services
 	Executor sandbox.Executor
+	// Git checks repositories out under the checkout policy (required).
+	Git      *sandbox.Git
+	Limits   sandbox.Limits // of every run's command (zero: sandbox.DefaultLimits)
 	WorkRoot string
 	Log      *slog.Logger
 }
@@ -38,7 +41,7 @@ func Register(w *river.Workers, d Deps) {
 	river.AddWorker(w, &DispatchRepairWorker{incidents: d.Incidents})
 	river.AddWorker(w, &CardSweepWorker{cards: d.Cards, log: d.Log})
 	river.AddWorker(w, &ExecuteRunWorker{Queue: d.Queue, Projects: d.Projects, Logs: d.Logs, Hub: d.Hub,
-		Executor: d.Executor, WorkRoot: d.WorkRoot, Repair: NewRepair(d.Incidents, d.Projects), Log: d.Log,
+		Executor: d.Executor, Git: d.Git, Limits: d.Limits, WorkRoot: d.WorkRoot, Repair: NewRepair(d.Incidents, d.Projects, d.Git.Policy), Log: d.Log,
 		Heartbeat: heartbeatInterval(d.Queue.HeartbeatTimeout()), ID: ExecutorID(),
 		Secrets: runsecret.New(d.Store).ForRun})
 }

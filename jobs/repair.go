@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"os"
 	"os/exec"
@@ -20,6 +21,7 @@ import (
 	gitlab "gitlab.com/gitlab-org/api/client-go"
 
 	"anvil/domain"
+	"anvil/domain/repourl"
 	"anvil/jobs/sandbox"
 )
 
@@ -39,13 +41,15 @@ import (
 type Repair struct {
 	Incidents *domain.Incidents
 	Projects  *domain.Projects
+	// Policy is the checkout policy, applied again to the push.
+	Policy repourl.Policy
 	// HTTPClient talks to the provider's API (default: 30 s timeout).
 	HTTPClient *http.Client
 }
 
 // NewRepair builds the handler.
-func NewRepair(in *domain.Incidents, ps *domain.Projects) *Repair {
-	return &Repair{Incidents: in, Projects: ps, HTTPClient: &http.Client{Timeout: 30 * time.Second}}
+func NewRepair(in *domain.Incidents, ps *domain.Projects, policy repourl.Policy) *Repair {
+	return &Repair{Incidents: in, Projects: ps, Policy: policy, HTTPClient: &http.Client{Timeout: 30 * time.Second}}
 }
 
 // incidentFile is where Prepare writes the incident of a workspace: beside
@@ -117,7 +121,13 @@ func (r *Repair) Finish(ctx context.Context, run *domain.Run, proj *domain.Proje
 	if err != nil {
 		return domain.TerminalReport{}, errors.New("could not decrypt the project's provider token")
 	}
-	g := newHostGit(workspace, proj.RepoURL, token)
+	if run.CommitSHA == nil {
+		return domain.TerminalReport{}, errors.New("a repair run without its checked-out commit")
+	}
+	g, err := newHostGit(ctx, workspace, *run.CommitSHA, proj.RepoURL, token, r.Policy)
+	if err != nil {
+		return needsHuman("the change was not pushed: "+err.Error(), domain.ReasonRepairPush)
+	}
 	defer g.close()
 	status, err := g.run(ctx, "status", "--porcelain")
 	if err != nil {
@@ -125,6 +135,10 @@ func (r *Repair) Finish(ctx context.Context, run *domain.Run, proj *domain.Proje
 	}
 	if strings.TrimSpace(status) == "" {
 		return needsHuman("the repair command changed nothing", domain.ReasonRepairNoOp)
+	}
+	// Nothing leaves the workspace for a pull request that cannot be opened.
+	if err := providerProblem(proj, token); err != nil {
+		return needsHuman("the change was not pushed: "+err.Error(), domain.ReasonRepairForge)
 	}
 	branch := "anvil/repair/" + run.IncidentID.String()
 	inc, err := r.Incidents.Get(ctx, run.OrgID, *run.IncidentID)
@@ -142,7 +156,7 @@ func (r *Repair) Finish(ctx context.Context, run *domain.Run, proj *domain.Proje
 	}
 	log.Printf("repair: pushing %s", branch)
 	// --force: a second repair of the same incident replaces its branch.
-	if _, err := g.run(ctx, "push", "--force", "-q", "origin", "HEAD:refs/heads/"+branch); err != nil {
+	if _, err := g.run(ctx, "push", "--force", "-q", "--", proj.RepoURL, "HEAD:refs/heads/"+branch); err != nil {
 		return needsHuman("pushing the branch "+branch+" failed: "+err.Error(), domain.ReasonRepairPush)
 	}
 	prURL, err := r.openPR(ctx, proj, token, branch, title, body)
@@ -160,13 +174,10 @@ func (r *Repair) Finish(ctx context.Context, run *domain.Run, proj *domain.Proje
 // API and returns the pull request's web URL. Errors name the provider's
 // answer, never the token.
 func (r *Repair) openPR(ctx context.Context, proj *domain.Project, token, branch, title, body string) (string, error) {
-	owner, name, ok := strings.Cut(proj.ProviderRepo, "/")
-	if proj.Provider == "" || !ok {
-		return "", errors.New("the project names no provider and repository (owner/name) to open it on")
+	if err := providerProblem(proj, token); err != nil {
+		return "", err
 	}
-	if token == "" {
-		return "", errors.New("the project has no provider token")
-	}
+	owner, name, _ := strings.Cut(proj.ProviderRepo, "/")
 	hc := r.HTTPClient
 	if hc == nil {
 		hc = http.DefaultClient
@@ -193,6 +204,29 @@ func (r *Repair) openPR(ctx context.Context, proj *domain.Project, token, branch
 		return "", errors.New("the provider answered without the pull request's URL")
 	}
 	return u, nil
+}
+
+// providerProblem says why a pull request could not be opened for proj with
+// token, before anything is pushed: no provider, no repository (owner/name),
+// no token, or a Gitea project without the instance's address.
+func providerProblem(proj *domain.Project, token string) error {
+	_, _, ok := strings.Cut(proj.ProviderRepo, "/")
+	switch {
+	case proj.Provider == "" || !ok:
+		return errors.New("the project names no provider and repository (owner/name) to open a pull request on")
+	case token == "":
+		return errors.New("the project has no provider token")
+	}
+	switch proj.Provider {
+	case "github", "gitlab":
+	case "gitea":
+		if strings.TrimSpace(proj.ProviderAPIURL) == "" {
+			return errors.New("a Gitea project needs provider_api_url (the instance's address)")
+		}
+	default:
+		return fmt.Errorf("unknown provider %q", proj.Provider)
+	}
+	return nil
 }
 
 // openGitHubPR: POST {api}/repos/{owner}/{repo}/pulls. provider_api_url is
@@ -258,12 +292,18 @@ func clip(s string, n int) string {
 	return s[:n] + "…"
 }
 
-// hostGit runs git on the host in a repair's workspace: a cleaned
-// environment (no inherited config, credential helpers or prompts), the
-// workspace marked safe (it belongs to the sandbox's user), the author set,
-// and the provider token sent as an http.extraHeader through GIT_CONFIG_*
-// variables — never in argv, the remote URL, .git/config, the log or an
-// error text (it is redacted from git's stderr).
+// hostGit runs git on the host over a repair's workspace, without trusting
+// anything the repair command could have written: the workspace's own .git
+// (its config, hooks, filters, fsmonitor, remotes) belongs to the command, so
+// git works in a fresh repository of anvil's own (GIT_DIR in a temporary
+// folder, the workspace as its work tree), whose objects come from the
+// workspace's as alternates (data only) and whose HEAD is the commit anvil
+// checked out. The environment is cleaned (no inherited config, credential
+// helpers or prompts), the author set, and the provider token sent as an
+// http.extraHeader through GIT_CONFIG_* variables — never in argv, a URL,
+// a config file, the log or an error text (it is redacted from git's
+// stderr). The push goes to the project's repository address, checked by the
+// checkout policy again and pinned to the checked addresses.
 type hostGit struct {
 	dir     string
 	home    string
@@ -271,17 +311,35 @@ type hostGit struct {
 	secrets []string
 }
 
-func newHostGit(dir, repoURL, token string) *hostGit {
-	home, _ := os.MkdirTemp("", "anvil-repair-git-")
+func newHostGit(ctx context.Context, dir, base, repoURL, token string, policy repourl.Policy) (*hostGit, error) {
+	chk, err := policy.Check(ctx, repoURL)
+	if err != nil {
+		return nil, fmt.Errorf("repository %s: %w", repoURL, err)
+	}
+	home, err := os.MkdirTemp("", "anvil-repair-git-")
+	if err != nil {
+		return nil, err
+	}
 	g := &hostGit{dir: dir, home: home}
+	gitDir := filepath.Join(home, "repo.git")
 	config := [][2]string{
 		{"safe.directory", "*"},
 		{"credential.helper", ""},
 		{"core.hooksPath", os.DevNull},
+		{"core.fsmonitor", "false"},
 		{"protocol.ext.allow", "never"},
 		{"user.name", "anvil"},
 		{"user.email", "anvil@localhost"},
 		{"commit.gpgSign", "false"},
+	}
+	protocols := "https:http:ssh"
+	if policy.AllowLocal {
+		protocols += ":file"
+	} else {
+		config = append(config, [2]string{"http.followRedirects", "false"})
+		if _, err := netip.ParseAddr(chk.Host); err != nil && len(chk.Addrs) > 0 && chk.Kind == repourl.KindHTTP {
+			config = append(config, [2]string{"http.curloptResolve", sandbox.CurlResolve(chk)})
+		}
 	}
 	if token != "" {
 		auth := base64.StdEncoding.EncodeToString([]byte("x-access-token:" + token))
@@ -294,6 +352,7 @@ func newHostGit(dir, repoURL, token string) *hostGit {
 	}
 	g.env = []string{
 		"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + home, "XDG_CONFIG_HOME=" + home, "LC_ALL=C", "LANG=C",
+		"GIT_DIR=" + gitDir, "GIT_WORK_TREE=" + dir, "GIT_ALLOW_PROTOCOL=" + protocols,
 		"GIT_TERMINAL_PROMPT=0", "GIT_CONFIG_NOSYSTEM=1", "GIT_ASKPASS=/bin/false", "SSH_ASKPASS=/bin/false",
 		"GIT_SSH_COMMAND=ssh -o BatchMode=yes",
 		"GIT_AUTHOR_NAME=anvil", "GIT_AUTHOR_EMAIL=anvil@localhost", "GIT_COMMITTER_NAME=anvil", "GIT_COMMITTER_EMAIL=anvil@localhost",
@@ -303,13 +362,34 @@ func newHostGit(dir, repoURL, token string) *hostGit {
 		n := strconv.Itoa(i)
 		g.env = append(g.env, "GIT_CONFIG_KEY_"+n+"="+kv[0], "GIT_CONFIG_VALUE_"+n+"="+kv[1])
 	}
-	return g
+	fail := func(err error) (*hostGit, error) {
+		g.close()
+		return nil, err
+	}
+	if _, err := g.run(ctx, "init", "-q"); err != nil {
+		return fail(err)
+	}
+	// The checkout is shallow: base is where anvil's history stops.
+	alt := filepath.Join(gitDir, "objects", "info", "alternates")
+	if err := os.WriteFile(alt, []byte(filepath.Join(dir, ".git", "objects")+"\n"), 0o600); err != nil {
+		return fail(err)
+	}
+	if err := os.WriteFile(filepath.Join(gitDir, "shallow"), []byte(base+"\n"), 0o600); err != nil {
+		return fail(err)
+	}
+	if _, err := g.run(ctx, "update-ref", "HEAD", base); err != nil {
+		return fail(err)
+	}
+	if _, err := g.run(ctx, "read-tree", "HEAD"); err != nil {
+		return fail(err)
+	}
+	return g, nil
 }
 
 func (g *hostGit) close() { _ = os.RemoveAll(g.home) }
 
 func (g *hostGit) run(ctx context.Context, args ...string) (string, error) {
-	cmd := exec.CommandContext(ctx, "git", append([]string{"-C", g.dir}, args...)...)
+	cmd := exec.CommandContext(ctx, "git", args...)
 	cmd.Env = g.env
 	cmd.Dir = "/"
 	var stdout, stderr bytes.Buffer

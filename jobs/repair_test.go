@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -193,5 +195,71 @@ func TestRepairNeedsHuman(t *testing.T) {
 				t.Fatalf("incident %s %q", after.Status, after.NeedsHumanReason)
 			}
 		})
+	}
+}
+
+// A project whose provider configuration cannot open a pull request gets
+// nothing pushed: the check comes before the commit and the push.
+func TestRepairChecksProviderBeforePushing(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct{ name, provider, reason string }{
+		{"no provider", "", "names no provider"},
+		{"no token", "github", "has no provider token"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			rb := setupRepair(t)
+			f := newForge(t)
+			repo := jobstest.GitRepo(t)
+			p, inc := rb.incident(t, repo.URL, "echo fixed >> README", c.provider, f.srv.URL)
+			if c.name == "no token" {
+				if _, err := rb.projects.Update(context.Background(), rb.owner, p.ID, domain.ProjectInput{ProviderToken: strp("")}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			after, run := rb.approveAndWait(t, inc)
+			if run.State != domain.StateFailed || run.FailureReason == nil || *run.FailureReason != domain.ReasonRepairForge {
+				t.Fatalf("run %s %v; log:\n%s", run.State, run.FailureReason, rb.logText(t, run.ID))
+			}
+			if after.Status != domain.IncidentNeedsHuman || !strings.Contains(after.NeedsHumanReason, c.reason) ||
+				!strings.Contains(after.NeedsHumanReason, "not pushed") {
+				t.Fatalf("incident %s %q", after.Status, after.NeedsHumanReason)
+			}
+			if got := lsRemote(t, repo.URL, "anvil/repair/"+inc.ID.String()); got != "" {
+				t.Fatalf("the repair branch was pushed: %s", got)
+			}
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			if len(f.paths) != 0 {
+				t.Fatalf("the forge was called: %v", f.paths)
+			}
+		})
+	}
+}
+
+// The repair command owns its workspace, .git included: a config that
+// would make the host's git run a program (fsmonitor, a clean filter) or
+// push elsewhere runs nothing on the host, and the change still reaches
+// the project's repository.
+func TestRepairTrustsNothingOfTheWorkspaceGit(t *testing.T) {
+	t.Parallel()
+	rb := setupRepair(t)
+	f := newForge(t)
+	repo := jobstest.GitRepo(t)
+	marker := filepath.Join(t.TempDir(), "host-ran-it")
+	decoy := "file://" + t.TempDir()
+	cmd := `git config core.fsmonitor "touch ` + marker + `" && git config filter.x.clean "touch ` + marker + `; cat" && ` +
+		`echo "* filter=x" > .gitattributes && git config remote.origin.url ` + decoy + ` && mkdir -p .git/hooks && ` +
+		`printf '#!/bin/sh\ntouch ` + marker + `\n' > .git/hooks/pre-commit && chmod +x .git/hooks/pre-commit && echo fixed >> README`
+	_, inc := rb.incident(t, repo.URL, cmd, "github", f.srv.URL)
+	after, run := rb.approveAndWait(t, inc)
+	if run.State != domain.StatePassed || after.Status != domain.IncidentPROpen {
+		t.Fatalf("run %s (%v), incident %s %q; log:\n%s", run.State, run.FailureReason, after.Status, after.NeedsHumanReason, rb.logText(t, run.ID))
+	}
+	if _, err := os.Stat(marker); err == nil {
+		t.Fatalf("the host's git ran a program the repair command configured")
+	}
+	if lsRemote(t, repo.URL, "anvil/repair/"+inc.ID.String()) == "" {
+		t.Fatalf("the branch was not pushed to the project's repository")
 	}
 }

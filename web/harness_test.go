@@ -3,6 +3,7 @@ package web_test
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/cookiejar"
@@ -19,6 +20,7 @@ import (
 	"anvil/db"
 	"anvil/db/testdb"
 	"anvil/domain"
+	"anvil/domain/repourl"
 	"anvil/domain/secret"
 	"anvil/internal/anviltest"
 	"anvil/web"
@@ -52,17 +54,51 @@ func setup(t *testing.T) *testBundle { return setupWith(t, testOptions()) }
 // setupWith is setup with other web options (not armed, other proxies).
 func setupWith(t testing.TB, opts web.Options) *testBundle {
 	t.Helper()
+	return setupFull(t, opts, testDomainOptions())
+}
+
+// publicResolver answers every host name with one public address: tests
+// never leave the machine, yet their repository hosts pass the checkout
+// policy.
+type publicResolver struct{}
+
+func (publicResolver) LookupNetIP(context.Context, string, string) ([]netip.Addr, error) {
+	return []netip.Addr{netip.MustParseAddr("93.184.216.34")}, nil
+}
+
+// testDomainOptions: the strict checkout policy over publicResolver, and a
+// prober under which only repositories whose address contains "missing" do
+// not answer.
+func testDomainOptions() domain.Options {
+	return domain.Options{CheckoutPolicy: repourl.Policy{Resolver: publicResolver{}},
+		ProbeRepo: func(_ context.Context, repoURL, _ string) error {
+			if strings.Contains(repoURL, "missing") {
+				return errors.New("fatal: repository '" + repoURL + "' not found")
+			}
+			return nil
+		}}
+}
+
+// setupFull is setup with other web and domain options.
+func setupFull(t testing.TB, opts web.Options, dopts domain.Options) *testBundle {
+	t.Helper()
 	d := testdb.New(t)
 	keys, err := secret.NewKeyring(make32(1), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	sv := domain.NewServices(d.Bun, d.Pool, keys, nil, domain.Options{})
+	sv := domain.NewServices(d.Bun, d.Pool, keys, nil, dopts)
 	client, err := river.NewClient(riverdatabasesql.New(d.SQL), &river.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	sv.Store.UseJobs(client)
+	sv.Start(context.Background())
+	t.Cleanup(func() {
+		if err := sv.Stop(context.Background()); err != nil {
+			t.Error(err)
+		}
+	})
 	b := &testBundle{db: d, services: sv, store: sv.Store, accounts: sv.Accounts, projects: sv.Projects, queue: sv.Queue,
 		webhooks: sv.Webhooks, feed: sv.Feed, logs: sv.Logs, hub: sv.Hub, keys: keys, password: testPassword, river: client}
 	hubCtx, stopHub := context.WithCancel(context.Background())

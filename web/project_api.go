@@ -29,13 +29,16 @@ type projectJSON struct {
 	BranchFilters     []string  `json:"branch_filters"`
 	CreatedAt         time.Time `json:"created_at"`
 	UpdatedAt         time.Time `json:"updated_at"`
+	// Warnings are notes on a save that just happened (the repository did
+	// not answer git ls-remote, …); only create and update answer them.
+	Warnings []string `json:"warnings,omitempty"`
 }
 
 func toProjectJSON(p *domain.Project) projectJSON {
 	return projectJSON{ID: p.ID, Number: p.Number, Slug: p.Slug, Name: p.Name, RepoURL: p.RepoURL, DefaultBranch: p.DefaultBranch,
 		RunCommand: p.RunCommand, RepairCommand: p.RepairCommand, Provider: p.Provider, ProviderAPIURL: p.ProviderAPIURL,
 		ProviderRepo: p.ProviderRepo, HasProviderToken: p.ProviderTokenEnc != "", RunTimeoutSeconds: p.RunTimeoutSeconds,
-		BranchFilters: append([]string{}, p.BranchFilters...), CreatedAt: p.CreatedAt.UTC(), UpdatedAt: p.UpdatedAt.UTC()}
+		BranchFilters: append([]string{}, p.BranchFilters...), CreatedAt: p.CreatedAt.UTC(), UpdatedAt: p.UpdatedAt.UTC(), Warnings: p.Warnings}
 }
 
 // pathUUID parses a path parameter; a malformed id is a 404 like an unknown one.

@@ -2,6 +2,7 @@ package web
 
 import (
 	"errors"
+	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -41,8 +42,10 @@ func (s *Server) projectNewPage(c echo.Context) error {
 }
 
 // formInput reads the project form into a domain input and the form state
-// to show again on refusal.
-func formInput(c echo.Context) (domain.ProjectInput, views.ProjectForm, error) {
+// to show again on refusal. A run timeout that is not a whole number of
+// minutes is handed on as an invalid one, so that the domain refuses it
+// together with every other refused field (and saves nothing).
+func formInput(c echo.Context) (domain.ProjectInput, views.ProjectForm) {
 	f := views.ProjectForm{
 		Slug: c.FormValue("slug"), Name: c.FormValue("name"), RepoURL: c.FormValue("repo_url"),
 		DefaultBranch: c.FormValue("default_branch"), RunCommand: c.FormValue("run_command"),
@@ -61,27 +64,59 @@ func formInput(c echo.Context) (domain.ProjectInput, views.ProjectForm, error) {
 		in.BranchFilters = &filters
 	}
 	if m := strings.TrimSpace(f.RunTimeoutMinutes); m != "" {
-		n, err := strconv.Atoi(m)
-		if err != nil || n < 1 || n > 1440 {
-			return in, f, &domain.Error{Kind: domain.ErrInvalid, Code: "invalid_run_timeout", Message: "run timeout must be a whole number of minutes between 1 and 1440"}
+		secs := 0
+		if n, err := strconv.Atoi(m); err == nil && n >= 1 && n <= 1440 {
+			secs = n * 60
 		}
-		secs := n * 60
 		in.RunTimeoutSeconds = &secs
 	}
-	return in, f, nil
+	return in, f
 }
 
-// fieldOf guesses the form field a validation code is about, to highlight it.
-func fieldOf(code string) string {
-	for _, p := range []string{"missing_", "invalid_", "too_long_"} {
-		if strings.HasPrefix(code, p) {
-			return strings.TrimPrefix(code, p)
+// formFields maps the domain's input names onto the form's fields and
+// their labels (the words a person sees beside the field).
+var formFields = map[string]struct{ field, label string }{
+	"slug":                {"slug", "Slug"},
+	"name":                {"name", "Name"},
+	"repo_url":            {"repo_url", "Repository URL"},
+	"default_branch":      {"default_branch", "Default branch"},
+	"run_command":         {"run_command", "Run command"},
+	"repair_command":      {"repair_command", "Repair command"},
+	"provider":            {"provider", "Provider"},
+	"provider_repo":       {"provider_repo", "Repository (owner/name)"},
+	"provider_api_url":    {"provider_api_url", "API URL"},
+	"provider_token":      {"provider_token", "Access token"},
+	"run_timeout_seconds": {"run_timeout_minutes", "Run timeout (minutes)"},
+}
+
+// formErrors turns a refusal into the form's messages, each in its field's
+// label's words.
+func formErrors(de *domain.Error, f *views.ProjectForm) {
+	f.Errors = map[string]string{}
+	add := func(field, msg string) {
+		if _, dup := f.Errors[field]; !dup {
+			f.ErrorOrder = append(f.ErrorOrder, field)
 		}
+		f.Errors[field] = msg
 	}
-	if code == "slug_taken" {
-		return "slug"
+	switch {
+	case len(de.Fields) > 0:
+		for _, fe := range de.Fields {
+			ff, ok := formFields[fe.Field]
+			switch {
+			case !ok:
+				add("", de.Message)
+			case fe.Field == "run_timeout_seconds":
+				add(ff.field, ff.label+" must be a whole number of minutes between 1 and 1440")
+			default:
+				add(ff.field, ff.label+" "+fe.Problem)
+			}
+		}
+	case de.Code == "slug_taken":
+		add("slug", fmt.Sprintf("Slug %q is already taken: a project of this organisation already exists with it", strings.TrimSpace(f.Slug)))
+	default:
+		add("", de.Message)
 	}
-	return ""
 }
 
 // formRefusal re-renders the form with the refusal, or returns err when it
@@ -91,21 +126,37 @@ func (s *Server) formRefusal(c echo.Context, title string, f views.ProjectForm, 
 	if !errors.As(err, &de) || (!errors.Is(de.Kind, domain.ErrInvalid) && !errors.Is(de.Kind, domain.ErrConflict)) {
 		return err
 	}
-	f.Error, f.ErrorField = de.Message, fieldOf(de.Code)
+	formErrors(de, &f)
 	return Render(c, statusOf(de.Kind), views.ProjectFormPage(views.ProjectFormProps{Page: s.page(c, title, "projects"), Form: f}))
 }
 
+// savedWithWarnings shows the saved project's form again with what the save
+// found doubtful, instead of leaving for the project page.
+func (s *Server) savedWithWarnings(c echo.Context, p *domain.Project) error {
+	f := projectForm(p)
+	f.Saved, f.Warnings = true, p.Warnings
+	return Render(c, http.StatusOK, views.ProjectFormPage(views.ProjectFormProps{Page: s.page(c, "Edit "+p.Slug, "projects"), Form: f}))
+}
+
 func (s *Server) projectCreateSubmit(c echo.Context) error {
-	in, f, err := formInput(c)
-	if err == nil {
-		var p *domain.Project
-		p, err = s.Projects.Create(c.Request().Context(), principal(c), in)
-		if err == nil {
-			s.flash(c, "project_created")
-			return redirect(c, "/projects/"+p.ID.String())
-		}
+	in, f := formInput(c)
+	p, err := s.Projects.Create(c.Request().Context(), principal(c), in)
+	if err != nil {
+		return s.formRefusal(c, "New project", f, err)
 	}
-	return s.formRefusal(c, "New project", f, err)
+	if len(p.Warnings) > 0 {
+		return s.savedWithWarnings(c, p)
+	}
+	s.flash(c, "project_created")
+	return redirect(c, "/projects/"+p.ID.String())
+}
+
+// projectForm is a stored project as the form shows it.
+func projectForm(p *domain.Project) views.ProjectForm {
+	return views.ProjectForm{ID: p.ID.String(), Slug: p.Slug, Name: p.Name, RepoURL: p.RepoURL, DefaultBranch: p.DefaultBranch,
+		RunCommand: p.RunCommand, RepairCommand: p.RepairCommand, Provider: p.Provider, ProviderAPIURL: p.ProviderAPIURL,
+		ProviderRepo: p.ProviderRepo, HasProviderToken: p.ProviderTokenEnc != "", RunTimeoutMinutes: strconv.Itoa(p.RunTimeoutSeconds / 60),
+		BranchFilters: strings.Join(p.BranchFilters, "\n")}
 }
 
 func (s *Server) projectEditPage(c echo.Context) error {
@@ -120,11 +171,7 @@ func (s *Server) projectEditPage(c echo.Context) error {
 	if !principal(c).AtLeast(domain.RoleAdmin) {
 		return domain.Forbidden("only admins and owners edit projects")
 	}
-	f := views.ProjectForm{ID: p.ID.String(), Slug: p.Slug, Name: p.Name, RepoURL: p.RepoURL, DefaultBranch: p.DefaultBranch,
-		RunCommand: p.RunCommand, RepairCommand: p.RepairCommand, Provider: p.Provider, ProviderAPIURL: p.ProviderAPIURL,
-		ProviderRepo: p.ProviderRepo, HasProviderToken: p.ProviderTokenEnc != "", RunTimeoutMinutes: strconv.Itoa(p.RunTimeoutSeconds / 60),
-		BranchFilters: strings.Join(p.BranchFilters, "\n")}
-	return Render(c, http.StatusOK, views.ProjectFormPage(views.ProjectFormProps{Page: s.page(c, "Edit "+p.Slug, "projects"), Form: f}))
+	return Render(c, http.StatusOK, views.ProjectFormPage(views.ProjectFormProps{Page: s.page(c, "Edit "+p.Slug, "projects"), Form: projectForm(p)}))
 }
 
 func (s *Server) projectEditSubmit(c echo.Context) error {
@@ -132,16 +179,17 @@ func (s *Server) projectEditSubmit(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	in, f, err := formInput(c)
+	in, f := formInput(c)
 	f.ID = id.String()
-	if err == nil {
-		_, err = s.Projects.Update(c.Request().Context(), principal(c), id, in)
-		if err == nil {
-			s.flash(c, "project_saved")
-			return redirect(c, "/projects/"+id.String())
-		}
+	p, err := s.Projects.Update(c.Request().Context(), principal(c), id, in)
+	if err != nil {
+		return s.formRefusal(c, "Edit project", f, err)
 	}
-	return s.formRefusal(c, "Edit project", f, err)
+	if len(p.Warnings) > 0 {
+		return s.savedWithWarnings(c, p)
+	}
+	s.flash(c, "project_saved")
+	return redirect(c, "/projects/"+id.String())
 }
 
 func (s *Server) projectPage(c echo.Context) error {

@@ -225,7 +225,7 @@ func TestAccountPagesAndOrganisations(t *testing.T) {
 	}
 
 	// A second organisation: created, then switched between from the layout.
-	res, page = br.post("/settings/organizations", url.Values{"_csrf": {csrf}, "slug": {"Bad Slug"}})
+	res, _ = br.post("/settings/organizations", url.Values{"_csrf": {csrf}, "slug": {"Bad Slug"}})
 	if res.StatusCode != 422 {
 		t.Fatalf("bad slug: %d", res.StatusCode)
 	}

@@ -540,7 +540,10 @@ func TestWebhookRotatedByAnotherProcess(t *testing.T) {
 	if a := b.send(t, h, delivery{event: "push", id: "before", body: body, sign: true}); a.status != 200 {
 		t.Fatalf("first delivery: %d %v", a.status, a.body)
 	}
-	other := domain.NewServices(b.db.Bun, b.db.Pool, b.keys, nil, domain.Options{})
+	other := domain.NewServices(b.db.Bun, b.db.Pool, b.keys, nil, testDomainOptions())
+	other.Store.UseJobs(b.river)
+	other.Start(ctx)
+	t.Cleanup(func() { _ = other.Stop(context.Background()) })
 	owner, err := b.accounts.Authenticate(ctx, b.owner.Token)
 	if err != nil {
 		t.Fatal(err)

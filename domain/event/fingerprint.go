@@ -252,80 +252,119 @@ func ipv4At(s string, i int) int {
 // dateAt matches 2026-09-16 with an optional time and zone, 16/09/2026 and
 // 10:11:12, each ending at a word boundary; the longest form that does wins.
 func dateAt(s string, i int) int {
+	var buf [4]int
 	best := 0
-	take := func(j int) {
+	for _, j := range dateEnds(s, i, buf[:0]) {
 		if boundaryAt(s, j) {
 			best = j - i
 		}
 	}
-	digitsN := func(j, n int) bool {
-		if j+n > len(s) {
-			return false
-		}
-		for k := j; k < j+n; k++ {
-			if !isDigit(s[k]) {
-				return false
-			}
-		}
-		return true
-	}
-	// 10:11:12(.123)
-	clock := func(j int, secondsRequired bool) (int, bool) {
-		if !digitsN(j, 2) || j+2 >= len(s) || s[j+2] != ':' || !digitsN(j+3, 2) {
-			return 0, false
-		}
-		j += 5
-		if j+2 < len(s) && s[j] == ':' && digitsN(j+1, 2) {
-			j += 3
-			if j+1 < len(s) && (s[j] == '.' || s[j] == ',') && isDigit(s[j+1]) {
-				j = digitsEnd(s, j+1)
-			}
-		} else if secondsRequired {
-			return 0, false
-		}
-		return j, true
-	}
+	return best
+}
+
+// dateEnds appends, shortest first, the ends of every form of a date or
+// time that starts at i.
+func dateEnds(s string, i int, ends []int) []int {
 	switch {
-	case digitsN(i, 4) && len(s) > i+9 && s[i+4] == '-' && digitsN(i+5, 2) && s[i+7] == '-' && digitsN(i+8, 2):
-		j := i + 10
-		take(j)
-		if j+1 < len(s) && (s[j] == 'T' || s[j] == ' ') {
-			if k, ok := clock(j+1, false); ok {
-				take(k)
-				switch {
-				case k < len(s) && s[k] == 'Z':
-					take(k + 1)
-				case k < len(s) && (s[k] == '+' || s[k] == '-') && digitsN(k+1, 2):
-					z := k + 3
-					if z < len(s) && s[z] == ':' {
-						z++
-					}
-					if digitsN(z, 2) {
-						take(z + 2)
-					}
-				}
-			}
-		}
-	case digitsN(i, 2) && len(s) > i+2 && s[i+2] == ':':
-		if k, ok := clock(i, true); ok {
-			take(k)
+	case isoDateAt(s, i):
+		return isoTimeEnds(s, i+10, append(ends, i+10))
+	case digitsN(s, i, 2) && len(s) > i+2 && s[i+2] == ':':
+		if k, ok := clockAt(s, i, true); ok {
+			ends = append(ends, k)
 		}
 	default:
-		// 16/09/2026
-		a := digitsEnd(s, i)
-		if a-i < 1 || a-i > 2 || a >= len(s) || s[a] != '/' {
-			return 0
-		}
-		m := digitsEnd(s, a+1)
-		if m-a-1 < 1 || m-a-1 > 2 || m >= len(s) || s[m] != '/' {
-			return 0
-		}
-		y := digitsEnd(s, m+1)
-		if y-m-1 >= 2 && y-m-1 <= 4 {
-			take(y)
+		if y, ok := slashDateAt(s, i); ok {
+			ends = append(ends, y)
 		}
 	}
-	return best
+	return ends
+}
+
+// isoDateAt matches 2026-09-16 at i.
+func isoDateAt(s string, i int) bool {
+	return digitsN(s, i, 4) && len(s) > i+9 && s[i+4] == '-' && digitsN(s, i+5, 2) && s[i+7] == '-' && digitsN(s, i+8, 2)
+}
+
+// isoTimeEnds appends the ends of the time that may follow a date ending
+// at j ('T' or a space, then a clock), and of its zone.
+func isoTimeEnds(s string, j int, ends []int) []int {
+	if j+1 >= len(s) || (s[j] != 'T' && s[j] != ' ') {
+		return ends
+	}
+	k, ok := clockAt(s, j+1, false)
+	if !ok {
+		return ends
+	}
+	ends = append(ends, k)
+	if z, ok := zoneAt(s, k); ok {
+		ends = append(ends, z)
+	}
+	return ends
+}
+
+// clockAt matches 10:11(:12(.123)) at j; secondsRequired refuses 10:11.
+func clockAt(s string, j int, secondsRequired bool) (int, bool) {
+	if !digitsN(s, j, 2) || j+2 >= len(s) || s[j+2] != ':' || !digitsN(s, j+3, 2) {
+		return 0, false
+	}
+	j += 5
+	if j+2 < len(s) && s[j] == ':' && digitsN(s, j+1, 2) {
+		j += 3
+		if j+1 < len(s) && (s[j] == '.' || s[j] == ',') && isDigit(s[j+1]) {
+			j = digitsEnd(s, j+1)
+		}
+	} else if secondsRequired {
+		return 0, false
+	}
+	return j, true
+}
+
+// zoneAt matches Z, +02, +0200 or +02:00 (or -) at k.
+func zoneAt(s string, k int) (int, bool) {
+	switch {
+	case k < len(s) && s[k] == 'Z':
+		return k + 1, true
+	case k < len(s) && (s[k] == '+' || s[k] == '-') && digitsN(s, k+1, 2):
+		z := k + 3
+		if z < len(s) && s[z] == ':' {
+			z++
+		}
+		if digitsN(s, z, 2) {
+			return z + 2, true
+		}
+	}
+	return 0, false
+}
+
+// slashDateAt matches 16/09/2026 (one or two digits, one or two, two to
+// four) at i.
+func slashDateAt(s string, i int) (int, bool) {
+	a := digitsEnd(s, i)
+	if a-i < 1 || a-i > 2 || a >= len(s) || s[a] != '/' {
+		return 0, false
+	}
+	m := digitsEnd(s, a+1)
+	if m-a-1 < 1 || m-a-1 > 2 || m >= len(s) || s[m] != '/' {
+		return 0, false
+	}
+	y := digitsEnd(s, m+1)
+	if y-m-1 < 2 || y-m-1 > 4 {
+		return 0, false
+	}
+	return y, true
+}
+
+// digitsN reports whether s holds n digits from j.
+func digitsN(s string, j, n int) bool {
+	if j+n > len(s) {
+		return false
+	}
+	for k := j; k < j+n; k++ {
+		if !isDigit(s[k]) {
+			return false
+		}
+	}
+	return true
 }
 
 // hexAt matches (0x)?[0-9a-f]{8,} (any case) ending at a word boundary and

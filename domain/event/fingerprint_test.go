@@ -119,3 +119,28 @@ func TestFingerprintIsStable(t *testing.T) {
 		t.Fatalf("without: %s", got)
 	}
 }
+
+// TestDateAtForms: each form dateAt knows, the longest that ends at a word
+// boundary winning, and the near misses.
+func TestDateAtForms(t *testing.T) {
+	t.Parallel()
+	for s, want := range map[string]int{
+		"2026-09-16":                    10,
+		"2026-09-16T10:11":              16,
+		"2026-09-16T10:11:12Z":          20,
+		"2026-09-16 10:11:12.123+02:00": 29,
+		"2026-09-16T10:11:12+0200":      24,
+		"2026-09-16T10:11:12+02x":       19, // the zone does not end at a boundary; the clock does
+		"2026-09-16x":                   0,
+		"16/09/2026":                    10,
+		"1/9/26":                        6,
+		"16/09/20261":                   0,
+		"10:11:12":                      8,
+		"10:11:12,5":                    10,
+		"10:11":                         0, // a clock alone needs its seconds
+	} {
+		if got := dateAt(s, 0); got != want {
+			t.Errorf("dateAt(%q) = %d, want %d", s, got, want)
+		}
+	}
+}

@@ -107,6 +107,7 @@ func (e *benchEnv) env(dbURL string) []string {
 		"ANVIL_SANDBOX=process",
 		"ANVIL_HEARTBEAT_TIMEOUT=60s",
 		"ANVIL_LOG_LEVEL=warn",
+		"ANVIL_CHECKOUT_ALLOW_LOCAL=true", // the benchmarks' repositories are local
 	}
 }
 

@@ -61,6 +61,7 @@ func newQueueBench(ctx context.Context, env *benchEnv) (*queueBench, error) {
 		return nil, err
 	}
 	store.UseJobs(client)
+	sv.Start(ctx)
 	acc := sv.Accounts
 	res, err := acc.Bootstrap(ctx, "bench", "bench@anvil.test", "correct horse battery")
 	if err != nil {
@@ -73,6 +74,12 @@ func newQueueBench(ctx context.Context, env *benchEnv) (*queueBench, error) {
 		return nil, err
 	}
 	return &queueBench{sv: sv, db: d, store: store, queue: sv.Queue, owner: owner, river: client}, nil
+}
+
+// close stops the services (sending what they hold), then the pool.
+func (q *queueBench) close() {
+	_ = q.sv.Stop(context.Background())
+	q.db.Close()
 }
 
 func (q *queueBench) projects(ctx context.Context, n int) ([]uuid.UUID, error) {
@@ -111,7 +118,7 @@ func benchAccept(ctx context.Context, env *benchEnv) error {
 	if err != nil {
 		return err
 	}
-	defer qb.db.Close()
+	defer qb.close()
 	projects, err := qb.projects(ctx, 100)
 	if err != nil {
 		return err
@@ -177,7 +184,7 @@ func benchPromotion(ctx context.Context, env *benchEnv) error {
 	if err != nil {
 		return err
 	}
-	defer qb.db.Close()
+	defer qb.close()
 	projects, err := qb.projects(ctx, 10)
 	if err != nil {
 		return err

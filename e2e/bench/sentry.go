@@ -64,7 +64,7 @@ func sentryBench(ctx context.Context, env *benchEnv) error {
 	if err != nil {
 		return err
 	}
-	defer p.stop()
+	defer func() { _ = p.stop() }()
 	var project struct {
 		ID     string `json:"id"`
 		Number int64  `json:"number"`

@@ -102,7 +102,7 @@ func lookBwrap() (string, error) {
 func probeBwrap(path string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	args := append(baseBwrapArgs(), "--remount-ro", "/", "--clearenv", "--", "/bin/true")
+	args := append(baseBwrapArgs(1<<20), "--remount-ro", "/", "--clearenv", "--", "/bin/true")
 	cmd := exec.CommandContext(ctx, path, args...)
 	cmd.Env = []string{}
 	var out bytes.Buffer
@@ -123,8 +123,9 @@ func probeBwrap(path string) error {
 	return nil
 }
 
-// baseBwrapArgs are the options shared by every sandbox.
-func baseBwrapArgs() []string {
+// baseBwrapArgs are the options shared by every sandbox; tmpBytes > 0
+// bounds the private /tmp (a tmpfs, so RAM) to that many bytes.
+func baseBwrapArgs(tmpBytes int64) []string {
 	a := []string{
 		"--unshare-all", "--unshare-user", "--disable-userns",
 		"--die-with-parent", "--new-session",
@@ -145,7 +146,11 @@ func baseBwrapArgs() []string {
 	for _, f := range etcFiles {
 		a = append(a, "--ro-bind-try", f, f)
 	}
-	return append(a, "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp")
+	a = append(a, "--proc", "/proc", "--dev", "/dev")
+	if tmpBytes > 0 {
+		a = append(a, "--size", strconv.FormatInt(tmpBytes, 10))
+	}
+	return append(a, "--tmpfs", "/tmp")
 }
 
 // Run implements [Executor].
@@ -160,7 +165,7 @@ func (b *bwrapExecutor) Run(ctx context.Context, spec Spec, out io.Writer) (Resu
 	spec.Workspace = ws
 	env := spec.environ()
 
-	args := baseBwrapArgs()
+	args := baseBwrapArgs(int64(spec.Limits.TmpBytes))
 	args = append(args, "--bind", ws, ws)
 	for _, p := range spec.ExtraReadOnly {
 		args = append(args, "--ro-bind", p, p)

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"net/netip"
 	"net/url"
 	"os"
 	"os/exec"
@@ -17,6 +18,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"anvil/domain/repourl"
 )
 
 // ErrBranchNotFound is returned (wrapped) by [Checkout] when the remote has
@@ -25,19 +28,65 @@ var ErrBranchNotFound = errors.New("sandbox: branch not found on the remote")
 
 var shaRE = regexp.MustCompile(`^(?:[0-9a-fA-F]{40}|[0-9a-fA-F]{64})$`)
 
+// Git checks repositories out, and probes them, under a checkout policy.
+//
+// Every repository address goes through [repourl.Policy] first (local
+// repositories and addresses on the worker's own or private network are
+// refused unless the policy allows them), and git is then held to what was
+// checked: only the https, http and ssh protocols (and file when local
+// checkouts are allowed), no HTTP redirects (a redirect could lead anywhere),
+// and the host name pinned to the checked addresses (http.curloptResolve for
+// http(s), ssh's HostName for ssh) so that a DNS answer that changes between
+// the check and the connection cannot lead git elsewhere.
+//
+// When confined, git runs inside bubblewrap as the sandbox user: the
+// network is shared but the host's files are not — git sees /usr and the
+// other system directories read-only, the /etc entries of etcFiles (name
+// resolution, certificates), a private /tmp as HOME, the checkout directory
+// read-write and, when local checkouts are allowed, the local repository
+// read-only; nothing else of the host. Unconfined (ANVIL_SANDBOX=process), git
+// runs on the host as the host process, under the same policy.
+type Git struct {
+	// Policy decides which repositories may be checked out.
+	Policy repourl.Policy
+	bwrap  string
+}
+
+// NewGit returns a Git that runs git inside bubblewrap when confined (an
+// error when bwrap cannot run here), on the host otherwise.
+func NewGit(confined bool, policy repourl.Policy) (*Git, error) {
+	g := &Git{Policy: policy}
+	if confined {
+		path, err := lookBwrap()
+		if err != nil {
+			return nil, err
+		}
+		if err := probeBwrap(path); err != nil {
+			return nil, err
+		}
+		g.bwrap = path
+	}
+	return g, nil
+}
+
+// Confined reports whether git runs inside bubblewrap.
+func (g *Git) Confined() bool { return g.bwrap != "" }
+
+// gitTmpBytes bounds the private /tmp (git's HOME) of a confined git.
+const gitTmpBytes = 64 << 20
+
 // Checkout prepares a fresh workspace: it clones repoURL into dir (which must
 // not exist or be empty) and checks out sha when given (a full 40- or 64-hex
 // commit id), else the head of branch, and returns the checked-out commit
 // (git rev-parse HEAD). When branch is given the local branch of that name
 // points at the commit; otherwise HEAD is detached.
 //
-// git runs on the host as the host process (it needs the network and, for
-// ssh URLs, the host's ssh keys and known_hosts; ssh runs in batch mode), in
-// a cleaned environment: nothing is inherited, HOME and XDG_CONFIG_HOME are
-// an empty temporary directory, GIT_CONFIG_NOSYSTEM=1, GIT_TERMINAL_PROMPT=0,
-// no credential helpers. Fetches are shallow (git init, git fetch --depth 1
-// origin <sha | refs/heads/branch>); when the server refuses a fetch by sha,
-// Checkout falls back to fetching all branches and tags.
+// git runs in a cleaned environment: nothing is inherited, HOME and
+// XDG_CONFIG_HOME are an empty temporary directory, GIT_CONFIG_NOSYSTEM=1,
+// GIT_TERMINAL_PROMPT=0, no credential helpers, ssh in batch mode. Fetches
+// are shallow (git init, git fetch --depth 1 origin <sha>, or a shallow
+// clone of the branch); when the server refuses a fetch by sha, Checkout
+// falls back to fetching all branches and tags.
 //
 // token (may be empty) is the provider token for private http(s)
 // repositories. It is sent as an "Authorization: Basic
@@ -48,25 +97,29 @@ var shaRE = regexp.MustCompile(`^(?:[0-9a-fA-F]{40}|[0-9a-fA-F]{64})$`)
 // not in repoURL: the URL is stored in .git/config as the origin remote.
 //
 // When the host process is root and dir is owned by another user (as made by
-// [NewWorkspace]), the checked-out tree is handed over to that user.
+// [NewWorkspace]), the checked-out tree belongs to that user.
 // Git's progress output goes to log (which may be nil).
-func Checkout(ctx context.Context, repoURL, branch, sha, token, dir string, log io.Writer) (string, error) {
-	return checkout(ctx, repoURL, branch, sha, token, dir, log, nil)
+func (g *Git) Checkout(ctx context.Context, repoURL, branch, sha, token, dir string, log io.Writer) (string, error) {
+	return g.checkout(ctx, repoURL, branch, sha, token, dir, log, nil)
+}
+
+// Probe asks the repository for its branches (git ls-remote --heads), under
+// the same policy and confinement as a checkout, and reports whether it
+// answered.
+func (g *Git) Probe(ctx context.Context, repoURL, token string) error {
+	r, err := g.newRun(ctx, repoURL, token, "", io.Discard, nil)
+	if err != nil {
+		return err
+	}
+	defer r.close()
+	_, err = r.git(ctx, false, "ls-remote", "--heads", "--", repoURL)
+	return err
 }
 
 // checkout is Checkout with extra git configuration (for tests).
-func checkout(ctx context.Context, repoURL, branch, sha, token, dir string, log io.Writer, extraConfig [][2]string) (string, error) {
+func (g *Git) checkout(ctx context.Context, repoURL, branch, sha, token, dir string, log io.Writer, extraConfig [][2]string) (string, error) {
 	if log == nil {
 		log = io.Discard
-	}
-	g, err := newGitRun(repoURL, token, dir, log, extraConfig)
-	if err != nil {
-		return "", err
-	}
-	defer g.close()
-
-	if repoURL == "" || strings.HasPrefix(repoURL, "-") {
-		return "", fmt.Errorf("sandbox: invalid repository URL %q", g.redact(repoURL))
 	}
 	if sha != "" && !shaRE.MatchString(sha) {
 		return "", fmt.Errorf("sandbox: commit %q is not a full hex commit id", sha)
@@ -75,29 +128,36 @@ func checkout(ctx context.Context, repoURL, branch, sha, token, dir string, log 
 	if sha == "" && branch == "" {
 		return "", errors.New("sandbox: checkout needs a branch or a commit")
 	}
-	if branch != "" {
-		if strings.HasPrefix(branch, "-") {
-			return "", fmt.Errorf("sandbox: invalid branch name %q", branch)
-		}
-		if _, err := g.git(ctx, false, "check-ref-format", "refs/heads/"+branch); err != nil {
-			return "", fmt.Errorf("sandbox: invalid branch name %q", branch)
-		}
+	if branch != "" && (strings.HasPrefix(branch, "-") || !validBranch(ctx, branch)) {
+		return "", fmt.Errorf("sandbox: invalid branch name %q", branch)
 	}
-	if err := prepareDir(dir); err != nil {
+	if !filepath.IsAbs(dir) {
+		return "", fmt.Errorf("sandbox: checkout directory %q is not absolute", dir)
+	}
+	if err := prepareDir(dir, g.Confined()); err != nil {
 		return "", err
 	}
+	real, err := filepath.EvalSymlinks(dir)
+	if err != nil {
+		return "", fmt.Errorf("sandbox: checkout directory: %w", err)
+	}
+	r, err := g.newRun(ctx, repoURL, token, real, log, extraConfig)
+	if err != nil {
+		return "", err
+	}
+	defer r.close()
 
 	if sha == "" {
 		// A branch head: one shallow clone does init, fetch and checkout in
 		// a single process (a run's checkout is on every run's critical path).
-		if _, err := g.git(ctx, true, "clone", "--progress", "--no-tags", "--depth", "1", "--single-branch",
+		if _, err := r.git(ctx, true, "clone", "--progress", "--no-tags", "--depth", "1", "--single-branch",
 			"--branch", branch, "--", repoURL, "."); err != nil {
 			if strings.Contains(err.Error(), "not found in upstream") || strings.Contains(err.Error(), "couldn't find remote ref") {
-				return "", fmt.Errorf("%w: %q in %s", ErrBranchNotFound, branch, g.redact(repoURL))
+				return "", fmt.Errorf("%w: %q in %s", ErrBranchNotFound, branch, r.redact(repoURL))
 			}
 			return "", err
 		}
-		head, err := g.git(ctx, false, "rev-parse", "HEAD")
+		head, err := r.git(ctx, false, "rev-parse", "HEAD")
 		if err != nil {
 			return "", err
 		}
@@ -107,51 +167,39 @@ func checkout(ctx context.Context, repoURL, branch, sha, token, dir string, log 
 		return strings.TrimSpace(head), nil
 	}
 
-	if _, err := g.git(ctx, true, "init", "-q"); err != nil {
+	if _, err := r.git(ctx, true, "init", "-q"); err != nil {
 		return "", err
 	}
-	if _, err := g.git(ctx, true, "remote", "add", "origin", repoURL); err != nil {
+	if _, err := r.git(ctx, true, "remote", "add", "origin", repoURL); err != nil {
 		return "", err
 	}
-
-	target := "FETCH_HEAD"
-	if sha != "" {
-		target = sha
-		if _, err := g.git(ctx, true, "fetch", "--progress", "--no-tags", "--depth", "1", "origin", sha); err != nil {
-			if ctx.Err() != nil {
-				return "", err
-			}
-			fmt.Fprintf(log, "anvil: shallow fetch of %s failed; fetching all branches and tags\n", sha)
-			if _, err := g.git(ctx, true, "fetch", "--progress", "--no-tags", "origin",
-				"+refs/heads/*:refs/remotes/origin/*", "+refs/tags/*:refs/tags/*"); err != nil {
-				return "", err
-			}
-			if _, err := g.git(ctx, false, "rev-parse", "--verify", "--quiet", sha+"^{commit}"); err != nil {
-				return "", fmt.Errorf("sandbox: commit %s not found on the remote", sha)
-			}
-		}
-	} else {
-		if _, err := g.git(ctx, true, "fetch", "--progress", "--no-tags", "--depth", "1", "origin", "refs/heads/"+branch); err != nil {
-			if strings.Contains(err.Error(), "couldn't find remote ref") {
-				return "", fmt.Errorf("%w: %q in %s", ErrBranchNotFound, branch, g.redact(repoURL))
-			}
+	if _, err := r.git(ctx, true, "fetch", "--progress", "--no-tags", "--depth", "1", "origin", sha); err != nil {
+		if ctx.Err() != nil {
 			return "", err
+		}
+		fmt.Fprintf(log, "anvil: shallow fetch of %s failed; fetching all branches and tags\n", sha)
+		if _, err := r.git(ctx, true, "fetch", "--progress", "--no-tags", "origin",
+			"+refs/heads/*:refs/remotes/origin/*", "+refs/tags/*:refs/tags/*"); err != nil {
+			return "", err
+		}
+		if _, err := r.git(ctx, false, "rev-parse", "--verify", "--quiet", sha+"^{commit}"); err != nil {
+			return "", fmt.Errorf("sandbox: commit %s not found on the remote", sha)
 		}
 	}
 	if branch != "" {
-		_, err = g.git(ctx, true, "checkout", "-q", "-B", branch, target)
+		_, err = r.git(ctx, true, "checkout", "-q", "-B", branch, sha)
 	} else {
-		_, err = g.git(ctx, true, "checkout", "-q", "--detach", target)
+		_, err = r.git(ctx, true, "checkout", "-q", "--detach", sha)
 	}
 	if err != nil {
 		return "", err
 	}
-	head, err := g.git(ctx, false, "rev-parse", "HEAD")
+	head, err := r.git(ctx, false, "rev-parse", "HEAD")
 	if err != nil {
 		return "", err
 	}
 	head = strings.TrimSpace(head)
-	if sha != "" && head != sha {
+	if head != sha {
 		return "", fmt.Errorf("sandbox: checked out %s, want %s", head, sha)
 	}
 	if err := chownToDir(dir); err != nil {
@@ -160,13 +208,33 @@ func checkout(ctx context.Context, repoURL, branch, sha, token, dir string, log 
 	return head, nil
 }
 
-// prepareDir makes sure dir exists and is empty.
-func prepareDir(dir string) error {
+// validBranch asks git whether refs/heads/branch is a valid ref name. It
+// runs on the host: check-ref-format reads no repository and no file.
+func validBranch(ctx context.Context, branch string) bool {
+	path, err := exec.LookPath("git")
+	if err != nil {
+		return false
+	}
+	cmd := exec.CommandContext(ctx, path, "check-ref-format", "refs/heads/"+branch)
+	cmd.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin", "GIT_CONFIG_NOSYSTEM=1", "HOME=/nonexistent"}
+	cmd.Dir = "/"
+	return cmd.Run() == nil
+}
+
+// prepareDir makes sure dir exists and is empty. A directory it makes for
+// a confined git belongs to the sandbox user (when the host process is root),
+// who must write it.
+func prepareDir(dir string, confined bool) error {
 	ents, err := os.ReadDir(dir)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		if err := os.MkdirAll(dir, 0o700); err != nil {
 			return fmt.Errorf("sandbox: checkout directory: %w", err)
+		}
+		if confined && os.Geteuid() == 0 {
+			if err := os.Chown(dir, SandboxUID, SandboxGID); err != nil {
+				return fmt.Errorf("sandbox: checkout directory: %w", err)
+			}
 		}
 		return nil
 	case err != nil:
@@ -204,30 +272,43 @@ func chownToDir(dir string) error {
 	return nil
 }
 
-// gitRun runs git commands for one checkout.
+// gitRun runs git commands for one checkout or probe.
 type gitRun struct {
 	path    string
-	dir     string
+	bwrap   string   // run inside bubblewrap when set
+	dir     string   // the checkout directory ("" for a probe)
+	roBinds []string // host paths a confined git may read (a local repository)
 	home    string
 	env     []string
 	secrets []string
 	log     *redactWriter
 }
 
-func newGitRun(repoURL, token, dir string, log io.Writer, extraConfig [][2]string) (*gitRun, error) {
+// newRun applies the policy to repoURL and prepares git's environment for
+// it; dir is the (symlink-resolved) checkout directory or "".
+func (g *Git) newRun(ctx context.Context, repoURL, token, dir string, log io.Writer, extraConfig [][2]string) (*gitRun, error) {
 	path, err := exec.LookPath("git")
 	if err != nil {
 		return nil, errors.New("sandbox: git is not installed")
 	}
-	if !filepath.IsAbs(dir) {
-		return nil, fmt.Errorf("sandbox: checkout directory %q is not absolute", dir)
+	var secrets []string
+	if u, err := url.Parse(repoURL); err == nil && u.User != nil {
+		if pw, ok := u.User.Password(); ok && pw != "" {
+			secrets = append(secrets, pw)
+		}
 	}
-	home, err := os.MkdirTemp("", "anvil-git-home-")
+	chk, err := g.Policy.Check(ctx, repoURL)
 	if err != nil {
+		return nil, fmt.Errorf("sandbox: repository %s: %w", redact(repoURL, secrets), err)
+	}
+	r := &gitRun{path: path, bwrap: g.bwrap, dir: dir, secrets: secrets}
+	if g.bwrap != "" {
+		r.home = "/tmp" // the sandbox's private /tmp
+	} else if r.home, err = os.MkdirTemp("", "anvil-git-home-"); err != nil {
 		return nil, fmt.Errorf("sandbox: %w", err)
 	}
-	g := &gitRun{path: path, dir: dir, home: home}
 
+	protocols := "https:http:ssh"
 	config := [][2]string{
 		{"safe.directory", "*"}, // dir may belong to the sandbox uid
 		{"credential.helper", ""},
@@ -235,6 +316,27 @@ func newGitRun(repoURL, token, dir string, log io.Writer, extraConfig [][2]strin
 		{"advice.detachedHead", "false"},
 		{"init.defaultBranch", "anvil"},
 		{"protocol.ext.allow", "never"},
+	}
+	sshCommand := "ssh -o BatchMode=yes"
+	if g.Policy.AllowLocal {
+		protocols += ":file"
+		if chk.Kind == repourl.KindLocal && g.bwrap != "" {
+			if !filepath.IsAbs(chk.Path) {
+				return nil, fmt.Errorf("sandbox: local repository %q must be an absolute path", chk.Path)
+			}
+			r.roBinds = append(r.roBinds, filepath.Clean(chk.Path))
+		}
+	} else {
+		// A redirect is a new address the policy has not seen.
+		config = append(config, [2]string{"http.followRedirects", "false"}, [2]string{"protocol.file.allow", "never"})
+		if _, err := netip.ParseAddr(chk.Host); err != nil && len(chk.Addrs) > 0 {
+			switch chk.Kind {
+			case repourl.KindHTTP:
+				config = append(config, [2]string{"http.curloptResolve", CurlResolve(chk)})
+			case repourl.KindSSH:
+				sshCommand += " -o HostName=" + chk.Addrs[0].String() + " -o HostKeyAlias=" + chk.Host
+			}
+		}
 	}
 	config = append(config, extraConfig...)
 	if token != "" {
@@ -244,64 +346,100 @@ func newGitRun(repoURL, token, dir string, log io.Writer, extraConfig [][2]strin
 			key = "http." + u.Scheme + "://" + u.Host + "/.extraHeader"
 		}
 		config = append(config, [2]string{key, "Authorization: Basic " + auth})
-		g.secrets = append(g.secrets, token, auth)
-	}
-	if u, err := url.Parse(repoURL); err == nil && u.User != nil {
-		if pw, ok := u.User.Password(); ok && pw != "" {
-			g.secrets = append(g.secrets, pw)
-		}
+		r.secrets = append(r.secrets, token, auth)
 	}
 
-	g.env = []string{
+	r.env = []string{
 		"PATH=/usr/local/bin:/usr/bin:/bin",
-		"HOME=" + home,
-		"XDG_CONFIG_HOME=" + home,
+		"HOME=" + r.home,
+		"XDG_CONFIG_HOME=" + r.home,
 		"LC_ALL=C",
 		"LANG=C",
 		"GIT_TERMINAL_PROMPT=0",
 		"GIT_CONFIG_NOSYSTEM=1",
+		"GIT_ALLOW_PROTOCOL=" + protocols,
 		"GIT_ASKPASS=/bin/false",
 		"SSH_ASKPASS=/bin/false",
-		"GIT_SSH_COMMAND=ssh -o BatchMode=yes",
+		"GIT_SSH_COMMAND=" + sshCommand,
 		"GIT_CONFIG_COUNT=" + strconv.Itoa(len(config)),
 	}
 	for i, kv := range config {
 		n := strconv.Itoa(i)
-		g.env = append(g.env, "GIT_CONFIG_KEY_"+n+"="+kv[0], "GIT_CONFIG_VALUE_"+n+"="+kv[1])
+		r.env = append(r.env, "GIT_CONFIG_KEY_"+n+"="+kv[0], "GIT_CONFIG_VALUE_"+n+"="+kv[1])
 	}
-	g.log = &redactWriter{w: log, secrets: g.secrets}
-	return g, nil
+	r.log = &redactWriter{w: log, secrets: r.secrets}
+	return r, nil
 }
 
-func (g *gitRun) close() {
-	g.log.Flush()
-	_ = os.RemoveAll(g.home)
+// CurlResolve is the http.curloptResolve entry that pins chk's host and
+// port to its checked addresses.
+func CurlResolve(chk repourl.Checked) string {
+	addrs := make([]string, 0, len(chk.Addrs))
+	for _, a := range chk.Addrs {
+		if a.Is6() {
+			addrs = append(addrs, "["+a.String()+"]")
+		} else {
+			addrs = append(addrs, a.String())
+		}
+	}
+	return chk.Host + ":" + chk.Port + ":" + strings.Join(addrs, ",")
+}
+
+func (r *gitRun) close() {
+	r.log.Flush()
+	if r.bwrap == "" {
+		_ = os.RemoveAll(r.home)
+	}
 }
 
 // redact removes every secret from s.
-func (g *gitRun) redact(s string) string { return redact(s, g.secrets) }
+func (r *gitRun) redact(s string) string { return redact(s, r.secrets) }
 
-// git runs git -C dir args…; its stderr goes to the log when toLog. It
-// returns stdout, or an error with git's (redacted) stderr.
-func (g *gitRun) git(ctx context.Context, toLog bool, args ...string) (string, error) {
-	cmd := exec.CommandContext(ctx, g.path, append([]string{"-C", g.dir}, args...)...)
-	if args[0] == "check-ref-format" {
-		cmd = exec.CommandContext(ctx, g.path, args...)
+// command returns the command that runs git args in the checkout directory:
+// git itself, or bwrap around it. The environment goes to bwrap's own
+// environment, which bwrap hands to git: never to argv, where --setenv
+// would put the token.
+func (r *gitRun) command(ctx context.Context, args []string) *exec.Cmd {
+	gitArgs := args
+	if r.dir != "" {
+		gitArgs = append([]string{"-C", r.dir}, args...)
 	}
-	cmd.Env = g.env
+	if r.bwrap == "" {
+		cmd := exec.CommandContext(ctx, r.path, gitArgs...)
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		return cmd
+	}
+	a := baseBwrapArgs(gitTmpBytes)
+	a = append(a, "--share-net")
+	if r.dir != "" {
+		a = append(a, "--bind", r.dir, r.dir)
+	}
+	for _, p := range r.roBinds {
+		a = append(a, "--ro-bind", p, p)
+	}
+	a = append(a, "--remount-ro", "/", "--chdir", "/", "--", r.path)
+	cmd := exec.CommandContext(ctx, r.bwrap, append(a, gitArgs...)...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Credential: credential()}
+	return cmd
+}
+
+// git runs git args; its stderr goes to the log when toLog. It returns
+// stdout, or an error with git's (redacted) stderr.
+func (r *gitRun) git(ctx context.Context, toLog bool, args ...string) (string, error) {
+	cmd := r.command(ctx, args)
+	cmd.Env = r.env
 	cmd.Dir = "/"
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout = &stdout
 	cmd.Stderr = &stderr
 	if toLog {
-		cmd.Stderr = io.MultiWriter(&stderr, g.log)
+		cmd.Stderr = io.MultiWriter(&stderr, r.log)
 	}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	cmd.WaitDelay = 5 * time.Second
 	closeOnExecInherited()
 	err := cmd.Run()
-	g.log.Flush()
+	r.log.Flush()
 	if err != nil {
 		msg := strings.TrimSpace(stderr.String())
 		if len(msg) > 2000 {
@@ -310,7 +448,7 @@ func (g *gitRun) git(ctx context.Context, toLog bool, args ...string) (string, e
 		if ctx.Err() != nil {
 			return "", fmt.Errorf("sandbox: git %s: %w", args[0], context.Cause(ctx))
 		}
-		return "", fmt.Errorf("sandbox: git %s: %v: %s", args[0], err, g.redact(msg))
+		return "", fmt.Errorf("sandbox: git %s: %w: %s", args[0], err, r.redact(msg))
 	}
 	return stdout.String(), nil
 }

@@ -4,9 +4,11 @@
 //
 // The package knows nothing about queues or runs: it offers
 //
-//   - [Checkout], which clones a repository into a fresh directory on the host
-//     (with a cleaned git environment, and a provider token that never reaches
-//     argv, .git/config, errors or output);
+//   - [Git], whose Checkout clones a repository into a fresh directory under
+//     the checkout policy (package repourl), with git confined in bubblewrap
+//     (network, but no host files), a cleaned git environment, and a provider
+//     token that never reaches argv, .git/config, errors or output; its Probe
+//     asks a repository whether it answers;
 //   - [NewWorkspace], which creates that directory so the sandboxed user can
 //     write it, and removes it again afterwards;
 //   - [Executor], with two implementations chosen by [New]: "bwrap" (the
@@ -105,16 +107,24 @@ type Limits struct {
 	Processes uint64
 	// FileSizeBytes is RLIMIT_FSIZE: the largest file a process may write.
 	FileSizeBytes uint64
+	// TmpBytes bounds the sandbox's private /tmp (bwrap: a tmpfs, that is
+	// RAM, mounted with this size; writes beyond it fail with ENOSPC). Not an
+	// rlimit, and without effect in process mode, where /tmp is the host's.
+	TmpBytes uint64
 }
 
+// DefaultTmpBytes is the default bound of a sandbox's /tmp: 512 MiB.
+const DefaultTmpBytes = 512 << 20
+
 // DefaultLimits returns 30 minutes of CPU per process, 2 GiB of address space,
-// 512 processes and 1 GiB per written file.
+// 512 processes, 1 GiB per written file and a /tmp of 512 MiB.
 func DefaultLimits() Limits {
 	return Limits{
 		CPUSeconds:    30 * 60,
 		MemoryBytes:   2 << 30,
 		Processes:     512,
 		FileSizeBytes: 1 << 30,
+		TmpBytes:      DefaultTmpBytes,
 	}
 }
 

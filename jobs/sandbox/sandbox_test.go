@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"anvil/domain/repourl"
 	"anvil/internal/anviltest"
 )
 
@@ -649,80 +650,125 @@ func TestRunInvalidSpec(t *testing.T) {
 	}
 }
 
+// hostGit checks out on the host, local repositories allowed (the fixture
+// is one).
+func hostGit(t *testing.T) *Git {
+	t.Helper()
+	g, err := NewGit(false, repourl.Policy{AllowLocal: true})
+	if err != nil {
+		t.Fatalf("NewGit: %v", err)
+	}
+	return g
+}
+
+// confinedGit checks out inside bubblewrap, local repositories allowed.
+func confinedGit(t *testing.T) *Git {
+	t.Helper()
+	if err := BwrapAvailable(); err != nil {
+		t.Skipf("bwrap unavailable on this machine, skipping: %v", err)
+	}
+	g, err := NewGit(true, repourl.Policy{AllowLocal: true})
+	if err != nil {
+		t.Fatalf("NewGit: %v", err)
+	}
+	return g
+}
+
+// gits runs f as a parallel subtest with a host and a confined git.
+func gits(t *testing.T, f func(t *testing.T, g *Git)) {
+	for _, ex := range []struct {
+		name string
+		mk   func(*testing.T) *Git
+	}{{"confined", confinedGit}, {"host", hostGit}} {
+		t.Run(ex.name, func(t *testing.T) {
+			t.Parallel()
+			f(t, ex.mk(t))
+		})
+	}
+}
+
 func TestCheckoutBranch(t *testing.T) {
 	t.Parallel()
-	dir := filepath.Join(t.TempDir(), "co")
-	var log bytes.Buffer
-	const token = "ghs_TokenThatMustNotBeStored123456"
-	sha, err := Checkout(context.Background(), fixture.url, "main", "", token, dir, &log)
-	if err != nil {
-		t.Fatalf("Checkout: %v (log %q)", err, log.String())
-	}
-	if sha != fixture.second {
-		t.Fatalf("sha %s, want %s", sha, fixture.second)
-	}
-	if cfg, _ := os.ReadFile(filepath.Join(dir, ".git", "config")); strings.Contains(string(cfg), token) ||
-		strings.Contains(strings.ToLower(string(cfg)), "extraheader") || strings.Contains(log.String(), token) {
-		t.Fatalf("the token was stored or logged: %q", cfg)
-	}
-	if b, _ := os.ReadFile(filepath.Join(dir, "a.txt")); string(b) != "two\n" {
-		t.Fatalf("a.txt %q", b)
-	}
-	if _, err := os.Stat(filepath.Join(dir, ".git", "shallow")); err != nil {
-		t.Fatalf("checkout is not shallow: %v", err)
-	}
+	gits(t, func(t *testing.T, g *Git) {
+		dir := newWorkspace(t)
+		var log bytes.Buffer
+		const token = "ghs_TokenThatMustNotBeStored123456"
+		sha, err := g.Checkout(context.Background(), fixture.url, "main", "", token, dir, &log)
+		if err != nil {
+			t.Fatalf("Checkout: %v (log %q)", err, log.String())
+		}
+		if sha != fixture.second {
+			t.Fatalf("sha %s, want %s", sha, fixture.second)
+		}
+		if cfg, _ := os.ReadFile(filepath.Join(dir, ".git", "config")); strings.Contains(string(cfg), token) ||
+			strings.Contains(strings.ToLower(string(cfg)), "extraheader") || strings.Contains(log.String(), token) {
+			t.Fatalf("the token was stored or logged: %q", cfg)
+		}
+		if b, _ := os.ReadFile(filepath.Join(dir, "a.txt")); string(b) != "two\n" {
+			t.Fatalf("a.txt %q", b)
+		}
+		if _, err := os.Stat(filepath.Join(dir, ".git", "shallow")); err != nil {
+			t.Fatalf("checkout is not shallow: %v", err)
+		}
+	})
 }
 
 func TestCheckoutPinnedSHA(t *testing.T) {
 	t.Parallel()
-	for _, branch := range []string{"", "main"} {
-		dir := filepath.Join(t.TempDir(), "co")
-		sha, err := Checkout(context.Background(), fixture.url, branch, strings.ToUpper(fixture.first), "", dir, nil)
-		if err != nil {
-			t.Fatalf("Checkout(branch %q): %v", branch, err)
+	gits(t, func(t *testing.T, g *Git) {
+		for _, branch := range []string{"", "main"} {
+			dir := newWorkspace(t)
+			sha, err := g.Checkout(context.Background(), fixture.url, branch, strings.ToUpper(fixture.first), "", dir, nil)
+			if err != nil {
+				t.Fatalf("Checkout(branch %q): %v", branch, err)
+			}
+			if sha != fixture.first {
+				t.Fatalf("sha %s, want %s", sha, fixture.first)
+			}
+			if b, _ := os.ReadFile(filepath.Join(dir, "a.txt")); string(b) != "one\n" {
+				t.Fatalf("a.txt %q", b)
+			}
 		}
-		if sha != fixture.first {
-			t.Fatalf("sha %s, want %s", sha, fixture.first)
-		}
-		if b, _ := os.ReadFile(filepath.Join(dir, "a.txt")); string(b) != "one\n" {
-			t.Fatalf("a.txt %q", b)
-		}
-	}
+	})
 }
 
 func TestCheckoutPinnedSHAFallback(t *testing.T) {
 	t.Parallel()
-	// Protocol v0 servers refuse to serve unadvertised commits by default.
-	dir := filepath.Join(t.TempDir(), "co")
-	var log bytes.Buffer
-	sha, err := checkout(context.Background(), fixture.url, "main", fixture.first, "", dir, &log, [][2]string{{"protocol.version", "0"}})
-	if err != nil {
-		t.Fatalf("checkout: %v (log %q)", err, log.String())
-	}
-	if sha != fixture.first || !strings.Contains(log.String(), "fetching all branches") {
-		t.Fatalf("sha %s (want %s), log %q", sha, fixture.first, log.String())
-	}
-	if b, _ := os.ReadFile(filepath.Join(dir, "a.txt")); string(b) != "one\n" {
-		t.Fatalf("a.txt %q", b)
-	}
+	gits(t, func(t *testing.T, g *Git) {
+		// Protocol v0 servers refuse to serve unadvertised commits by default.
+		dir := newWorkspace(t)
+		var log bytes.Buffer
+		sha, err := g.checkout(context.Background(), fixture.url, "main", fixture.first, "", dir, &log, [][2]string{{"protocol.version", "0"}})
+		if err != nil {
+			t.Fatalf("checkout: %v (log %q)", err, log.String())
+		}
+		if sha != fixture.first || !strings.Contains(log.String(), "fetching all branches") {
+			t.Fatalf("sha %s (want %s), log %q", sha, fixture.first, log.String())
+		}
+		if b, _ := os.ReadFile(filepath.Join(dir, "a.txt")); string(b) != "one\n" {
+			t.Fatalf("a.txt %q", b)
+		}
+	})
 }
 
 func TestCheckoutMissingBranch(t *testing.T) {
 	t.Parallel()
-	dir := filepath.Join(t.TempDir(), "co")
-	_, err := Checkout(context.Background(), fixture.url, "no-such-branch", "", "", dir, nil)
-	if !errors.Is(err, ErrBranchNotFound) || !strings.Contains(err.Error(), "no-such-branch") {
-		t.Fatalf("err %v, want ErrBranchNotFound naming the branch", err)
-	}
+	gits(t, func(t *testing.T, g *Git) {
+		_, err := g.Checkout(context.Background(), fixture.url, "no-such-branch", "", "", newWorkspace(t), nil)
+		if !errors.Is(err, ErrBranchNotFound) || !strings.Contains(err.Error(), "no-such-branch") {
+			t.Fatalf("err %v, want ErrBranchNotFound naming the branch", err)
+		}
+	})
 }
 
 func TestCheckoutMissingSHA(t *testing.T) {
 	t.Parallel()
-	dir := filepath.Join(t.TempDir(), "co")
-	_, err := Checkout(context.Background(), fixture.url, "", strings.Repeat("ab", 20), "", dir, nil)
-	if err == nil {
-		t.Fatalf("Checkout of a missing commit succeeded")
-	}
+	gits(t, func(t *testing.T, g *Git) {
+		_, err := g.Checkout(context.Background(), fixture.url, "", strings.Repeat("ab", 20), "", newWorkspace(t), nil)
+		if err == nil {
+			t.Fatalf("Checkout of a missing commit succeeded")
+		}
+	})
 }
 
 func TestCheckoutRejects(t *testing.T) {
@@ -737,9 +783,11 @@ func TestCheckoutRejects(t *testing.T) {
 		{"--upload-pack=evil", "", filepath.Join(t.TempDir(), "b")},
 		{"bad..name", "", filepath.Join(t.TempDir(), "c")},
 		{"", "abc123", filepath.Join(t.TempDir(), "d")},
+		{"main", "", "relative/dir"},
 	}
+	g := hostGit(t)
 	for _, c := range cases {
-		if _, err := Checkout(context.Background(), fixture.url, c.branch, c.sha, "", c.dir, nil); err == nil {
+		if _, err := g.Checkout(context.Background(), fixture.url, c.branch, c.sha, "", c.dir, nil); err == nil {
 			t.Errorf("Checkout(%q, %q, %q) succeeded", c.branch, c.sha, c.dir)
 		}
 	}
@@ -747,78 +795,82 @@ func TestCheckoutRejects(t *testing.T) {
 
 func TestCheckoutTokenNeverLeaks(t *testing.T) {
 	t.Parallel()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("listen: %v", err)
-	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	ln.Close()
-	const token = "ghs_SuperSecretToken1234567890"
-	dir := filepath.Join(t.TempDir(), "co")
-	var log bytes.Buffer
-	_, err = Checkout(context.Background(), fmt.Sprintf("https://127.0.0.1:%d/owner/repo.git", port), "main", "", token, dir, &log)
-	if err == nil {
-		t.Fatalf("Checkout from a closed port succeeded")
-	}
-	header := headerFor(token)
-	for _, s := range []string{err.Error(), log.String()} {
-		if strings.Contains(s, token) || strings.Contains(s, header) {
-			t.Fatalf("token leaked: %q", s)
+	gits(t, func(t *testing.T, g *Git) {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatalf("listen: %v", err)
 		}
-	}
-	// A failed clone removes what it made; whatever is left must not hold it.
-	cfg, rerr := os.ReadFile(filepath.Join(dir, ".git", "config"))
-	if rerr != nil && !os.IsNotExist(rerr) {
-		t.Fatalf("reading .git/config: %v", rerr)
-	}
-	if strings.Contains(string(cfg), token) || strings.Contains(string(cfg), header) || strings.Contains(strings.ToLower(string(cfg)), "extraheader") {
-		t.Fatalf(".git/config holds the token: %q", cfg)
-	}
-	if !strings.Contains(err.Error(), "127.0.0.1") {
-		t.Fatalf("error does not say what failed: %v", err)
-	}
+		port := ln.Addr().(*net.TCPAddr).Port
+		ln.Close()
+		const token = "ghs_SuperSecretToken1234567890"
+		dir := newWorkspace(t)
+		var log bytes.Buffer
+		_, err = g.Checkout(context.Background(), fmt.Sprintf("https://127.0.0.1:%d/owner/repo.git", port), "main", "", token, dir, &log)
+		if err == nil {
+			t.Fatalf("Checkout from a closed port succeeded")
+		}
+		header := headerFor(token)
+		for _, s := range []string{err.Error(), log.String()} {
+			if strings.Contains(s, token) || strings.Contains(s, header) {
+				t.Fatalf("token leaked: %q", s)
+			}
+		}
+		// A failed clone removes what it made; whatever is left must not hold it.
+		cfg, rerr := os.ReadFile(filepath.Join(dir, ".git", "config"))
+		if rerr != nil && !os.IsNotExist(rerr) {
+			t.Fatalf("reading .git/config: %v", rerr)
+		}
+		if strings.Contains(string(cfg), token) || strings.Contains(string(cfg), header) || strings.Contains(strings.ToLower(string(cfg)), "extraheader") {
+			t.Fatalf(".git/config holds the token: %q", cfg)
+		}
+		if !strings.Contains(err.Error(), "127.0.0.1") {
+			t.Fatalf("error does not say what failed: %v", err)
+		}
+	})
 }
 
 func TestCheckoutTokenSentAsHeader(t *testing.T) {
 	t.Parallel()
-	// A minimal HTTP server that records the Authorization header of git's
-	// first request and refuses it.
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("listen: %v", err)
-	}
-	defer ln.Close()
-	got := make(chan string, 1)
-	go func() {
-		c, err := ln.Accept()
+	gits(t, func(t *testing.T, g *Git) {
+		// A minimal HTTP server that records the Authorization header of git's
+		// first request and refuses it.
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
-			return
+			t.Fatalf("listen: %v", err)
 		}
-		defer c.Close()
-		buf := make([]byte, 8192)
-		n, _ := c.Read(buf)
-		auth := ""
-		for _, line := range strings.Split(string(buf[:n]), "\r\n") {
-			if k, v, ok := strings.Cut(line, ":"); ok && strings.EqualFold(k, "Authorization") {
-				auth = strings.TrimSpace(v)
+		defer ln.Close()
+		got := make(chan string, 1)
+		go func() {
+			c, err := ln.Accept()
+			if err != nil {
+				return
 			}
+			defer c.Close()
+			buf := make([]byte, 8192)
+			n, _ := c.Read(buf)
+			auth := ""
+			for _, line := range strings.Split(string(buf[:n]), "\r\n") {
+				if k, v, ok := strings.Cut(line, ":"); ok && strings.EqualFold(k, "Authorization") {
+					auth = strings.TrimSpace(v)
+				}
+			}
+			got <- auth
+			c.Write([]byte("HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"))
+		}()
+		const token = "tok-abc-123"
+		_, err = g.Checkout(context.Background(), "http://"+ln.Addr().String()+"/o/r.git", "main", "", token, newWorkspace(t), nil)
+		if err == nil {
+			t.Fatalf("Checkout succeeded against a 404 server")
 		}
-		got <- auth
-		c.Write([]byte("HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"))
-	}()
-	const token = "tok-abc-123"
-	_, err = Checkout(context.Background(), "http://"+ln.Addr().String()+"/o/r.git", "main", "", token, filepath.Join(t.TempDir(), "co"), nil)
-	if err == nil {
-		t.Fatalf("Checkout succeeded against a 404 server")
-	}
-	select {
-	case auth := <-got:
-		if auth != headerFor(token) {
-			t.Fatalf("Authorization %q, want %q", auth, headerFor(token))
+		select {
+		case auth := <-got:
+			if auth != headerFor(token) {
+				t.Fatalf("Authorization %q, want %q", auth, headerFor(token))
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("server saw no request")
 		}
-	case <-time.After(10 * time.Second):
-		t.Fatalf("server saw no request")
-	}
+	})
 }
 
 func headerFor(token string) string {
@@ -829,7 +881,7 @@ func TestCheckoutIntoWorkspaceAndRun(t *testing.T) {
 	t.Parallel()
 	executors(t, func(t *testing.T, e Executor) {
 		ws := newWorkspace(t)
-		sha, err := Checkout(context.Background(), fixture.url, "other", "", "", ws, nil)
+		sha, err := hostGit(t).Checkout(context.Background(), fixture.url, "other", "", "", ws, nil)
 		if err != nil {
 			t.Fatalf("Checkout: %v", err)
 		}

@@ -1,0 +1,21 @@
+package main
+
+import "testing"
+
+func TestParseBytes(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string]int64{"512MiB": 512 << 20, "1073741824": 1 << 30, "2G": 2 << 30, "64 KiB": 64 << 10, "3M": 3 << 20} {
+		if got, err := parseBytes(in); err != nil || got != want {
+			t.Errorf("parseBytes(%q) = %d, %v; want %d", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"", "lots", "-1", "1.5G", "MiB", "99999999999999999999"} {
+		if got, err := parseBytes(in); err == nil {
+			t.Errorf("parseBytes(%q) = %d, want an error", in, got)
+		}
+	}
+	cfg, err := loadConfig(func(k string) string { return map[string]string{"ANVIL_CHECKOUT_ALLOW_LOCAL": "true"}[k] })
+	if err != nil || !cfg.CheckoutAllowLocal || cfg.SandboxTmpMax != 512<<20 {
+		t.Fatalf("defaults: %+v, %v", cfg, err)
+	}
+}
