@@ -43,6 +43,9 @@ type queueState struct {
 	queued int  // runs holding a position: pending and executable
 	active bool // a run holds the project's one slot
 	heal   bool // pending runs exist with nothing active (see admit)
+	// number is the project's largest run number, read under the lock: the
+	// next accepted run takes number+1, so numbers are dense per project.
+	number int64
 }
 
 // openStates are the states of runs that are not finished.
@@ -68,7 +71,7 @@ type rowSource interface {
 
 // lockProjectsSQL locks a group's projects ($1) in id order, reading what
 // its decisions need.
-const lockProjectsSQL = `SELECT id, org_id, default_branch, provider FROM projects WHERE id = ANY($1::uuid[]) ORDER BY id FOR UPDATE`
+const lockProjectsSQL = `SELECT id, org_id, default_branch, provider, branch_filters FROM projects WHERE id = ANY($1::uuid[]) ORDER BY id FOR UPDATE`
 
 // queueStateSQL reads the queue state of locked projects ($1).
 const queueStateSQL = `SELECT project_id, count(*) FILTER (WHERE position IS NOT NULL) AS queued,
@@ -76,14 +79,51 @@ const queueStateSQL = `SELECT project_id, count(*) FILTER (WHERE position IS NOT
 	FROM project_runs WHERE project_id = ANY($1::uuid[]) AND state IN ` + openStates + `
 	GROUP BY project_id`
 
-// loadQueueStates reads the queue state of locked projects in one query.
+// runNumbersSQL reads the largest run number of locked projects ($1). It is
+// a statement of its own, sent after the locks are granted, so that it reads
+// with a snapshot that sees every run committed before (READ COMMITTED);
+// one subquery per project walks project_runs_number backwards to its first
+// entry.
+const runNumbersSQL = `SELECT p.id, COALESCE((SELECT max(r.number) FROM project_runs r WHERE r.project_id = p.id), 0)
+	FROM unnest($1::uuid[]) AS p(id)`
+
+// loadQueueStates reads the queue state of locked projects in one query,
+// and their run numbers in another.
 func loadQueueStates(ctx context.Context, tx bun.Tx, ids []uuid.UUID) (map[uuid.UUID]*queueState, error) {
 	rows, err := tx.Tx.QueryContext(ctx, queueStateSQL, pgUUIDs(ids))
 	if err != nil {
 		return nil, fmt.Errorf("read queue state: %w", err)
 	}
 	defer rows.Close()
-	return scanQueueStates(rows, ids)
+	states, err := scanQueueStates(rows, ids)
+	if err != nil {
+		return nil, err
+	}
+	nrows, err := tx.Tx.QueryContext(ctx, runNumbersSQL, pgUUIDs(ids))
+	if err != nil {
+		return nil, fmt.Errorf("read run numbers: %w", err)
+	}
+	defer nrows.Close()
+	return states, scanRunNumbers(nrows, states)
+}
+
+// scanRunNumbers reads the rows of runNumbersSQL into states (which
+// scanQueueStates made, one per project).
+func scanRunNumbers(rows rowSource, states map[uuid.UUID]*queueState) error {
+	for rows.Next() {
+		var id uuid.UUID
+		var n int64
+		if err := rows.Scan(&id, &n); err != nil {
+			return fmt.Errorf("read run numbers: %w", err)
+		}
+		if st := states[id]; st != nil {
+			st.number = n
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("read run numbers: %w", err)
+	}
+	return nil
 }
 
 // scanQueueStates reads the rows of queueStateSQL; a project without open
@@ -132,7 +172,9 @@ func (q *Queue) admit(p *Project, st *queueState, spec AcceptSpec, now time.Time
 	r := &Run{ID: uuid.New(), ProjectID: p.ID, OrgID: p.OrgID, State: StatePending, Trigger: spec.Trigger,
 		Branch: spec.Branch, CommitSHA: spec.CommitSHA, TriggeredBy: spec.TriggeredBy, Position: &pos,
 		Provider: spec.Provider, DeliveryID: spec.DeliveryID, IncidentID: spec.IncidentID,
-		SyncStatus: SyncCurrent, QueuedAt: now, UpdatedAt: now}
+		SyncStatus: SyncCurrent, QueuedAt: now, UpdatedAt: now, Number: st.number + 1, RerunOf: spec.RerunOf,
+		FromFork: spec.FromFork}
+	st.number++
 	switch {
 	case !st.active && st.queued == 0:
 		r.State, r.PromotedAt = StateExecutable, &now
@@ -201,13 +243,14 @@ func (q *Queue) publishRuns(ctx context.Context, tx bun.Tx, runs []*Run) error {
 // their defaults (NULL, no log yet).
 const insertRunsSQL = `WITH run AS (
 		INSERT INTO project_runs (id, project_id, org_id, state, trigger, branch, commit_sha, position, triggered_by,
-			provider, delivery_id, incident_id, job_id, d1_sync_status, queued_at, promoted_at, updated_at)
+			provider, delivery_id, incident_id, job_id, d1_sync_status, queued_at, promoted_at, updated_at,
+			number, rerun_of, from_fork)
 		SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::uuid[], $4::text[], $5::text[], $6::text[], $7::text[], $8::bigint[],
 			$9::uuid[], $10::text[], $11::text[], $12::uuid[], $13::bigint[], $14::text[], $15::timestamptz[],
-			$16::timestamptz[], $17::timestamptz[])
-		RETURNING id, project_id, org_id, trigger, branch, commit_sha, queued_at)
-	INSERT INTO run_index (run_id, project_id, org_id, status, trigger, branch, commit_sha, queued_at)
-	SELECT id, project_id, org_id, $18, trigger, branch, commit_sha, queued_at FROM run`
+			$16::timestamptz[], $17::timestamptz[], $19::bigint[], $20::uuid[], $21::boolean[])
+		RETURNING id, project_id, org_id, trigger, branch, commit_sha, queued_at, number)
+	INSERT INTO run_index (run_id, project_id, org_id, status, trigger, branch, commit_sha, queued_at, number)
+	SELECT id, project_id, org_id, $18, trigger, branch, commit_sha, queued_at, number FROM run`
 
 // insertRunsStmt is insertRunsSQL with the runs' values.
 func insertRunsStmt(runs []*Run) stmt {
@@ -217,6 +260,7 @@ func insertRunsStmt(runs []*Run) stmt {
 		states, triggers, branches, syncs           = make([]string, n), make([]string, n), make([]string, n), make([]string, n)
 		shas, providers, deliveries                 = make([]pgtype.Text, n), make([]pgtype.Text, n), make([]pgtype.Text, n)
 		positions, jobs                             = make([]pgtype.Int8, n), make([]pgtype.Int8, n)
+		numbers, reruns, forks                      = make([]int64, n), make([]pgtype.UUID, n), make([]bool, n)
 		queued, promoted, updated                   = make([]time.Time, n), make([]pgtype.Timestamptz, n), make([]time.Time, n)
 	)
 	for i, r := range runs {
@@ -226,12 +270,14 @@ func insertRunsStmt(runs []*Run) stmt {
 		shas[i], providers[i], deliveries[i] = pgText(r.CommitSHA), pgText(r.Provider), pgText(r.DeliveryID)
 		positions[i], jobs[i] = pgInt8(r.Position), pgInt8(r.JobID)
 		queued[i], updated[i] = r.QueuedAt, r.UpdatedAt
+		numbers[i], reruns[i], forks[i] = r.Number, pgUUIDPtr(r.RerunOf), r.FromFork
 		if r.PromotedAt != nil {
 			promoted[i] = pgtype.Timestamptz{Time: *r.PromotedAt, Valid: true}
 		}
 	}
 	return stmt{insertRunsSQL, []any{ids, projects, orgs, states, triggers, branches, shas, positions, triggeredBy,
-		providers, deliveries, incidents, jobs, syncs, queued, promoted, updated, StatusQueued}}
+		providers, deliveries, incidents, jobs, syncs, queued, promoted, updated, StatusQueued,
+		numbers, reruns, forks}}
 }
 
 // healQueues promotes the projects that admit found stranded.

@@ -53,6 +53,7 @@ func (q *Queue) tryGroupFast(ctx context.Context, group []*acceptJob) error {
 	reads.Queue("BEGIN")
 	reads.Queue(lockProjectsSQL, projectIDs).Query(func(r pgx.Rows) (err error) { byID, err = scanLockedProjects(r); return err })
 	reads.Queue(queueStateSQL, projectIDs).Query(func(r pgx.Rows) (err error) { states, err = scanQueueStates(r, ids); return err })
+	reads.Queue(runNumbersSQL, projectIDs).Query(func(r pgx.Rows) error { return scanRunNumbers(r, states) })
 	reads.Queue(positionsSQL, len(group)).Query(func(r pgx.Rows) (err error) { pos, err = scanPositions(r); return err })
 	if len(lq.keys) > 0 {
 		reads.Queue(ledgerSQL, lq.args()...).Query(func(r pgx.Rows) error { return lq.scan(r) })
@@ -107,7 +108,7 @@ func scanLockedProjects(rows rowSource) (map[uuid.UUID]*Project, error) {
 	out := map[uuid.UUID]*Project{}
 	for rows.Next() {
 		p := new(Project)
-		if err := rows.Scan(&p.ID, &p.OrgID, &p.DefaultBranch, &p.Provider); err != nil {
+		if err := rows.Scan(&p.ID, &p.OrgID, &p.DefaultBranch, &p.Provider, &p.BranchFilters); err != nil {
 			return nil, fmt.Errorf("lock projects: %w", err)
 		}
 		out[p.ID] = p

@@ -12,6 +12,8 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/uptrace/bun"
+
+	"anvil/domain/internal/mask"
 )
 
 // DefaultMaxLogBytes bounds one run's log.
@@ -21,6 +23,9 @@ const DefaultMaxLogBytes = 10 << 20
 type LogChunk struct {
 	Seq  int
 	Body string
+	// Offset is when the chunk was stored, in seconds since the run was
+	// picked up by its executor (its queueing while it had none).
+	Offset float64 `bun:"offset_seconds"`
 }
 
 // Logs stores and reads run logs in ordered chunks.
@@ -40,7 +45,10 @@ func NewLogs(s *Store, max int64) *Logs {
 // Chunks returns a run's chunks after seq (0: from the start).
 func (l *Logs) Chunks(ctx context.Context, runID uuid.UUID, after int) ([]LogChunk, error) {
 	var out []LogChunk
-	err := l.s.DB.NewRaw(`SELECT seq, body FROM run_log_chunks WHERE run_id = ? AND seq > ? ORDER BY seq`, runID, after).Scan(ctx, &out)
+	err := l.s.DB.NewRaw(`SELECT c.seq, c.body,
+			GREATEST(0, EXTRACT(EPOCH FROM c.created_at - COALESCE(r.claimed_at, r.queued_at)))::float8 AS offset_seconds
+		FROM run_log_chunks c JOIN project_runs r ON r.id = c.run_id
+		WHERE c.run_id = ? AND c.seq > ? ORDER BY c.seq`, runID, after).Scan(ctx, &out)
 	return out, err
 }
 
@@ -75,6 +83,7 @@ type LogWriter struct {
 	seq       int
 	written   int64
 	truncated bool
+	mask      *mask.Masker // the run's secrets, replaced before buffering
 	err       error
 	stop      chan struct{}
 	done      chan struct{}
@@ -102,12 +111,34 @@ func (l *Logs) Writer(ctx context.Context, r *Run) *LogWriter {
 
 const truncatedLine = "\n[anvil] log truncated: this run's output exceeded %d bytes; the rest was discarded\n"
 
+// Mask makes the writer replace every occurrence of values (and of their
+// base64 and URL-encoded forms) with *** before anything is buffered, so
+// that no value reaches the database or a live stream. Call it before the
+// first write that could hold one.
+func (w *LogWriter) Mask(values []string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if len(values) > 0 {
+		w.mask = mask.New(values)
+	}
+}
+
 // Write buffers p.
 func (w *LogWriter) Write(p []byte) (int, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if w.mask != nil {
+		w.writeLocked(w.mask.Write(p))
+	} else {
+		w.writeLocked(p)
+	}
+	return len(p), nil
+}
+
+// writeLocked buffers p (masked already), up to the log's bound.
+func (w *LogWriter) writeLocked(p []byte) {
 	if w.truncated {
-		return len(p), nil
+		return
 	}
 	room := w.l.max - w.written - int64(w.buf.Len())
 	if int64(len(p)) > room {
@@ -118,13 +149,12 @@ func (w *LogWriter) Write(p []byte) (int, error) {
 		w.buf.Write(cut)
 		fmt.Fprintf(&w.buf, truncatedLine, w.l.max)
 		w.truncated = true
-		return len(p), nil
+		return
 	}
 	w.buf.Write(p)
 	if w.buf.Len() >= 32<<10 {
 		_ = w.flushLocked(context.Background()) // a failed flush keeps the buffer; Close reports it
 	}
-	return len(p), nil
 }
 
 // Printf writes one line of anvil's own narration into the log.
@@ -189,5 +219,8 @@ func (w *LogWriter) Close(ctx context.Context) error {
 	<-w.done
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if w.mask != nil {
+		w.writeLocked(w.mask.Flush())
+	}
 	return w.flush(ctx, true)
 }

@@ -68,4 +68,6 @@ var sealedColumns = []struct{ table, id, col, aad string }{
 	// Webhook secrets; the AAD matches secretAAD and signingTokenAAD.
 	{"project_webhooks", "project_id::text || ':' || provider", "secret_enc", "'webhook:' || project_id || ':' || provider || ':secret'"},
 	{"project_webhooks", "project_id::text || ':' || provider", "signing_token_enc", "'webhook:' || project_id || ':' || provider || ':signing_token'"},
+	// Run secrets; the AAD matches runsecret's aad.
+	{"run_secrets", "project_id::text || ':' || name", "sealed", "'run_secret:' || project_id || ':' || name"},
 }

@@ -33,9 +33,12 @@ type Project struct {
 	RunTimeoutSeconds int       `bun:"run_timeout_seconds"`
 	// Number is the project's positive integer from a sequence, assigned
 	// once and never reused: the project segment of its Sentry DSN.
-	Number    int64     `bun:"number,nullzero,default:nextval('project_number_seq')"`
-	CreatedAt time.Time `bun:"created_at,nullzero,default:now()"`
-	UpdatedAt time.Time `bun:"updated_at,nullzero,default:now()"`
+	Number int64 `bun:"number,nullzero,default:nextval('project_number_seq')"`
+	// BranchFilters are the branch globs whose pushes become runs; empty
+	// means the default branch alone (see BranchMatches).
+	BranchFilters []string  `bun:"branch_filters,array"`
+	CreatedAt     time.Time `bun:"created_at,nullzero,default:now()"`
+	UpdatedAt     time.Time `bun:"updated_at,nullzero,default:now()"`
 	// Warnings are notes on the save that just happened (the repository
 	// did not answer, …): the project was saved all the same. Not stored.
 	Warnings []string `bun:"-"`
@@ -58,6 +61,8 @@ type ProjectInput struct {
 	ProviderRepo      *string `json:"provider_repo"`
 	ProviderToken     *string `json:"provider_token"`
 	RunTimeoutSeconds *int    `json:"run_timeout_seconds"`
+	// BranchFilters replaces the list of branch globs when given.
+	BranchFilters *[]string `json:"branch_filters"`
 }
 
 var (
@@ -183,6 +188,19 @@ func (in *ProjectInput) apply(p *Project, creating bool, pre fieldErrors) error 
 	}
 	if p.RunTimeoutSeconds == 0 {
 		p.RunTimeoutSeconds = 1800
+	}
+	if in.BranchFilters != nil {
+		f, err := checkBranchFilters(*in.BranchFilters)
+		var de *Error
+		switch {
+		case errors.As(err, &de):
+			errs.add("branch_filters", de.Code, "%s", strings.TrimPrefix(de.Message, "branch filter "))
+		case err == nil:
+			p.BranchFilters = f
+		}
+	}
+	if p.BranchFilters == nil {
+		p.BranchFilters = []string{}
 	}
 	if p.Provider != "" && p.ProviderRepo == "" && in.ProviderRepo != nil && !errs.has("provider_repo") && !errs.has("provider") {
 		errs.add("provider_repo", "missing_provider_repo", "(owner/name) is required when provider is set")
@@ -352,7 +370,7 @@ func (ps *Projects) Update(ctx context.Context, pr *Principal, id uuid.UUID, in 
 		p.UpdatedAt = ps.s.Now()
 		if _, err := tx.NewUpdate().Model(p).WherePK().
 			Column("slug", "name", "repo_url", "default_branch", "run_command", "repair_command", "provider",
-				"provider_api_url", "provider_repo", "provider_token_enc", "run_timeout_seconds", "updated_at").
+				"provider_api_url", "provider_repo", "provider_token_enc", "run_timeout_seconds", "branch_filters", "updated_at").
 			Exec(ctx); err != nil {
 			if isUnique(err, "projects_org_slug_key") {
 				return Conflict("slug_taken", "a project with slug %q already exists in this organisation", p.Slug)
@@ -416,4 +434,14 @@ func (ps *Projects) Summaries(ctx context.Context, orgID uuid.UUID) ([]ProjectSu
 		       (SELECT count(*) FROM project_runs r WHERE r.project_id = p.id AND r.position IS NOT NULL) AS queue_depth
 		FROM projects p WHERE p.org_id = ? ORDER BY p.slug`, orgID).Scan(ctx, &out)
 	return out, err
+}
+
+// BySlug returns a project of the caller's organisation by its slug.
+func (ps *Projects) BySlug(ctx context.Context, orgID uuid.UUID, slug string) (*Project, error) {
+	p := new(Project)
+	err := ps.s.DB.NewSelect().Model(p).Where("slug = ? AND org_id = ?", slug, orgID).Scan(ctx)
+	if isNoRows(err) {
+		return nil, NotFound("project")
+	}
+	return p, err
 }

@@ -120,6 +120,9 @@ type AcceptSpec struct {
 	Provider    *string
 	DeliveryID  *string
 	IncidentID  *uuid.UUID
+	RerunOf     *uuid.UUID
+	// FromFork: the code comes from another repository; no secrets.
+	FromFork bool
 }
 
 // runEvent is the live event published on every change of a run.
@@ -401,10 +404,12 @@ func (q *Queue) RequestCancel(ctx context.Context, pr *Principal, runID uuid.UUI
 		out = r
 		switch r.State {
 		case StatePending, StateExecutable:
-			r.CanceledBy = &pr.UserID
-			return q.terminalizeTx(ctx, tx, p, r, TerminalReport{State: StateCanceled, FailureReason: "canceled_while_queued"})
+			uid := pr.UserID
+			r.CanceledBy = &uid
+			return q.terminalizeTx(ctx, tx, p, r, TerminalReport{State: StateCanceled, FailureReason: ReasonCanceledWhileQueued})
 		case StateStarting, StateRunning:
-			r.State, r.CanceledBy = StateCancelRequested, &pr.UserID
+			uid := pr.UserID
+			r.State, r.CanceledBy = StateCancelRequested, &uid
 			return q.changed(ctx, tx, r, "state", "canceled_by")
 		case StateCancelRequested, StateCanceling:
 			return nil

@@ -18,8 +18,8 @@ import (
 // overwritten with NULL.
 const upsertIndexSQL = `
 INSERT INTO run_index AS ri (run_id, project_id, org_id, status, trigger, branch, commit_sha, exit_code,
-                             failure_reason, queued_at, started_at, finished_at, synced_at)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, now())
+                             failure_reason, queued_at, started_at, finished_at, synced_at, number)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, now(), ?)
 ON CONFLICT (run_id) DO UPDATE SET
     status         = CASE WHEN ri.status IN ('passed', 'failed', 'canceled') AND EXCLUDED.status NOT IN ('passed', 'failed', 'canceled')
                           THEN ri.status ELSE EXCLUDED.status END,
@@ -39,7 +39,7 @@ ON CONFLICT (run_id) DO UPDATE SET
 // tests that replay, reorder and duplicate snapshots.
 func UpsertIndex(ctx context.Context, db bun.IDB, r *Run) error {
 	_, err := db.NewRaw(upsertIndexSQL, r.ID, r.ProjectID, r.OrgID, r.Status(), r.Trigger, r.Branch, r.CommitSHA,
-		r.ExitCode, r.FailureReason, r.QueuedAt, r.StartedAt, r.FinishedAt).Exec(ctx)
+		r.ExitCode, r.FailureReason, r.QueuedAt, r.StartedAt, r.FinishedAt, r.Number).Exec(ctx)
 	if err != nil {
 		return fmt.Errorf("upsert run_index %s: %w", r.ID, err)
 	}

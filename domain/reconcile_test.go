@@ -340,8 +340,8 @@ func TestLostRunSweepReadsOnlyActiveRuns(t *testing.T) {
 	ctx := context.Background()
 	p := b.project(t, "history")
 	// A history of finished runs, and statistics that know it.
-	if _, err := b.db.Bun.NewRaw(`INSERT INTO project_runs (id, project_id, org_id, state, trigger, branch, d1_sync_status, queued_at, finished_at, updated_at)
-		SELECT gen_random_uuid(), ?, ?, 'passed', 'manual', 'main', 'done', now(), now(), now() FROM generate_series(1, 20000)`, p.ID, p.OrgID).Exec(ctx); err != nil {
+	if _, err := b.db.Bun.NewRaw(`INSERT INTO project_runs (id, project_id, org_id, state, trigger, branch, d1_sync_status, queued_at, finished_at, updated_at, number)
+		SELECT gen_random_uuid(), ?, ?, 'passed', 'manual', 'main', 'done', now(), now(), now(), g FROM generate_series(1, 20000) g`, p.ID, p.OrgID).Exec(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := b.db.Bun.NewRaw(`ANALYZE project_runs`).Exec(ctx); err != nil {

@@ -23,6 +23,7 @@ type IndexedRun struct {
 	QueuedAt      time.Time  `bun:"queued_at" json:"queued_at"`
 	StartedAt     *time.Time `bun:"started_at" json:"started_at"`
 	FinishedAt    *time.Time `bun:"finished_at" json:"finished_at"`
+	Number        int64      `bun:"number" json:"number"`
 }
 
 // FinishedRuns lists a project's latest finished runs (passed, failed,

@@ -133,7 +133,17 @@ type Run struct {
 	HeartbeatAt   *time.Time `bun:"heartbeat_at"`
 	FinishedAt    *time.Time `bun:"finished_at"`
 	UpdatedAt     time.Time  `bun:"updated_at"`
+	// Number is the run's dense per-project number (#42), set at acceptance.
+	Number  int64      `bun:"number"`
+	RerunOf *uuid.UUID `bun:"rerun_of,type:uuid"`
+	// FromFork marks code from another repository (a fork's pull request):
+	// such a run never receives the project's secrets.
+	FromFork bool `bun:"from_fork"`
 }
+
+// SecretsAllowed reports whether the run's command may see the project's
+// secrets: every run but one of code from a fork.
+func (r *Run) SecretsAllowed() bool { return !r.FromFork }
 
 // Status is the run's public status.
 func (r *Run) Status() string { return PublicStatus(r.State) }
@@ -154,6 +164,10 @@ type RunView struct {
 	FinishedAt    *time.Time `json:"finished_at"`
 	Sandboxed     *bool      `json:"sandboxed,omitempty"`
 	IncidentID    *uuid.UUID `json:"incident_id,omitempty"`
+	Number        int64      `json:"number"`
+	RerunOf       *uuid.UUID `json:"rerun_of,omitempty"`
+	CanceledBy    *uuid.UUID `json:"canceled_by,omitempty"`
+	FromFork      bool       `json:"from_fork,omitempty"`
 }
 
 func utcPtr(t *time.Time) *time.Time {
@@ -169,7 +183,8 @@ func (r *Run) View() RunView {
 	return RunView{RunID: r.ID, ProjectID: r.ProjectID, Status: r.Status(), Trigger: r.Trigger, Branch: r.Branch,
 		CommitSHA: r.CommitSHA, Position: r.Position, ExitCode: r.ExitCode, FailureReason: r.FailureReason,
 		QueuedAt: r.QueuedAt.UTC(), StartedAt: utcPtr(r.StartedAt), FinishedAt: utcPtr(r.FinishedAt),
-		Sandboxed: r.Sandboxed, IncidentID: r.IncidentID}
+		Sandboxed: r.Sandboxed, IncidentID: r.IncidentID, Number: r.Number, RerunOf: r.RerunOf,
+		CanceledBy: r.CanceledBy, FromFork: r.FromFork}
 }
 
 // The d1_sync_status values (docs/architecture.md, "Runs and the read model").

@@ -178,7 +178,7 @@ func (q *Queue) decideDelivery(j *acceptJob, p *Project, st *queueState, l group
 		return nil
 	}
 	pl := d.pl
-	outcome := forge.Classify(pl, p.DefaultBranch)
+	outcome := forge.ClassifyWith(pl, p.runsBranch)
 	var run *Run
 	if outcome == forge.OutcomeAccepted {
 		if !validSHA(pl.CommitSHA) {

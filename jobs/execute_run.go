@@ -53,6 +53,9 @@ type ExecuteRunWorker struct {
 	Log       *slog.Logger
 	Heartbeat time.Duration // how often to heartbeat; a fraction of the watchdog's timeout
 	ID        string        // executor id recorded on claimed runs
+	// Secrets returns the environment of a run's command: the project's
+	// run secrets (none for a run from a fork). Nil: none.
+	Secrets func(ctx context.Context, r *domain.Run) (map[string]string, error)
 }
 
 // Timeout disables River's job timeout: a run is bounded by its project's
@@ -88,6 +91,26 @@ func (w *ExecuteRunWorker) Work(ctx context.Context, job *river.Job[domain.Execu
 func (w *ExecuteRunWorker) execute(ctx context.Context, run *domain.Run, proj *domain.Project) domain.TerminalReport {
 	logw := w.Logs.Writer(ctx, run)
 	defer logw.Close(context.WithoutCancel(ctx))
+
+	// The secrets are read first, so that the log masks them from its
+	// first line on.
+	secrets := map[string]string{}
+	if w.Secrets != nil {
+		var err error
+		if secrets, err = w.Secrets(ctx, run); err != nil {
+			w.Log.Error("read run secrets", "run_id", run.ID, "error", err)
+			logw.Printf("could not read the project's secrets")
+			return failed(domain.ReasonInfra, nil)
+		}
+		vals := make([]string, 0, len(secrets))
+		for _, v := range secrets {
+			vals = append(vals, v)
+		}
+		logw.Mask(vals)
+	}
+	if run.FromFork {
+		logw.Printf("this run's code comes from a fork: the project's secrets are withheld")
+	}
 
 	// runCtx is canceled with a cause: ErrCanceled (a person asked),
 	// errRunnerStopping (shutdown) or the loss of this runner.
@@ -137,7 +160,7 @@ func (w *ExecuteRunWorker) execute(ctx context.Context, run *domain.Run, proj *d
 	if limits == (sandbox.Limits{}) {
 		limits = sandbox.DefaultLimits()
 	}
-	spec := sandbox.Spec{Workspace: ws, Command: proj.RunCommand, Limits: limits}
+	spec := sandbox.Spec{Workspace: ws, Command: proj.RunCommand, Limits: limits, Env: secrets}
 	if run.Trigger == domain.TriggerRepair {
 		if w.Repair == nil {
 			logw.Printf("this anvil cannot run repairs (no repair handler)")
@@ -148,7 +171,11 @@ func (w *ExecuteRunWorker) execute(ctx context.Context, run *domain.Run, proj *d
 			logw.Printf("could not prepare the repair: %v", err)
 			return failed(domain.ReasonInfra, nil)
 		}
-		spec.Command, spec.Env, spec.ExtraReadOnly = plan.Command, plan.Env, plan.ExtraReadOnly
+		// Repair runs get the secrets too; the repair's own variables win.
+		for k, v := range plan.Env {
+			secrets[k] = v
+		}
+		spec.Command, spec.Env, spec.ExtraReadOnly = plan.Command, secrets, plan.ExtraReadOnly
 	}
 
 	state, err := w.Queue.Start(ctx, run.ID, w.Executor.Sandboxed())

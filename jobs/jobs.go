@@ -12,6 +12,7 @@ import (
 	"anvil/domain"
 	"anvil/domain/alert"
 	"anvil/domain/forgestatus"
+	"anvil/domain/runsecret"
 	"anvil/jobs/sandbox"
 )
 
@@ -55,7 +56,8 @@ func Register(w *river.Workers, d Deps) {
 	river.AddWorker(w, &AlertDigestWorker{alerts: alerts})
 	river.AddWorker(w, &ExecuteRunWorker{Queue: d.Queue, Projects: d.Projects, Logs: d.Logs, Hub: d.Hub,
 		Executor: d.Executor, Git: d.Git, Limits: d.Limits, WorkRoot: d.WorkRoot, Repair: NewRepair(d.Incidents, d.Projects, d.Git.Policy), Log: d.Log,
-		Heartbeat: heartbeatInterval(d.Queue.HeartbeatTimeout()), ID: ExecutorID()})
+		Heartbeat: heartbeatInterval(d.Queue.HeartbeatTimeout()), ID: ExecutorID(),
+		Secrets: runsecret.New(d.Store).ForRun})
 }
 
 // Periodic returns the periodic jobs; River runs them on the elected leader.

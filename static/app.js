@@ -19,3 +19,74 @@ document.addEventListener("submit", (ev) => {
   const form = ev.target.closest("form[data-confirm]");
   if (form && !window.confirm(form.getAttribute("data-confirm"))) ev.preventDefault();
 });
+
+// The run page's log tools: a search box that filters lines (new lines
+// arriving live are filtered too), jumps to the first error line and to
+// the end, and the live duration of a running run.
+(() => {
+  const log = () => document.getElementById("run-log");
+  const filter = () => {
+    const box = document.getElementById("log-search");
+    const el = log();
+    if (!box || !el) return;
+    const q = box.value.trim().toLowerCase();
+    let shown = 0, all = 0;
+    for (const line of el.querySelectorAll(".log-line")) {
+      all++;
+      const hit = q === "" || line.textContent.toLowerCase().includes(q);
+      line.style.display = hit ? "" : "none"; // (the hidden attribute loses to the line's display class)
+      if (hit) shown++;
+    }
+    const count = document.getElementById("log-count");
+    if (count) count.textContent = q === "" ? "" : `${shown} of ${all} lines`;
+  };
+  document.addEventListener("input", (ev) => {
+    if (ev.target.id === "log-search") filter();
+  });
+  document.addEventListener("htmx:sseMessage", () => {
+    if (document.getElementById("log-search")?.value) filter();
+  });
+  document.addEventListener("htmx:afterSwap", (ev) => {
+    if (ev.target.id === "run-log" && document.getElementById("log-search")?.value) filter();
+  });
+  document.addEventListener("click", (ev) => {
+    const el = log();
+    if (!el) return;
+    if (ev.target.closest("#log-end")) {
+      el.scrollTop = el.scrollHeight;
+    } else if (ev.target.closest("#log-first-error")) {
+      const first = [...el.querySelectorAll(".log-error")].find((l) => l.style.display !== "none");
+      if (first) {
+        first.scrollIntoView({ block: "center" });
+        first.classList.add("outline", "outline-1", "outline-red-400");
+      }
+    }
+  });
+  const tick = () => {
+    const dd = document.querySelector("[data-testid=run-duration][data-started]");
+    if (!dd || !dd.dataset.started || dd.dataset.finished) return;
+    const s = Math.max(0, Math.round((Date.now() - Date.parse(dd.dataset.started)) / 1000));
+    const h = Math.floor(s / 3600), m = Math.floor((s % 3600) / 60), r = s % 60;
+    dd.textContent = (h ? `${h}h` : "") + (h || m ? `${m}m` : "") + `${r}s`;
+  };
+  setInterval(tick, 1000);
+})();
+
+// A log marked data-scroll-end (a repair run's, on its incident) opens at
+// its end, where the failure is, and follows new lines while it is there.
+(() => {
+  const atEnd = (el) => el.scrollHeight - el.scrollTop - el.clientHeight < 40;
+  const toEnd = () => {
+    for (const el of document.querySelectorAll("[data-scroll-end]")) el.scrollTop = el.scrollHeight;
+  };
+  document.addEventListener("DOMContentLoaded", toEnd);
+  if (document.readyState !== "loading") toEnd();
+  document.addEventListener("htmx:beforeSwap", (ev) => {
+    const el = ev.target;
+    if (el && el.hasAttribute && el.hasAttribute("data-scroll-end")) el.dataset.follow = atEnd(el) ? "1" : "";
+  });
+  document.addEventListener("htmx:afterSwap", (ev) => {
+    const el = ev.target;
+    if (el && el.hasAttribute && el.hasAttribute("data-scroll-end") && el.dataset.follow) el.scrollTop = el.scrollHeight;
+  });
+})();

@@ -51,3 +51,19 @@ func placed(r RunRow, place int) RunRow {
 }
 
 func equalFold(a, b string) bool { return strings.EqualFold(a, b) }
+
+// ordinal is "1st", "2nd", "3rd", "4th" … "11th", "21st".
+func ordinal(n int) string {
+	suffix := "th"
+	if n%100 < 11 || n%100 > 13 {
+		switch n % 10 {
+		case 1:
+			suffix = "st"
+		case 2:
+			suffix = "nd"
+		case 3:
+			suffix = "rd"
+		}
+	}
+	return strconv.Itoa(n) + suffix
+}

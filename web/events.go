@@ -2,7 +2,6 @@ package web
 
 import (
 	"fmt"
-	"html"
 	"net/http"
 	"strconv"
 	"strings"
@@ -12,6 +11,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"anvil/domain"
+	"anvil/views"
 )
 
 // events streams live changes of the caller's organisation as Server-Sent
@@ -79,7 +79,7 @@ func (s *Server) events(c echo.Context) error {
 			return err
 		}
 		for _, ch := range chunks {
-			writeEvent(w, "log", html.EscapeString(ch.Body))
+			writeEvent(w, "log", views.LogHTML(ch.Body, ch.Offset))
 			after = ch.Seq
 		}
 		if len(chunks) > 0 {

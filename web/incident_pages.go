@@ -192,7 +192,7 @@ func (s *Server) incidentProps(c echo.Context, id uuid.UUID) (views.IncidentProp
 		}
 		var b strings.Builder
 		for _, ch := range chunks {
-			b.WriteString(ch.Body)
+			b.WriteString(views.LogHTML(ch.Body, ch.Offset))
 			rr.LogSeq = ch.Seq
 		}
 		rr.Log = b.String()

@@ -26,6 +26,7 @@ type projectJSON struct {
 	ProviderRepo      string    `json:"provider_repo"`
 	HasProviderToken  bool      `json:"has_provider_token"`
 	RunTimeoutSeconds int       `json:"run_timeout_seconds"`
+	BranchFilters     []string  `json:"branch_filters"`
 	CreatedAt         time.Time `json:"created_at"`
 	UpdatedAt         time.Time `json:"updated_at"`
 	// Warnings are notes on a save that just happened (the repository did
@@ -37,7 +38,7 @@ func toProjectJSON(p *domain.Project) projectJSON {
 	return projectJSON{ID: p.ID, Number: p.Number, Slug: p.Slug, Name: p.Name, RepoURL: p.RepoURL, DefaultBranch: p.DefaultBranch,
 		RunCommand: p.RunCommand, RepairCommand: p.RepairCommand, Provider: p.Provider, ProviderAPIURL: p.ProviderAPIURL,
 		ProviderRepo: p.ProviderRepo, HasProviderToken: p.ProviderTokenEnc != "", RunTimeoutSeconds: p.RunTimeoutSeconds,
-		CreatedAt: p.CreatedAt.UTC(), UpdatedAt: p.UpdatedAt.UTC(), Warnings: p.Warnings}
+		BranchFilters: append([]string{}, p.BranchFilters...), CreatedAt: p.CreatedAt.UTC(), UpdatedAt: p.UpdatedAt.UTC(), Warnings: p.Warnings}
 }
 
 // pathUUID parses a path parameter; a malformed id is a 404 like an unknown one.

@@ -51,13 +51,17 @@ func formInput(c echo.Context) (domain.ProjectInput, views.ProjectForm) {
 		DefaultBranch: c.FormValue("default_branch"), RunCommand: c.FormValue("run_command"),
 		RepairCommand: c.FormValue("repair_command"), Provider: c.FormValue("provider"),
 		ProviderAPIURL: c.FormValue("provider_api_url"), ProviderRepo: c.FormValue("provider_repo"),
-		RunTimeoutMinutes: c.FormValue("run_timeout_minutes"),
+		RunTimeoutMinutes: c.FormValue("run_timeout_minutes"), BranchFilters: c.FormValue("branch_filters"),
 	}
 	in := domain.ProjectInput{Slug: &f.Slug, Name: &f.Name, RepoURL: &f.RepoURL, DefaultBranch: &f.DefaultBranch,
 		RunCommand: &f.RunCommand, RepairCommand: &f.RepairCommand, Provider: &f.Provider,
 		ProviderAPIURL: &f.ProviderAPIURL, ProviderRepo: &f.ProviderRepo}
 	if tok := c.FormValue("provider_token"); tok != "" {
 		in.ProviderToken = &tok
+	}
+	if _, ok := c.Request().PostForm["branch_filters"]; ok {
+		filters := strings.Split(strings.ReplaceAll(f.BranchFilters, "\r\n", "\n"), "\n")
+		in.BranchFilters = &filters
 	}
 	if m := strings.TrimSpace(f.RunTimeoutMinutes); m != "" {
 		secs := 0
@@ -151,7 +155,8 @@ func (s *Server) projectCreateSubmit(c echo.Context) error {
 func projectForm(p *domain.Project) views.ProjectForm {
 	return views.ProjectForm{ID: p.ID.String(), Slug: p.Slug, Name: p.Name, RepoURL: p.RepoURL, DefaultBranch: p.DefaultBranch,
 		RunCommand: p.RunCommand, RepairCommand: p.RepairCommand, Provider: p.Provider, ProviderAPIURL: p.ProviderAPIURL,
-		ProviderRepo: p.ProviderRepo, HasProviderToken: p.ProviderTokenEnc != "", RunTimeoutMinutes: strconv.Itoa(p.RunTimeoutSeconds / 60)}
+		ProviderRepo: p.ProviderRepo, HasProviderToken: p.ProviderTokenEnc != "", RunTimeoutMinutes: strconv.Itoa(p.RunTimeoutSeconds / 60),
+		BranchFilters: strings.Join(p.BranchFilters, "\n")}
 }
 
 func (s *Server) projectEditPage(c echo.Context) error {
@@ -188,11 +193,7 @@ func (s *Server) projectEditSubmit(c echo.Context) error {
 }
 
 func (s *Server) projectPage(c echo.Context) error {
-	id, err := pathUUID(c, "projectId", "project")
-	if err != nil {
-		return err
-	}
-	p, err := s.Projects.Get(c.Request().Context(), principal(c).OrgID, id)
+	p, err := s.projectParam(c) // its id or its slug
 	if err != nil {
 		return err
 	}

@@ -39,6 +39,8 @@ var wantRoles = map[string]string{
 	"POST /inbox/bulk":                                  domain.RoleMember,
 	"POST /api/private/projects/:projectId/runs":        domain.RoleMember,
 	"POST /api/private/runs/:runId/cancel":              domain.RoleMember,
+	"POST /runs/:runId/rerun":                           domain.RoleMember,
+	"POST /api/private/runs/:runId/rerun":               domain.RoleMember,
 	"POST /api/private/incidents/:incidentId/decisions": domain.RoleMember,
 
 	"POST /projects":                                                         domain.RoleAdmin,
@@ -75,6 +77,10 @@ var wantRoles = map[string]string{
 	"DELETE /api/private/alerts/destinations/:destinationId":                 domain.RoleAdmin,
 	"POST /api/private/alerts/destinations/:destinationId/test":              domain.RoleAdmin,
 	"PUT /api/private/projects/:projectId/alert-rules":                       domain.RoleAdmin,
+	"POST /projects/:projectId/secrets":                                      domain.RoleAdmin,
+	"POST /projects/:projectId/secrets/:name/delete":                         domain.RoleAdmin,
+	"PUT /api/private/projects/:projectId/secrets/:name":                     domain.RoleAdmin,
+	"DELETE /api/private/projects/:projectId/secrets/:name":                  domain.RoleAdmin,
 }
 
 // publicWrites are write routes outside the pages and the private API: they

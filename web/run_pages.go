@@ -2,6 +2,7 @@ package web
 
 import (
 	"errors"
+	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -15,7 +16,7 @@ import (
 )
 
 func runRow(v domain.RunView) views.RunRow {
-	r := views.RunRow{ID: v.RunID.String(), Status: v.Status, Trigger: v.Trigger, Branch: v.Branch, QueuedAt: v.QueuedAt}
+	r := views.RunRow{ID: v.RunID.String(), Status: v.Status, Trigger: v.Trigger, Branch: v.Branch, QueuedAt: v.QueuedAt, Number: v.Number}
 	if v.CommitSHA != nil {
 		r.CommitSHA = *v.CommitSHA
 	}
@@ -40,7 +41,7 @@ func runRow(v domain.RunView) views.RunRow {
 func indexedRow(ir domain.IndexedRun) views.RunRow {
 	return runRow(domain.RunView{RunID: ir.RunID, Status: ir.Status, Trigger: ir.Trigger, Branch: ir.Branch,
 		CommitSHA: ir.CommitSHA, ExitCode: ir.ExitCode, FailureReason: ir.FailureReason, QueuedAt: ir.QueuedAt,
-		StartedAt: ir.StartedAt, FinishedAt: ir.FinishedAt})
+		StartedAt: ir.StartedAt, FinishedAt: ir.FinishedAt, Number: ir.Number})
 }
 
 // queueProps reads the queue from the service and the finished runs from
@@ -162,25 +163,56 @@ func (s *Server) runProps(c echo.Context, id uuid.UUID, withLog bool) (views.Run
 	if err != nil {
 		return views.RunProps{}, err
 	}
-	props := views.RunProps{Page: s.page(c, "Run · "+proj.Name, "projects"), Run: runRow(r.View()), ProjectID: proj.ID.String(),
-		ProjectName: proj.Name, CanWrite: p.CanWrite(), Unsandboxed: r.Sandboxed != nil && !*r.Sandboxed}
+	props := views.RunProps{Page: s.page(c, fmt.Sprintf("Run #%d · %s", r.Number, proj.Name), "projects"), Run: runRow(r.View()), ProjectID: proj.ID.String(),
+		ProjectName: proj.Name, CanWrite: p.CanWrite(), Unsandboxed: r.Sandboxed != nil && !*r.Sandboxed,
+		CanRerun: p.CanWrite() && domain.IsTerminal(r.State) && r.Trigger != domain.TriggerRepair, CSRF: s.csrfToken(p)}
 	rep, err := forgestatus.Last(ctx, s.db.Bun, r.ID)
 	if err != nil {
 		return views.RunProps{}, err
 	}
 	props.ForgeReport, props.ForgeReportFailed = forgeReportLine(rep)
-	if withLog {
+	story, err := s.Queue.Story(ctx, r)
+	if err != nil {
+		return views.RunProps{}, err
+	}
+	props.Place, props.CanceledBy = story.Place, story.CanceledBy
+	switch {
+	case story.RerunOfNumber > 0:
+		props.TriggeredBy = "Re-run by " + orSomeone(story.TriggeredBy) + " of"
+		props.TriggerHref, props.TriggerLink = fmt.Sprintf("/runs/%s", r.RerunOf), fmt.Sprintf("#%d", story.RerunOfNumber)
+	case r.Trigger == domain.TriggerManual:
+		props.TriggeredBy = "Started by " + orSomeone(story.TriggeredBy)
+	case r.Trigger == domain.TriggerWebhook:
+		props.TriggeredBy = "Started by a push"
+		if r.Provider != nil && r.DeliveryID != nil {
+			props.TriggeredBy = "Started by a " + *r.Provider + " push:"
+			props.TriggerHref, props.TriggerLink = "/projects/"+proj.ID.String()+"/webhooks#delivery-"+*r.DeliveryID, "delivery "+*r.DeliveryID
+		}
+	case r.Trigger == domain.TriggerRepair:
+		props.TriggeredBy = "A repair"
+		if r.IncidentID != nil {
+			props.TriggeredBy = "A repair of"
+			props.TriggerHref, props.TriggerLink = "/incidents/"+r.IncidentID.String(), "its incident"
+		}
+	}
+	var text string
+	if withLog || r.FailureReason != nil {
 		chunks, err := s.Logs.Chunks(ctx, id, 0)
 		if err != nil {
 			return views.RunProps{}, err
 		}
-		var b strings.Builder
+		var raw, b strings.Builder
 		for _, ch := range chunks {
-			b.WriteString(ch.Body)
+			raw.WriteString(ch.Body)
+			b.WriteString(views.LogHTML(ch.Body, ch.Offset))
 			props.LogSeq = ch.Seq
 		}
-		props.Log = b.String()
+		text = raw.String()
+		if withLog {
+			props.Log = b.String()
+		}
 	}
+	props.Why = domain.WhyEnded(r, failureDetail(text, r), proj.RunTimeout(), s.Queue.HeartbeatTimeout())
 	return props, nil
 }
 
@@ -197,6 +229,37 @@ func (s *Server) runPage(c echo.Context) error {
 		return Render(c, http.StatusOK, views.RunHeader(props))
 	}
 	return Render(c, http.StatusOK, views.RunPage(props))
+}
+
+// orSomeone is an account's email, or what to say once it is gone.
+func orSomeone(email string) string {
+	if email == "" {
+		return "a former member"
+	}
+	return email
+}
+
+// failureDetail is what the log's own narration said went wrong (the
+// checkout's error, the sandbox's), for the reason in words.
+func failureDetail(log string, r *domain.Run) string {
+	if r.FailureReason == nil {
+		return ""
+	}
+	prefix := map[string]string{domain.ReasonCheckout: "[anvil] checkout failed: ", domain.ReasonSandbox: "[anvil] the sandbox failed: ",
+		domain.ReasonRepairPush: "[anvil] repair: ", domain.ReasonRepairForge: "[anvil] repair: ", domain.ReasonInfra: "[anvil] "}[*r.FailureReason]
+	if prefix == "" {
+		return ""
+	}
+	detail := ""
+	for _, line := range strings.Split(log, "\n") {
+		if strings.HasPrefix(line, prefix) {
+			detail = strings.TrimPrefix(line, prefix)
+		}
+	}
+	if len(detail) > 300 {
+		detail = detail[:300] + "…"
+	}
+	return detail
 }
 
 // runLogText serves the whole log as text for people (the API has its own).

@@ -15,11 +15,20 @@ import "strings"
 // default branch may be given bare ("main") or as a full ref; an empty one
 // matches nothing, so an unconfigured project never starts runs by accident.
 func Classify(p Payload, defaultBranch string) Outcome {
+	def := strings.TrimPrefix(defaultBranch, refsHeads)
+	return ClassifyWith(p, func(branch string) bool { return def != "" && branch == def })
+}
+
+// ClassifyWith is Classify with the project's own rule for which branches'
+// pushes become runs (its branch filters): a push to a branch runs does not
+// accept is [OutcomeIgnoredBranch]. Everything else is decided as Classify
+// decides it.
+func ClassifyWith(p Payload, runs func(branch string) bool) Outcome {
 	if p.Kind == KindPing || (p.Kind == KindPush && isGiteaTestPush(p)) {
 		return OutcomeIgnoredPing
 	}
 	if p.Kind == KindPullRequest {
-		return classifyPull(p, defaultBranch)
+		return classifyPull(p, runs)
 	}
 	// Re-check the push invariants rather than trusting Kind alone: an
 	// accepted outcome starts a run pinned to CommitSHA, so it must be a
@@ -28,25 +37,24 @@ func Classify(p Payload, defaultBranch string) Outcome {
 	if p.Kind != KindPush || p.Branch == "" || !ok || isZeroSHA(sha) {
 		return OutcomeIgnoredEvent
 	}
-	def := strings.TrimPrefix(defaultBranch, refsHeads)
-	if def == "" || p.Branch != def {
+	if !runs(p.Branch) {
 		return OutcomeIgnoredBranch
 	}
 	return OutcomeAccepted
 }
 
 // classifyPull: a pull request from a branch of the same repository that
-// brought a head commit (opened, reopened, new commits) into the default
-// branch is a run pinned to the head SHA; a fork's is never run, because
+// brought a head commit (opened, reopened, new commits) into a branch whose
+// pushes run (the default branch, or the project's branch filters) is a run
+// pinned to the head SHA; a fork's is never run, because
 // the project's secrets must not run code from outside.
-func classifyPull(p Payload, defaultBranch string) Outcome {
+func classifyPull(p Payload, runs func(branch string) bool) Outcome {
 	pr := p.PullRequest
 	sha, ok := normalizeSHA(p.CommitSHA)
 	if pr == nil || !pr.NewCommits || pr.Fork || p.Branch == "" || !ok || isZeroSHA(sha) {
 		return OutcomeIgnoredEvent
 	}
-	def := strings.TrimPrefix(defaultBranch, refsHeads)
-	if def == "" || pr.BaseBranch != def {
+	if pr.BaseBranch == "" || !runs(pr.BaseBranch) {
 		return OutcomeIgnoredBranch
 	}
 	return OutcomeAccepted

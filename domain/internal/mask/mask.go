@@ -1,0 +1,194 @@
+// Package mask replaces secret values in a stream of log output with ***
+// before anything is stored or shown.
+//
+// Each value is masked as written, in base64 (standard and URL alphabets,
+// at each of the three alignments a value can have inside a longer encoded
+// string, as in an Authorization: Basic header) and URL-encoded (query and
+// path escaping, RFC 3986 and encodeURIComponent, either hex case). The stream may cut a value anywhere: the masker holds
+// back a tail that could still become one, so a value split across two
+// writes is masked as a whole.
+package mask
+
+import (
+	"bytes"
+	"encoding/base64"
+	"net/url"
+	"slices"
+	"strings"
+)
+
+// Replacement stands for every masked occurrence.
+const Replacement = "***"
+
+// MinLen is the shortest value that can be masked: a shorter one would hide
+// ordinary text everywhere in a log.
+const MinLen = 4
+
+// minEncoded is the shortest encoded form worth masking: a base64 fragment
+// of a value at an awkward alignment can be a few characters only, and
+// those occur in any log.
+const minEncoded = 4
+
+// Masker masks a stream. It is not safe for concurrent use; the log writer
+// serializes its writes.
+type Masker struct {
+	patterns [][]byte // longest first
+	first    [256]bool
+	maxLen   int
+	pending  []byte
+}
+
+// New builds a masker for values (those shorter than MinLen are ignored:
+// the secret store refuses them). A masker without values passes the
+// stream through.
+func New(values []string) *Masker {
+	m := &Masker{}
+	seen := map[string]bool{}
+	add := func(p string, min int) {
+		if len(p) < min || seen[p] {
+			return
+		}
+		seen[p] = true
+		m.patterns = append(m.patterns, []byte(p))
+	}
+	for _, v := range values {
+		if len(v) < MinLen {
+			continue
+		}
+		add(v, MinLen)
+		add(url.QueryEscape(v), MinLen)
+		add(url.PathEscape(v), MinLen)
+		// What other encoders write: RFC 3986's unreserved set alone, and
+		// JavaScript's encodeURIComponent; in upper- and lower-case hex.
+		for _, keep := range []string{"-_.~", "-_.!~*'()"} {
+			add(percentEncode(v, keep, upperhex), MinLen)
+			add(percentEncode(v, keep, lowerhex), MinLen)
+		}
+		for _, enc := range []*base64.Encoding{base64.StdEncoding, base64.URLEncoding} {
+			for _, p := range Base64Forms(enc, v) {
+				add(p, minEncoded)
+			}
+		}
+	}
+	slices.SortFunc(m.patterns, func(a, b []byte) int { return len(b) - len(a) })
+	for _, p := range m.patterns {
+		m.first[p[0]] = true
+		m.maxLen = max(m.maxLen, len(p))
+	}
+	return m
+}
+
+// Base64Forms are the parts of v's base64 encoding that appear whatever
+// precedes v in the encoded bytes: v at offset 0, 1 and 2 of a 3-byte
+// group. Characters that also carry bits of the neighbouring bytes are
+// left out, so each form is found inside any encoding that contains v.
+func Base64Forms(enc *base64.Encoding, v string) []string {
+	var out []string
+	for k := range 3 {
+		src := append(make([]byte, k), v...)
+		s := enc.WithPadding(base64.NoPadding).EncodeToString(src)
+		from := 0
+		if k > 0 {
+			from = (8*k-1)/6 + 1 // the characters holding bits of the k filler bytes
+		}
+		to := 8 * len(src) / 6 // characters made of v's bits alone
+		if to > from {
+			out = append(out, s[from:to])
+		}
+	}
+	return out
+}
+
+const (
+	upperhex = "0123456789ABCDEF"
+	lowerhex = "0123456789abcdef"
+)
+
+// percentEncode escapes every byte of v but ASCII letters, digits and keep.
+func percentEncode(v, keep, hex string) string {
+	var b strings.Builder
+	for i := 0; i < len(v); i++ {
+		c := v[i]
+		if c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte(keep, c) >= 0 {
+			b.WriteByte(c)
+			continue
+		}
+		b.WriteByte('%')
+		b.WriteByte(hex[c>>4])
+		b.WriteByte(hex[c&15])
+	}
+	return b.String()
+}
+
+// Write masks p and returns what may be emitted now; a tail that could be
+// the start of a value is kept for the next write or Flush.
+func (m *Masker) Write(p []byte) []byte {
+	if len(m.patterns) == 0 {
+		return p
+	}
+	data := append(m.pending, p...)
+	out, rest := m.scan(data, false)
+	m.pending = append(m.pending[:0:0], rest...)
+	return out
+}
+
+// Flush returns the held-back tail, masked: the stream has ended.
+func (m *Masker) Flush() []byte {
+	if len(m.pending) == 0 {
+		return nil
+	}
+	out, _ := m.scan(m.pending, true)
+	m.pending = nil
+	return out
+}
+
+// scan masks data from the left, replacing the longest value found at each
+// position. Unless final, it stops at a tail that is a proper prefix of a
+// value (and returns that tail as rest).
+func (m *Masker) scan(data []byte, final bool) (out, rest []byte) {
+	out = make([]byte, 0, len(data))
+	i := 0
+	for i < len(data) {
+		// Copy what cannot start a value in one go.
+		j := i
+		for j < len(data) && !m.first[data[j]] {
+			j++
+		}
+		out = append(out, data[i:j]...)
+		i = j
+		if i == len(data) {
+			break
+		}
+		tail := data[i:]
+		if !final && len(tail) < m.maxLen && m.couldStart(tail) {
+			return out, tail
+		}
+		matched := false
+		for _, p := range m.patterns {
+			if bytes.HasPrefix(tail, p) {
+				out = append(out, Replacement...)
+				i += len(p)
+				matched = true
+				break
+			}
+		}
+		if !matched {
+			out = append(out, data[i])
+			i++
+		}
+	}
+	return out, nil
+}
+
+// couldStart reports whether tail is a proper prefix of some value's form.
+func (m *Masker) couldStart(tail []byte) bool {
+	for _, p := range m.patterns {
+		if len(p) > len(tail) && bytes.HasPrefix(p, tail) {
+			return true
+		}
+	}
+	return false
+}
+
+// Held reports how many bytes are held back.
+func (m *Masker) Held() int { return len(m.pending) }

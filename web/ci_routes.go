@@ -1,0 +1,211 @@
+package web
+
+import (
+	"errors"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"github.com/google/uuid"
+	"github.com/labstack/echo/v4"
+
+	"anvil/domain"
+	"anvil/domain/runsecret"
+	"anvil/views"
+)
+
+// registerCI adds re-runs, run secrets and run numbers (issue 20).
+func (s *Server) registerCI(_ *echo.Echo, pages, api *echo.Group) {
+	pages.POST("/runs/:runId/rerun", s.runRerunSubmit)
+	pages.GET("/projects/:projectId/runs/:number", s.runByNumberPage)
+	pages.GET("/projects/:projectId/secrets", s.secretsPage)
+	pages.POST("/projects/:projectId/secrets", s.secretSaveSubmit)
+	pages.POST("/projects/:projectId/secrets/:name/delete", s.secretDeleteSubmit)
+
+	api.POST("/runs/:runId/rerun", s.apiRunRerun)
+	api.GET("/projects/:projectId/secrets", s.apiSecretList)
+	api.GET("/projects/:projectId/secrets/:name", s.apiSecretGet)
+	api.PUT("/projects/:projectId/secrets/:name", s.apiSecretPut)
+	api.DELETE("/projects/:projectId/secrets/:name", s.apiSecretDelete)
+}
+
+func (s *Server) secrets() *runsecret.Service { return runsecret.New(s.Store) }
+
+// projectParam resolves :projectId, a project's id or its slug, within the
+// caller's organisation.
+func (s *Server) projectParam(c echo.Context) (*domain.Project, error) {
+	ctx, org := c.Request().Context(), principal(c).OrgID
+	raw := c.Param("projectId")
+	if id, err := uuid.Parse(raw); err == nil {
+		return s.Projects.Get(ctx, org, id)
+	}
+	return s.Projects.BySlug(ctx, org, raw)
+}
+
+func (s *Server) apiRunRerun(c echo.Context) error {
+	id, err := pathUUID(c, "runId", "run")
+	if err != nil {
+		return err
+	}
+	r, err := s.Queue.Rerun(c.Request().Context(), principal(c), id)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusAccepted, map[string]any{"run_id": r.ID, "status": r.Status(), "number": r.Number, "rerun_of": r.RerunOf})
+}
+
+// runRerunSubmit re-runs a finished run and opens the new run's page.
+func (s *Server) runRerunSubmit(c echo.Context) error {
+	id, err := pathUUID(c, "runId", "run")
+	if err != nil {
+		return err
+	}
+	r, err := s.Queue.Rerun(c.Request().Context(), principal(c), id)
+	if err != nil {
+		return err
+	}
+	return redirect(c, "/runs/"+r.ID.String())
+}
+
+// runByNumberPage sends /projects/:slug/runs/42 to the run's own page.
+func (s *Server) runByNumberPage(c echo.Context) error {
+	p, err := s.projectParam(c)
+	if err != nil {
+		return err
+	}
+	n, err := strconv.ParseInt(c.Param("number"), 10, 64)
+	if err != nil || n < 1 {
+		return domain.NotFound("run")
+	}
+	r, err := s.Queue.RunByNumber(c.Request().Context(), p.OrgID, p.ID, n)
+	if err != nil {
+		return err
+	}
+	return c.Redirect(http.StatusFound, "/runs/"+r.ID.String())
+}
+
+func (s *Server) apiSecretList(c echo.Context) error {
+	id, err := pathUUID(c, "projectId", "project")
+	if err != nil {
+		return err
+	}
+	out, err := s.secrets().List(c.Request().Context(), principal(c), id)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, map[string]any{"secrets": out})
+}
+
+func (s *Server) apiSecretGet(c echo.Context) error {
+	id, err := pathUUID(c, "projectId", "project")
+	if err != nil {
+		return err
+	}
+	out, err := s.secrets().Get(c.Request().Context(), principal(c), id, c.Param("name"))
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, out)
+}
+
+// apiSecretPut stores {value}; the answer never repeats it.
+func (s *Server) apiSecretPut(c echo.Context) error {
+	id, err := pathUUID(c, "projectId", "project")
+	if err != nil {
+		return err
+	}
+	var in struct {
+		Value *string `json:"value"`
+	}
+	if err := bindJSON(c, &in); err != nil {
+		return err
+	}
+	if in.Value == nil {
+		return domain.Invalid("missing_value", "value is required")
+	}
+	out, created, err := s.secrets().Put(c.Request().Context(), principal(c), id, c.Param("name"), *in.Value)
+	if err != nil {
+		return err
+	}
+	status := http.StatusOK
+	if created {
+		status = http.StatusCreated
+	}
+	return c.JSON(status, out)
+}
+
+func (s *Server) apiSecretDelete(c echo.Context) error {
+	id, err := pathUUID(c, "projectId", "project")
+	if err != nil {
+		return err
+	}
+	if err := s.secrets().Delete(c.Request().Context(), principal(c), id, c.Param("name")); err != nil {
+		return err
+	}
+	return c.NoContent(http.StatusNoContent)
+}
+
+func (s *Server) secretsProps(c echo.Context, p *domain.Project) (views.SecretsProps, error) {
+	pr := principal(c)
+	list, err := s.secrets().List(c.Request().Context(), pr, p.ID)
+	if err != nil {
+		return views.SecretsProps{}, err
+	}
+	props := views.SecretsProps{Page: s.page(c, "Secrets · "+p.Name, "projects"), ProjectID: p.ID.String(), ProjectName: p.Name,
+		CSRF: s.csrfToken(pr), Saved: c.QueryParam("saved")}
+	for _, sc := range list {
+		props.Secrets = append(props.Secrets, views.SecretRow{Name: sc.Name, UpdatedAt: sc.UpdatedAt, UpdatedBy: sc.UpdatedByEmail})
+	}
+	return props, nil
+}
+
+func (s *Server) secretsPage(c echo.Context) error {
+	p, err := s.projectParam(c)
+	if err != nil {
+		return err
+	}
+	props, err := s.secretsProps(c, p)
+	if err != nil {
+		return err
+	}
+	if err := runsecret.CheckName(props.Saved); props.Saved != "" && err != nil {
+		props.Saved = ""
+	}
+	return Render(c, http.StatusOK, views.SecretsPage(props))
+}
+
+// secretSaveSubmit stores a secret and redirects; a refusal is shown on
+// the page with nothing changed (the value is never echoed back).
+func (s *Server) secretSaveSubmit(c echo.Context) error {
+	p, err := s.projectParam(c)
+	if err != nil {
+		return err
+	}
+	name := strings.TrimSpace(c.FormValue("name"))
+	_, _, perr := s.secrets().Put(c.Request().Context(), principal(c), p.ID, name, c.FormValue("value"))
+	var de *domain.Error
+	if perr != nil && errors.As(perr, &de) && errors.Is(de.Kind, domain.ErrInvalid) {
+		props, err := s.secretsProps(c, p)
+		if err != nil {
+			return err
+		}
+		props.Error = de.Message
+		return Render(c, http.StatusUnprocessableEntity, views.SecretsPage(props))
+	}
+	if perr != nil {
+		return perr
+	}
+	return redirect(c, "/projects/"+p.ID.String()+"/secrets?saved="+url.QueryEscape(name))
+}
+
+func (s *Server) secretDeleteSubmit(c echo.Context) error {
+	p, err := s.projectParam(c)
+	if err != nil {
+		return err
+	}
+	if err := s.secrets().Delete(c.Request().Context(), principal(c), p.ID, c.Param("name")); err != nil {
+		return err
+	}
+	return redirect(c, "/projects/"+p.ID.String()+"/secrets")
+}
