@@ -157,7 +157,7 @@ func alertsBenchRun(ctx context.Context, env *benchEnv, alerts bool) (float64, i
 		_, _ = io.Copy(io.Discard, res.Body)
 		res.Body.Close()
 		if res.StatusCode != http.StatusAccepted {
-			return 0, fmt.Errorf("status %d\n%s", res.StatusCode, lastLines(p.logs.String(), 8))
+			return 0, fmt.Errorf("status %d\n%s", res.StatusCode, lastLines(p.logs.String()))
 		}
 		return len(out.Accepted), err
 	}

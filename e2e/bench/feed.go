@@ -139,7 +139,7 @@ func feedBenchIngest(ctx context.Context, env *benchEnv) error {
 		err = json.NewDecoder(res.Body).Decode(&out)
 		res.Body.Close()
 		if res.StatusCode != http.StatusAccepted {
-			return 0, fmt.Errorf("status %d\n%s", res.StatusCode, lastLines(p.logs.String(), 8))
+			return 0, fmt.Errorf("status %d\n%s", res.StatusCode, lastLines(p.logs.String()))
 		}
 		return len(out.Accepted), err
 	}
@@ -304,8 +304,9 @@ func feedBenchCopy(ctx context.Context, dbURL string) (median, low, high float64
 	return rates[len(rates)/2], rates[0], rates[len(rates)-1], nil
 }
 
-// lastLines is the end of a server log, for errors.
-func lastLines(s string, n int) string {
+// lastLines is the end of a server log (its last eight lines), for errors.
+func lastLines(s string) string {
+	const n = 8
 	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
 	if len(lines) > n {
 		lines = lines[len(lines)-n:]

@@ -126,7 +126,7 @@ func sentryBench(ctx context.Context, env *benchEnv) error {
 	run := func(post func(string, []byte) error, tokens []string, bodies [][][]byte) (eps float64, lat []time.Duration, err error) {
 		for s := range tokens { // warm-up: connections, prepared statements, incidents
 			if err := post(tokens[s], bodies[s][0]); err != nil {
-				return 0, nil, fmt.Errorf("warm-up: %w\n%s", err, lastLines(p.logs.String(), 8))
+				return 0, nil, fmt.Errorf("warm-up: %w\n%s", err, lastLines(p.logs.String()))
 			}
 		}
 		var (
@@ -161,7 +161,7 @@ func sentryBench(ctx context.Context, env *benchEnv) error {
 		wg.Wait()
 		elapsed := time.Since(start)
 		if firstErr != nil {
-			return 0, nil, fmt.Errorf("%w\n%s", firstErr, lastLines(p.logs.String(), 8))
+			return 0, nil, fmt.Errorf("%w\n%s", firstErr, lastLines(p.logs.String()))
 		}
 		sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
 		return float64(len(lat)) / elapsed.Seconds(), lat, nil
