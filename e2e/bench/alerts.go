@@ -34,56 +34,71 @@ func alertsBenchEvent(i int) map[string]any {
 }
 
 func alertsBench(ctx context.Context, env *benchEnv) error {
-	without, _, _, err := alertsBenchRun(ctx, env, false)
+	without, err := alertsBenchRun(ctx, env, false)
 	if err != nil {
 		return fmt.Errorf("without alerts: %w", err)
 	}
-	with, delivered, dupes, err := alertsBenchRun(ctx, env, true)
+	with, err := alertsBenchRun(ctx, env, true)
 	if err != nil {
 		return fmt.Errorf("with alerts: %w", err)
 	}
-	env.note("alerts", "feed_events_per_s_without_alerts", float64(int(without)))
-	env.note("alerts", "feed_events_per_s_with_alerts", float64(int(with)))
-	env.reportAtLeast("alerts", "events_per_s_ratio_with_to_without", float64(int(with/without*1000))/1000, 0.95)
-	env.reportAtLeast("alerts", "new_incident_alerts_delivered", float64(delivered), alertsBenchIncidents)
-	env.report("alerts", "alerts_delivered_twice", float64(dupes), 0)
+	env.note("alerts", "feed_events_per_s_without_alerts", float64(int(without.eps)))
+	env.note("alerts", "feed_events_per_s_with_alerts", float64(int(with.eps)))
+	env.reportAtLeast("alerts", "events_per_s_ratio_with_to_without", float64(int(with.eps/without.eps*1000))/1000, 0.95)
+	env.reportAtLeast("alerts", "new_incident_alerts_delivered", float64(with.delivered), alertsBenchIncidents)
+	env.report("alerts", "alerts_delivered_twice", float64(with.dupes), 0)
+	// What the wall clock cannot say on a shared machine: the CPU time per
+	// event while the feed ran, and, with alerts, until the last arrived.
+	env.notePerEvent("alerts", "without_feed", without.feed, without.events)
+	env.notePerEvent("alerts", "with_feed", with.feed, with.events)
+	env.notePerEvent("alerts", "with_until_delivered", with.total, with.events)
 	return nil
 }
 
+// alertsBenchResult is one run's figures.
+type alertsBenchResult struct {
+	eps              float64 // accepted events/s
+	events           int64   // events accepted while timed
+	delivered, dupes int     // distinct incidents alerted; alerts that arrived more than once
+	feed, total      cost    // while the feed ran; until the last alert arrived (with alerts)
+}
+
 // alertsBenchRun runs the feed load on a fresh database and server and
-// returns the accepted events/s and, with alerts, how many distinct
-// incidents were alerted and how many alerts arrived more than once.
-func alertsBenchRun(ctx context.Context, env *benchEnv, alerts bool) (float64, int, int, error) {
+// returns the accepted events/s, what they cost, and, with alerts, how
+// many distinct incidents were alerted and how many alerts arrived more
+// than once.
+func alertsBenchRun(ctx context.Context, env *benchEnv, alerts bool) (res alertsBenchResult, err error) {
+	fail := func(err error) (alertsBenchResult, error) { return alertsBenchResult{}, err }
 	dbURL, err := env.newDatabase(ctx)
 	if err != nil {
-		return 0, 0, 0, err
+		return fail(err)
 	}
 	if _, err := env.run(ctx, dbURL, "", "migrate"); err != nil {
-		return 0, 0, 0, err
+		return fail(err)
 	}
 	pat, err := env.bootstrap(ctx, dbURL, "bench", "bench@alerts.test", "correct horse battery")
 	if err != nil {
-		return 0, 0, 0, err
+		return fail(err)
 	}
 	// The storm bound is lifted: the figure is about delivering every alert.
 	p, err := env.startWith(dbURL, "ANVIL_ALERTS_PER_MINUTE=1000000")
 	if err != nil {
-		return 0, 0, 0, err
+		return fail(err)
 	}
 	defer func() { _ = p.stop() }()
 	if err := p.waitReady(ctx); err != nil {
-		return 0, 0, 0, err
+		return fail(err)
 	}
 	var project struct {
 		ID string `json:"id"`
 	}
 	if err := feedBenchAPI(ctx, "POST", p.URL+"/api/private/projects", pat, map[string]any{"slug": "shop", "name": "Shop",
 		"repo_url": "https://git.example/shop.git", "default_branch": "main", "run_command": "true"}, 201, &project); err != nil {
-		return 0, 0, 0, err
+		return fail(err)
 	}
 	if err := feedBenchAPI(ctx, "PUT", p.URL+"/api/private/projects/"+project.ID+"/bindings/production", pat,
 		map[string]any{"repair_policy": "observe"}, 200, nil); err != nil {
-		return 0, 0, 0, err
+		return fail(err)
 	}
 	var (
 		mu   sync.Mutex
@@ -107,7 +122,7 @@ func alertsBenchRun(ctx context.Context, env *benchEnv, alerts bool) (float64, i
 	if alerts {
 		if err := feedBenchAPI(ctx, "POST", p.URL+"/api/private/alerts/destinations", pat,
 			map[string]any{"name": "bench", "kind": "webhook", "url": rcv.URL}, 201, nil); err != nil {
-			return 0, 0, 0, err
+			return fail(err)
 		}
 		var rules []map[string]any
 		for _, k := range domain.AlertKinds {
@@ -115,7 +130,7 @@ func alertsBenchRun(ctx context.Context, env *benchEnv, alerts bool) (float64, i
 		}
 		if err := feedBenchAPI(ctx, "PUT", p.URL+"/api/private/projects/"+project.ID+"/alert-rules", pat,
 			map[string]any{"rules": rules}, 200, nil); err != nil {
-			return 0, 0, 0, err
+			return fail(err)
 		}
 	}
 	tokens := make([]string, feedBenchSenders)
@@ -124,7 +139,7 @@ func alertsBenchRun(ctx context.Context, env *benchEnv, alerts bool) (float64, i
 			Token string `json:"token"`
 		}
 		if err := feedBenchAPI(ctx, "POST", p.URL+"/api/private/projects/"+project.ID+"/connections", pat, map[string]any{"name": fmt.Sprintf("sender-%d", i)}, 201, &c); err != nil {
-			return 0, 0, 0, err
+			return fail(err)
 		}
 		tokens[i] = c.Token
 	}
@@ -163,10 +178,19 @@ func alertsBenchRun(ctx context.Context, env *benchEnv, alerts bool) (float64, i
 	}
 	for s := range tokens { // warm-up
 		if _, err := post(tokens[s], bodies[s][0]); err != nil {
-			return 0, 0, 0, fmt.Errorf("warm-up: %w", err)
+			return fail(fmt.Errorf("warm-up: %w", err))
 		}
 	}
 	checkpoint(ctx, dbURL)
+	meter, err := newCostMeter(ctx, dbURL, p.Pid())
+	if err != nil {
+		return fail(err)
+	}
+	defer meter.close(ctx)
+	before, err := meter.read(ctx)
+	if err != nil {
+		return fail(err)
+	}
 	var (
 		accepted atomic.Int64
 		firstErr error
@@ -192,12 +216,18 @@ func alertsBenchRun(ctx context.Context, env *benchEnv, alerts bool) (float64, i
 		}()
 	}
 	wg.Wait()
-	eps := float64(accepted.Load()) / time.Since(start).Seconds()
+	res.events = accepted.Load()
+	res.eps = float64(res.events) / time.Since(start).Seconds()
 	if firstErr != nil {
-		return 0, 0, 0, firstErr
+		return fail(firstErr)
 	}
+	after, err := meter.read(ctx)
+	if err != nil {
+		return fail(err)
+	}
+	res.feed = after.sub(before)
 	if !alerts {
-		return eps, 0, 0, nil
+		return res, nil
 	}
 	// Every new incident's alert arrives (bounded wait), then a little
 	// longer to catch any second copy.
@@ -211,12 +241,17 @@ func alertsBenchRun(ctx context.Context, env *benchEnv, alerts bool) (float64, i
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+	last, err := meter.read(ctx)
+	if err != nil {
+		return fail(err)
+	}
+	res.total = last.sub(before)
 	time.Sleep(2 * time.Second)
 	mu.Lock()
 	defer mu.Unlock()
-	dupes := 0
 	for _, c := range seen {
-		dupes += c - 1
+		res.dupes += c - 1
 	}
-	return eps, len(seen), dupes, nil
+	res.delivered = len(seen)
+	return res, nil
 }
