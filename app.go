@@ -103,7 +103,12 @@ func newApp(ctx context.Context, cfg *Config, logOut io.Writer, withWorkers bool
 	}
 	a.Services = domain.NewServices(d.Bun, d.Pool, keys, log, opts)
 	a.metrics = web.NewMetrics(d)
-	alert.For(a.Services, cfg.PublicURL).PerMinute = cfg.AlertsPerMinute
+	alerts := alert.For(a.Services, cfg.PublicURL)
+	alerts.PerMinute = cfg.AlertsPerMinute
+	alerts.SetAllowPrivate(cfg.AlertsAllowPrivate)
+	if cfg.AlertsAllowPrivate {
+		log.Warn("alert destinations may reach private addresses (ANVIL_ALERTS_ALLOW_PRIVATE=true)")
+	}
 
 	rcfg := &river.Config{ID: riverClientID(), Logger: riverLogger(cfg, logOut), FetchCooldown: 10 * time.Millisecond, FetchPollInterval: 100 * time.Millisecond}
 	if withWorkers {

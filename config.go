@@ -43,6 +43,9 @@ type Config struct {
 	// AlertsPerMinute is how many alerts one destination receives in a
 	// minute before the rest fold into a digest.
 	AlertsPerMinute int
+	// AlertsAllowPrivate lets alert destinations reach loopback, private,
+	// link-local and unique-local addresses.
+	AlertsAllowPrivate bool
 }
 
 // configError is a refusal of the configuration: exit code 2.
@@ -105,6 +108,13 @@ func loadConfig(getenv func(string) string) (*Config, error) {
 	case "false", "0", "no":
 	default:
 		bad("ANVIL_CHECKOUT_ALLOW_LOCAL must be true or false")
+	}
+	switch v := strings.ToLower(str("ANVIL_ALERTS_ALLOW_PRIVATE", "false")); v {
+	case "true", "1", "yes":
+		c.AlertsAllowPrivate = true
+	case "false", "0", "no":
+	default:
+		bad("ANVIL_ALERTS_ALLOW_PRIVATE must be true or false")
 	}
 	c.SandboxTmpMax = 512 << 20
 	if v := str("ANVIL_SANDBOX_TMP_MAX", ""); v != "" {

@@ -17,6 +17,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -111,6 +112,10 @@ type Service struct {
 	// PerMinute is how many alerts one destination receives in a minute;
 	// the rest of that minute fold into one digest (ANVIL_ALERTS_PER_MINUTE).
 	PerMinute int
+	// Resolver resolves destination hosts when they are saved; nil means
+	// net.DefaultResolver.
+	Resolver     Resolver
+	allowPrivate atomic.Bool
 }
 
 var (
@@ -130,7 +135,8 @@ func For(sv *domain.Services, publicURL string) *Service {
 		return a
 	}
 	a := &Service{s: sv.Store, PublicURL: publicURL, Now: sv.Store.Now, TTL: 5 * time.Second, PerMinute: PerMinute,
-		HTTP: newHTTPClient(), cache: map[uuid.UUID]*orgRules{}}
+		cache: map[uuid.UUID]*orgRules{}}
+	a.HTTP = a.newHTTPClient()
 	services[sv.Store] = a
 	sv.Store.UseAlerts(a)
 	if sv.Store.Pool != nil {
@@ -233,6 +239,9 @@ func (a *Service) Create(ctx context.Context, p *domain.Principal, in Input) (*D
 	if err != nil {
 		return nil, "", err
 	}
+	if err := a.checkAddress(ctx, u); err != nil {
+		return nil, "", err
+	}
 	id := uuid.New()
 	urlEnc, err := a.s.Keys.Seal([]byte(u.String()), aad(id, "url"))
 	if err != nil {
@@ -308,6 +317,16 @@ func (a *Service) Update(ctx context.Context, p *domain.Principal, id uuid.UUID,
 	if _, err := a.Get(ctx, p, id); err != nil {
 		return nil, err
 	}
+	var u *url.URL
+	if in.URL != nil {
+		var err error
+		if u, err = checkURL(*in.URL); err != nil {
+			return nil, err
+		}
+		if err := a.checkAddress(ctx, u); err != nil {
+			return nil, err
+		}
+	}
 	err := a.s.DB.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
 		detail := map[string]any{}
 		if in.Name != nil {
@@ -323,11 +342,7 @@ func (a *Service) Update(ctx context.Context, p *domain.Principal, id uuid.UUID,
 			}
 			detail["name"] = name
 		}
-		if in.URL != nil {
-			u, err := checkURL(*in.URL)
-			if err != nil {
-				return err
-			}
+		if u != nil {
 			enc, err := a.s.Keys.Seal([]byte(u.String()), aad(id, "url"))
 			if err != nil {
 				return fmt.Errorf("alerts: seal url: %w", err)
@@ -416,13 +431,4 @@ type fastInserter struct{ c *river.Client[pgx.Tx] }
 func (f fastInserter) InsertManyTx(ctx context.Context, tx pgx.Tx, params []river.InsertManyParams) error {
 	_, err := f.c.InsertManyTx(ctx, tx, params)
 	return err
-}
-
-// newHTTPClient keeps a connection per concurrent delivery open to each
-// destination (Go keeps two per host by default, so a burst would dial a
-// new connection for most deliveries), and bounds an attempt to 10 s.
-func newHTTPClient() *http.Client {
-	t := http.DefaultTransport.(*http.Transport).Clone()
-	t.MaxIdleConnsPerHost = QueueConfig.MaxWorkers
-	return &http.Client{Timeout: 10 * time.Second, Transport: t}
 }

@@ -92,14 +92,10 @@ func (a *Service) message(ctx context.Context, args DeliverArgs, d dest) ([]byte
 	var lines []string
 	switch {
 	case args.IncidentID != uuid.Nil:
-		var in []domain.Incident
-		if err := a.s.DB.NewSelect().Model(&in).Where("id = ?", args.IncidentID).Scan(ctx); err != nil {
-			return nil, "", fmt.Errorf("alerts: read incident: %w", err)
-		}
-		if len(in) == 0 {
+		if d.Incident == nil {
 			return nil, "", errGone
 		}
-		i := in[0]
+		i := d.Incident
 		m.Data.Incident = &IncidentData{ID: i.ID, Title: i.Title, Type: i.ExceptionType, Environment: i.Environment, EventCount: i.EventCount,
 			FirstSeen: i.FirstSeen, LastSeen: i.LastSeen, Status: i.Status, PRURL: i.PRURL, Reason: i.NeedsHumanReason}
 		m.Data.URL = base + "/incidents/" + i.ID.String()
