@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/riverqueue/river"
 	"github.com/uptrace/bun"
 
@@ -61,56 +63,115 @@ type dest struct {
 }
 
 // deliverySQL reads a destination with its organisation and, when the
-// alert has them, its project and incident (of the same organisation), in
-// one query. Constant text with $n arguments: each connection prepares it
-// once, however many alerts it delivers (bun would write the ids into the
-// text, and each text would be prepared anew).
-const deliverySQL = `SELECT d.org_id, d.name, d.kind, d.url_enc, d.secret_enc, o.slug, o.name,
+// alert has them, its project and incident (of the same organisation);
+// with $5 it also takes the alert's place in the destination's clock
+// minute — sent is then the count with it, NULL when the minute was full.
+// One statement, constant text with $n arguments: each connection
+// prepares it once, however many alerts it delivers. The place is taken
+// under the minute row's lock, so concurrent workers (of any process)
+// count one after the other, for the length of this statement; and
+// without waiting for the WAL flush (see asyncCommit).
+const deliverySQL = `WITH c AS (
+		INSERT INTO alert_minutes (destination_id, minute, sent)
+		SELECT d.id, $4, 1 FROM alert_destinations d, ` + asyncCommit + ` WHERE d.id = $1 AND $5
+		ON CONFLICT (destination_id, minute) DO UPDATE SET sent = alert_minutes.sent + 1 WHERE alert_minutes.sent < $6
+		RETURNING sent)
+	SELECT d.org_id, d.name, d.kind, d.url_enc, d.secret_enc, o.slug, o.name,
 	p.id, COALESCE(p.slug, ''), COALESCE(p.name, ''),
 	i.id, COALESCE(i.title, ''), COALESCE(i.exception_type, ''), COALESCE(i.environment, ''), COALESCE(i.event_count, 0),
-	i.first_seen, i.last_seen, COALESCE(i.status, ''), COALESCE(i.pr_url, ''), COALESCE(i.needs_human_reason, '')
+	i.first_seen, i.last_seen, COALESCE(i.status, ''), COALESCE(i.pr_url, ''), COALESCE(i.needs_human_reason, ''),
+	(SELECT sent FROM c)
 	FROM alert_destinations d JOIN organizations o ON o.id = d.org_id
 	LEFT JOIN projects p ON p.id = $2 AND p.org_id = d.org_id
 	LEFT JOIN incidents i ON i.id = $3 AND i.org_id = d.org_id
 	WHERE d.id = $1`
 
+// asyncCommit is a one-row FROM item that turns synchronous_commit off
+// for the statement's own (implicit) transaction: the count and the log of
+// a delivery do not wait for the WAL flush, which cost more than the rest
+// of a delivery's statements together. A Postgres crash may lose the last
+// fraction of a second of them — a few log lines, a few counts — never a
+// delivery: the jobs are River's, committed as usual
+// (docs/contracts/alerts.md, "Delivery log").
+const asyncCommit = `(SELECT set_config('synchronous_commit', 'off', true)) AS async_commit`
+
+// row is what pgx's and database/sql's single-row queries have in common.
+type row interface{ Scan(dest ...any) error }
+
+// queryRow runs a constant $n query on the pgx pool (no database/sql
+// connection wrapped around each statement), or on database/sql when the
+// store has no pool.
+func (a *Service) queryRow(ctx context.Context, q string, args ...any) row {
+	if a.s.Pool != nil {
+		return a.s.Pool.QueryRow(ctx, q, args...)
+	}
+	return a.s.DB.DB.QueryRowContext(ctx, q, args...)
+}
+
+// exec is queryRow for statements without rows.
+func (a *Service) exec(ctx context.Context, q string, args ...any) error {
+	var err error
+	if a.s.Pool != nil {
+		_, err = a.s.Pool.Exec(ctx, q, args...)
+	} else {
+		_, err = a.s.DB.DB.ExecContext(ctx, q, args...)
+	}
+	return err
+}
+
+func noRows(err error) bool { return errors.Is(err, sql.ErrNoRows) || errors.Is(err, pgx.ErrNoRows) }
+
 // readDest reads destination id for an alert of projectID and incidentID
-// (uuid.Nil: none); found is false when the destination is gone.
-func (a *Service) readDest(ctx context.Context, id, projectID, incidentID uuid.UUID) (d dest, found bool, err error) {
+// (uuid.Nil: none); found is false when the destination is gone. With
+// count, it counts the alert in the destination's minute; full reports
+// the minute full (the alert is not counted then).
+func (a *Service) readDest(ctx context.Context, id, projectID, incidentID uuid.UUID, count bool) (d dest, found, full bool, err error) {
 	var (
-		projID, incID       uuid.NullUUID
-		firstSeen, lastSeen sql.NullTime
+		projID, incID       pgtype.UUID
+		firstSeen, lastSeen pgtype.Timestamptz
+		sent                pgtype.Int4
 		in                  domain.Incident
 	)
-	err = a.s.DB.DB.QueryRowContext(ctx, deliverySQL, id, projectID, incidentID).Scan(&d.OrgID, &d.Name, &d.Kind, &d.URLEnc, &d.SecretEnc,
-		&d.OrgSlug, &d.OrgName, &projID, &d.ProjectSlug, &d.ProjectName,
-		&incID, &in.Title, &in.ExceptionType, &in.Environment, &in.EventCount, &firstSeen, &lastSeen, &in.Status, &in.PRURL, &in.NeedsHumanReason)
-	if errors.Is(err, sql.ErrNoRows) {
-		return d, false, nil
+	minute := a.Now().UTC().Truncate(time.Minute)
+	err = a.queryRow(ctx, deliverySQL, pgUUID(id), pgUUID(projectID), pgUUID(incidentID), minute, count, a.PerMinute).Scan(
+		&d.OrgID, &d.Name, &d.Kind, &d.URLEnc, &d.SecretEnc, &d.OrgSlug, &d.OrgName, &projID, &d.ProjectSlug, &d.ProjectName,
+		&incID, &in.Title, &in.ExceptionType, &in.Environment, &in.EventCount, &firstSeen, &lastSeen, &in.Status, &in.PRURL,
+		&in.NeedsHumanReason, &sent)
+	if noRows(err) {
+		return d, false, false, nil
 	}
 	if err != nil {
-		return d, false, fmt.Errorf("alerts: read destination: %w", err)
+		return d, false, false, fmt.Errorf("alerts: read destination: %w", err)
 	}
 	d.ID = id
 	if projID.Valid {
-		d.ProjectID = &projID.UUID
+		p := uuid.UUID(projID.Bytes)
+		d.ProjectID = &p
 	}
 	if incID.Valid {
-		in.ID, in.FirstSeen, in.LastSeen = incID.UUID, firstSeen.Time, lastSeen.Time
+		in.ID, in.FirstSeen, in.LastSeen = uuid.UUID(incID.Bytes), firstSeen.Time, lastSeen.Time
 		d.Incident = &in
 	}
-	return d, true, nil
+	if count && sent.Valid && sent.Int32 == 1 {
+		// A new minute: the older ones are done with.
+		if err := a.exec(ctx, `DELETE FROM alert_minutes WHERE destination_id = $1 AND minute < $2`, pgUUID(id), minute); err != nil {
+			a.s.Log.Warn("alerts: forget old minutes", "destination", id, "error", err)
+		}
+	}
+	return d, true, count && !sent.Valid, nil
 }
+
+func pgUUID(id uuid.UUID) pgtype.UUID { return pgtype.UUID{Bytes: id, Valid: true} }
 
 // Deliver makes one attempt at one alert: created is when the alert was
 // enqueued (retries end 24 h later), attempt counts from 1.
 //
-// An attempt costs three statements: the destination with what the
-// message shows, the count of the destination's minute (first attempts
-// of real alerts), and the attempt's line in the log — itself writing the
+// An attempt costs two statements besides River's: the destination with
+// what the message shows, counting a first attempt of a real alert in the
+// destination's minute; and the attempt's line in the log, writing the
 // destination's health only when it changed (docs/contracts/alerts.md).
 func (a *Service) Deliver(ctx context.Context, args DeliverArgs, attempt int, created time.Time) Outcome {
-	d, found, err := a.readDest(ctx, args.DestinationID, args.ProjectID, args.IncidentID)
+	d, found, full, err := a.readDest(ctx, args.DestinationID, args.ProjectID, args.IncidentID, attempt == 1 && args.Alert != KindTest)
 	if err != nil {
 		return Outcome{Retry: err}
 	}
@@ -124,14 +185,11 @@ func (a *Service) Deliver(ctx context.Context, args DeliverArgs, attempt int, cr
 	if err != nil {
 		return Outcome{Retry: err}
 	}
-	if attempt == 1 && args.Alert != KindTest {
-		folded, err := a.count(ctx, d, args)
-		if err != nil {
+	if full {
+		if err := a.fold(ctx, d, args); err != nil {
 			return Outcome{Retry: err}
 		}
-		if folded {
-			return Outcome{Done: true}
-		}
+		return Outcome{Done: true}
 	}
 	payload := body
 	if d.Kind == KindSlack {
@@ -140,59 +198,27 @@ func (a *Service) Deliver(ctx context.Context, args DeliverArgs, attempt int, cr
 	return a.send(ctx, d, args.MessageID, args.Alert, attempt, payload, created)
 }
 
-// asyncCommit is a one-row FROM item that turns synchronous_commit off
-// for the statement's own (implicit) transaction: the count and the log of
-// a delivery do not wait for the WAL flush, which cost more than the rest
-// of a delivery's statements together. A Postgres crash may lose the last
-// fraction of a second of them — a few log lines, a few counts — never a
-// delivery: the jobs are River's, committed as usual
-// (docs/contracts/alerts.md, "Delivery log").
-const asyncCommit = `(SELECT set_config('synchronous_commit', 'off', true)) AS async_commit`
-
-// countSQL takes a place in the destination's clock minute, or answers no
-// row when the minute is full. The row's lock makes concurrent workers
-// (of any process) count one after the other, for the length of one
-// statement.
-const countSQL = `INSERT INTO alert_minutes (destination_id, minute, sent) SELECT $1, $2, 1 FROM ` + asyncCommit + `
-	ON CONFLICT (destination_id, minute) DO UPDATE SET sent = alert_minutes.sent + 1 WHERE alert_minutes.sent < $3
-	RETURNING sent`
-
-// count counts a first attempt in its destination's minute; beyond
-// PerMinute it logs the alert folded and enqueues the minute's digest
-// instead, and reports it folded.
-func (a *Service) count(ctx context.Context, d dest, args DeliverArgs) (bool, error) {
+// fold logs an alert beyond its destination's minute folded and enqueues
+// the minute's digest.
+func (a *Service) fold(ctx context.Context, d dest, args DeliverArgs) error {
 	now := a.Now()
-	minute := now.UTC().Truncate(time.Minute)
-	var sent int
-	err := a.s.DB.DB.QueryRowContext(ctx, countSQL, d.ID, minute, a.PerMinute).Scan(&sent)
-	switch {
-	case err == nil:
-		if sent == 1 { // a new minute: the old ones are done with
-			if _, err := a.s.DB.DB.ExecContext(ctx, `DELETE FROM alert_minutes WHERE destination_id = $1 AND minute < $2`, d.ID, minute); err != nil {
-				a.s.Log.Warn("alerts: forget old minutes", "destination", d.ID, "error", err)
-			}
-		}
-		return false, nil
-	case !errors.Is(err, sql.ErrNoRows):
-		return false, fmt.Errorf("alerts: count the minute: %w", err)
-	}
-	err = a.s.DB.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+	err := a.s.DB.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
 		if _, err := tx.NewRaw(`INSERT INTO alert_deliveries (destination_id, message_id, kind, status, created_at)
 			VALUES (?, ?, ?, 'folded', ?)`, d.ID, args.MessageID, args.Alert, now).Exec(ctx); err != nil {
 			return err
 		}
 		return a.s.EnqueueJobsTx(ctx, tx, []river.InsertManyParams{{Args: DigestArgs{DestinationID: d.ID},
-			InsertOpts: &river.InsertOpts{ScheduledAt: minute.Add(time.Minute)}}})
+			InsertOpts: &river.InsertOpts{ScheduledAt: now.UTC().Truncate(time.Minute).Add(time.Minute)}}})
 	})
 	if err != nil {
-		return false, fmt.Errorf("alerts: fold: %w", err)
+		return fmt.Errorf("alerts: fold: %w", err)
 	}
-	return true, nil
+	return nil
 }
 
 // Digest sends "and N more" for the alerts folded for a destination.
 func (a *Service) Digest(ctx context.Context, destinationID uuid.UUID, attempt int, created time.Time) Outcome {
-	d, found, err := a.readDest(ctx, destinationID, uuid.Nil, uuid.Nil)
+	d, found, _, err := a.readDest(ctx, destinationID, uuid.Nil, uuid.Nil, false)
 	if err != nil {
 		return Outcome{Retry: err}
 	}
@@ -347,11 +373,11 @@ func (a *Service) finishLog(ctx context.Context, d dest, l logLine, o Outcome, c
 	if l.lat != 0 || l.code != 0 {
 		latP = &l.lat
 	}
-	q, args := logFailedSQL, []any{d.ID, l.msgID, l.kind, codeP, latP, l.msg, l.attempt, l.at, now}
+	q, args := logFailedSQL, []any{pgUUID(d.ID), l.msgID, l.kind, codeP, latP, l.msg, l.attempt, l.at, now}
 	if o.Done {
 		q, args = logDeliveredSQL, append(args, now.Add(-time.Minute))
 	}
-	if _, err := a.s.DB.DB.ExecContext(ctx, q, args...); err != nil {
+	if err := a.exec(ctx, q, args...); err != nil {
 		a.s.Log.Warn("alerts: log delivery", "destination", d.ID, "error", err)
 	}
 	return o
