@@ -106,10 +106,8 @@ func (b *Budget) Admit(ctx context.Context, orgID, projectID uuid.UUID, n int) *
 	used := b.base[key] + b.pending[key]
 	if lim.n > 0 && used+int64(n) > lim.n {
 		reset := dayOf(key.day + 1)
-		wait := reset.Sub(now).Truncate(time.Second) + time.Second
-		if wait > Day {
-			wait = Day
-		}
+		wait := (reset.Sub(now) + time.Second - 1).Truncate(time.Second)
+		wait = min(max(wait, time.Second), Day)
 		return &Refusal{Budget: lim.n, Used: used, ResetsAt: reset, RetryAfter: wait}
 	}
 	b.pending[key] += int64(n)
