@@ -23,6 +23,7 @@ import (
 	"anvil/domain/alert"
 	"anvil/domain/forgestatus"
 	"anvil/domain/repourl"
+	"anvil/domain/retention"
 	"anvil/domain/secret"
 	"anvil/jobs"
 	"anvil/jobs/sandbox"
@@ -104,6 +105,7 @@ func newApp(ctx context.Context, cfg *Config, logOut io.Writer, withWorkers bool
 	a.Services = domain.NewServices(d.Bun, d.Pool, keys, log, opts)
 	a.metrics = web.NewMetrics(d)
 	alert.For(a.Services, cfg.PublicURL).PerMinute = cfg.AlertsPerMinute
+	retention.For(a.Services).MaxEvents = cfg.EventRetention
 
 	rcfg := &river.Config{ID: riverClientID(), Logger: riverLogger(cfg, logOut), FetchCooldown: 10 * time.Millisecond, FetchPollInterval: 100 * time.Millisecond}
 	if withWorkers {
