@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -96,8 +97,8 @@ type OrgDocument struct {
 // Service is the retention capability on one store.
 type Service struct {
 	s *domain.Store
-	// Now is the clock of the clean-up and the budget (tests set it).
-	Now func() time.Time
+	// clock is the clean-up's and the budget's (SetNow).
+	clock atomic.Pointer[func() time.Time]
 	// MaxEvents is ANVIL_EVENT_RETENTION: the default events retention and
 	// the most any policy may set.
 	MaxEvents time.Duration
@@ -128,14 +129,18 @@ func For(sv *domain.Services) *Service {
 	if r := services[sv.Store]; r != nil {
 		return r
 	}
-	r := &Service{s: sv.Store, Now: sv.Store.Now, MaxEvents: DefaultEvents, BatchSize: 5000, SampleGrace: Day}
+	r := &Service{s: sv.Store, MaxEvents: DefaultEvents, BatchSize: 5000, SampleGrace: Day}
+	r.SetNow(sv.Store.Now)
 	r.budget = newBudget(r)
 	services[sv.Store] = r
 	return r
 }
 
+// SetNow replaces the service's clock (tests; safe while it runs).
+func (r *Service) SetNow(now func() time.Time) { r.clock.Store(&now) }
+
 // now is the service's clock in UTC.
-func (r *Service) now() time.Time { return r.Now().UTC() }
+func (r *Service) now() time.Time { return (*r.clock.Load())().UTC() }
 
 // defaults is the policy of an organisation that has set nothing.
 func (r *Service) defaults() Policy {

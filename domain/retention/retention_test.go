@@ -56,7 +56,7 @@ func setup(t *testing.T) *testBundle {
 		}
 	})
 	b := &testBundle{db: d, sv: sv, ret: retention.For(sv), now: time.Now().UTC()}
-	b.ret.Now = func() time.Time { return b.now }
+	b.ret.SetNow(func() time.Time { return b.now })
 	res, err := sv.Accounts.Bootstrap(ctx, "acme", "owner@acme.test", "correct horse battery")
 	if err != nil {
 		t.Fatal(err)
