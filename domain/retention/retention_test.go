@@ -35,7 +35,7 @@ type testBundle struct {
 	now    time.Time
 }
 
-func setup(t *testing.T) *testBundle {
+func setup(t testing.TB) *testBundle {
 	t.Helper()
 	ctx := context.Background()
 	d := testdb.New(t)
@@ -594,4 +594,25 @@ func TestPolicyDocuments(t *testing.T) {
 			t.Errorf("%s: %v, %v", in, d, err)
 		}
 	}
+}
+
+// BenchmarkBudgetAdmit is the budget's cost per request on the feed's path:
+// a lock and two map lookups (the budget and today's total are re-read at
+// most every 5 s).
+func BenchmarkBudgetAdmit(bm *testing.B) {
+	b := setup(bm)
+	budget := int64(1 << 39)
+	if _, err := b.ret.PutProjectPolicy(context.Background(), b.owner, b.proj.ID, retention.Document{DailyEventBudget: &budget}); err != nil {
+		bm.Fatal(err)
+	}
+	bud := b.ret.Budget()
+	ctx := context.Background()
+	bm.ReportAllocs()
+	bm.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if rf := bud.Admit(ctx, b.owner.OrgID, b.proj.ID, 50); rf != nil {
+				bm.Fatal(rf)
+			}
+		}
+	})
 }

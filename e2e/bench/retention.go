@@ -122,7 +122,9 @@ func retentionBench(ctx context.Context, env *benchEnv) error {
 	checkpoint(ctx, dbURL)
 	cleanStop := make(chan struct{})
 	var (
-		rep      struct{ Total struct{ Events, Sampled int64 } }
+		rep struct {
+			Total struct{ Events, Sampled int64 }
+		}
 		cleanDur time.Duration
 		cleanErr error
 	)
