@@ -23,6 +23,7 @@ import (
 	"anvil/domain/alert"
 	"anvil/domain/forgestatus"
 	"anvil/domain/repourl"
+	"anvil/domain/retention"
 	"anvil/domain/secret"
 	"anvil/jobs"
 	"anvil/jobs/sandbox"
@@ -109,6 +110,7 @@ func newApp(ctx context.Context, cfg *Config, logOut io.Writer, withWorkers bool
 	if cfg.AlertsAllowPrivate {
 		log.Warn("alert destinations may reach private addresses (ANVIL_ALERTS_ALLOW_PRIVATE=true)")
 	}
+	retention.For(a.Services).MaxEvents = cfg.EventRetention
 
 	rcfg := &river.Config{ID: riverClientID(), Logger: riverLogger(cfg, logOut), FetchCooldown: 10 * time.Millisecond, FetchPollInterval: 100 * time.Millisecond}
 	if withWorkers {

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"anvil/domain/retention"
 	"anvil/domain/secret"
 )
 
@@ -46,6 +47,9 @@ type Config struct {
 	// AlertsAllowPrivate lets alert destinations reach loopback, private,
 	// link-local and unique-local addresses.
 	AlertsAllowPrivate bool
+	// EventRetention is the default age of stored feed events and the most
+	// any retention policy may set (docs/retention.md).
+	EventRetention time.Duration
 }
 
 // configError is a refusal of the configuration: exit code 2.
@@ -163,6 +167,15 @@ func loadConfig(getenv func(string) string) (*Config, error) {
 			bad("ANVIL_HEARTBEAT_TIMEOUT must be a duration between 1s and 24h, such as 60s")
 		} else {
 			c.HeartbeatTimeout = d
+		}
+	}
+	c.EventRetention = 90 * 24 * time.Hour
+	if v := str("ANVIL_EVENT_RETENTION", ""); v != "" {
+		d, err := retention.ParseDuration(v)
+		if err != nil || d > 3650*24*time.Hour {
+			bad("ANVIL_EVENT_RETENTION must be a duration such as 90d, 12h, 30m or 45s, at most 3650d")
+		} else {
+			c.EventRetention = d
 		}
 	}
 	c.BodyTimeout = 30 * time.Second

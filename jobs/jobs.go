@@ -12,6 +12,7 @@ import (
 	"anvil/domain"
 	"anvil/domain/alert"
 	"anvil/domain/forgestatus"
+	"anvil/domain/retention"
 	"anvil/domain/runsecret"
 	"anvil/jobs/sandbox"
 )
@@ -47,6 +48,7 @@ func Register(w *river.Workers, d Deps) {
 	river.AddWorker(w, &ReconcileRunWorker{queue: d.Queue})
 	river.AddWorker(w, &RunWatchdogWorker{queue: d.Queue, log: d.Log})
 	river.AddWorker(w, &WebhookRetentionWorker{webhooks: d.Webhooks, log: d.Log})
+	river.AddWorker(w, &RetentionCleanupWorker{retention: retention.For(d.Services), log: d.Log})
 	river.AddWorker(w, &RefreshCardWorker{cards: d.Cards})
 	river.AddWorker(w, &RefreshCardAgainWorker{cards: d.Cards})
 	river.AddWorker(w, &DispatchRepairWorker{incidents: d.Incidents})
@@ -75,6 +77,9 @@ func Periodic(heartbeatTimeout time.Duration) []*river.PeriodicJob {
 		river.NewPeriodicJob(river.PeriodicInterval(time.Hour),
 			func() (river.JobArgs, *river.InsertOpts) { return domain.WebhookRetentionArgs{}, nil },
 			&river.PeriodicJobOpts{ID: "webhook_retention", RunOnStart: true}),
+		river.NewPeriodicJob(river.PeriodicInterval(RetentionCleanupEvery),
+			func() (river.JobArgs, *river.InsertOpts) { return retention.CleanupArgs{}, nil },
+			&river.PeriodicJobOpts{ID: "retention_cleanup", RunOnStart: true}),
 	}
 }
 

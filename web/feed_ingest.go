@@ -21,7 +21,8 @@ import (
 
 // feedIngest serves POST /api/feed/events (single) and /events/batch. The
 // order of the checks is fixed (docs/contracts/feed.md, "Order of the checks"): body size (413), token
-// (401), Origin with a live token (403), rate limit (429), parse (400). Each
+// (401), Origin with a live token (403), rate limit (429), parse (400), the
+// project's daily event budget (429, docs/retention.md). Each
 // check runs only on what passed the ones before, so a bad token never
 // learns whether it carried an Origin and never spends a connection's budget.
 func (s *Server) feedIngest(single bool, lim *feedLimiter) echo.HandlerFunc {
@@ -51,6 +52,9 @@ func (s *Server) feedIngest(single bool, lim *feedLimiter) echo.HandlerFunc {
 		raws, err := event.SplitBody(body, single, s.opts.FeedMaxBatch)
 		if err != nil {
 			return c.JSON(http.StatusBadRequest, apiError{Error: "bad_request", Message: strings.TrimPrefix(err.Error(), event.ErrBadRequest.Error()+": ")})
+		}
+		if over, err := s.overBudget(c, snd, len(raws), false); over {
+			return err
 		}
 		res, err := s.Feed.Ingest(req.Context(), snd, s.clientAddr(req), raws)
 		s.recordOutcome(snd, res)

@@ -58,6 +58,9 @@ func (s *Server) feedProps(c echo.Context) (views.FeedProps, error) {
 	if card := cards[pr.ID]; card.External && card.ConfigID != nil {
 		props.Card = views.FeedCardProps{External: true, IngestURL: s.cardIngestURL(p.OrgSlug, *card.ConfigID)}
 	}
+	if props.UsedToday, props.Budget, err = s.retention.Budget().Usage(ctx, p.OrgID, pr.ID); err != nil {
+		return views.FeedProps{}, err
+	}
 	return props, nil
 }
 

@@ -159,6 +159,9 @@ func (s *Server) incidentProps(c echo.Context, id uuid.UUID) (views.IncidentProp
 	d.Incident.ProjectName = d.ProjectName
 	props := views.IncidentProps{Page: s.page(c, d.Incident.Title, "inbox"), Incident: incidentRow(d.Incident),
 		Hourly: d.Hourly, CanWrite: p.CanWrite()}
+	if props.SampledAway, err = s.retention.SampledAway(ctx, id); err != nil {
+		return props, err
+	}
 	if ev := d.Latest; ev != nil {
 		props.Service, props.UserID, props.Breadcrumbs = ev.Service, ev.User.ID, ev.Breadcrumbs
 		if ev.Exception != nil {

@@ -57,10 +57,12 @@ func (s *Server) startOutcomes() {
 		return
 	}
 	s.outcomes.Start()
+	s.retention.Budget().Start()
 	if s.done != nil {
 		go func() {
 			<-s.done
 			s.outcomes.Stop()
+			s.retention.Budget().Stop()
 		}()
 	}
 }
@@ -80,7 +82,8 @@ type sentryDetail struct {
 
 // sentryIngest serves one of the door's paths. The order of the checks is
 // the seed's: body size 413 (as sent, then decompressed) → key 401 → Origin
-// with a live key 403 → rate limit 429 → parse 400.
+// with a live key 403 → rate limit 429 → parse 400 → the daily event
+// budget 429 (docs/retention.md).
 func (s *Server) sentryIngest(store bool, lim *feedLimiter) echo.HandlerFunc {
 	maxEnvelope := s.opts.FeedMaxEnvelope
 	if maxEnvelope <= 0 {
@@ -145,6 +148,9 @@ func (s *Server) sentryIngest(store bool, lim *feedLimiter) echo.HandlerFunc {
 		if len(payloads) == 0 {
 			// Sessions, client reports, transactions …: read past, nothing stored.
 			return c.JSON(http.StatusOK, struct{}{})
+		}
+		if over, err := s.overBudget(c, snd, len(payloads), true); over {
+			return err
 		}
 		return s.sentryStore(c, snd, payloads)
 	}

@@ -16,6 +16,7 @@ import (
 	"anvil/domain"
 	"anvil/domain/alert"
 	"anvil/domain/feedstats"
+	"anvil/domain/retention"
 	"anvil/domain/secret"
 	"anvil/static"
 )
@@ -51,6 +52,8 @@ type Server struct {
 	outcomes *feedstats.Recorder
 
 	alerts *alert.Service
+	// retention holds the policies and the feed's daily budget.
+	retention *retention.Service
 }
 
 // Deps are what New needs.
@@ -74,7 +77,7 @@ func newServer(d Deps) *Server {
 		d.Metrics = NewMetrics(d.DB)
 	}
 	return &Server{Services: d.Services, db: d.DB, keys: d.Keys, log: d.Log, metrics: d.Metrics, opts: d.Options, done: d.Done,
-		alerts: alert.For(d.Services, d.Options.PublicURL)}
+		alerts: alert.For(d.Services, d.Options.PublicURL), retention: retention.For(d.Services)}
 }
 
 func (s *Server) base() *echo.Echo {
@@ -141,6 +144,7 @@ func New(d Deps) *echo.Echo {
 	s.registerAlerts(api)
 	s.registerAlertPages(pages)
 	s.registerCI(e, pages, api)
+	s.registerRetention(pages, api)
 
 	// A group with middleware claims every unknown path under its prefix, so
 	// that its middleware runs: an anonymous GET /no/such/page was sent to
