@@ -9,7 +9,3 @@ func (snd *FeedSender) PolicyFor(env string) (string, bool) { return snd.policyF
 
 // LostRunsSQL is the lost-runner sweep's query, for the test of its plan.
 const LostRunsSQL = lostRunsSQL
-
-// MaxInsertedEvents is maxInsertedEvents for the tests of package
-// domain_test.
-const MaxInsertedEvents = maxInsertedEvents

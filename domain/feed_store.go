@@ -352,14 +352,6 @@ var feedEventColumns = []string{"org_id", "event_id_key", "project_id", "connect
 //  3. count the events on the existing incidents; record the new
 //     incidents' transitions and the regressions'; COMMIT.
 //
-// A group of at most maxInsertedEvents events (single-event requests
-// arriving together) INSERTs its events instead, in the round trip of step
-// 2 and ahead of its statements: two round trips in all, in the same order
-// of locks. Its COPY would be a round trip of its own that saves nothing on
-// a few rows, and each round trip is a wait for a Postgres backend to be
-// scheduled, which on a loaded machine is what a single event's latency is
-// made of (docs/figures.md, "issue18/sentry").
-//
 // release gives the copy slot back (storeFast calls it once, at the latest
 // when it returns).
 func (f *Feed) storeFast(ctx context.Context, p *batchPlan, release func()) error {
@@ -376,19 +368,13 @@ func (f *Feed) storeFast(ctx context.Context, p *batchPlan, release func()) erro
 	if err != nil {
 		return err
 	}
-	var insert []stmt
-	if len(p.order) <= maxInsertedEvents {
-		release()
-		insert = g.insertEvents(copySQL == beginCopyEventsSQL)
-	} else {
-		err = g.copyEvents(ctx, copySQL)
-		release()
-		if err != nil {
-			return err
-		}
+	err = g.copyEvents(ctx, copySQL)
+	release()
+	if err != nil {
+		return err
 	}
 	updated, created := p.split()
-	if err := g.lockAndCreate(ctx, insert, updated, created); err != nil {
+	if err := g.lockAndCreate(ctx, updated, created); err != nil {
 		return err
 	}
 	if err := g.commit(ctx, updated, created); err != nil {
@@ -460,47 +446,16 @@ func (g *fastGroup) copyEvents(ctx context.Context, copySQL string) error {
 	return nil
 }
 
-// maxInsertedEvents is the largest group whose events storeFast INSERTs
-// rather than COPYs: a few requests' single events. A batch (the feed's
-// figure is about batches of 50) always COPYs.
-const maxInsertedEvents = 8
-
-// insertEvents places every event on its incident (chosen now for the new
-// ones) and returns the statements that INSERT them — BEGIN first when
-// begin — for lockAndCreate's round trip. The events are counted as new:
-// an event already stored fails the INSERT (errCopyConflict), as it fails
-// the COPY.
-func (g *fastGroup) insertEvents(begin bool) []stmt {
-	p := g.p
-	p.chooseIDs()
-	fresh := make(map[string]bool, len(p.order))
-	for _, i := range p.order {
-		fresh[p.evs[i].key] = true
-	}
-	var sts []stmt
-	if begin {
-		sts = append(sts, stmt{sql: "BEGIN"})
-	}
-	sts = append(sts, p.insertEventsStmt(false))
-	p.count(fresh)
-	return sts
-}
-
 // lockAndCreate locks the existing incidents by id, reading their status,
-// and creates the new ones, in one round trip — after insert, the group's
-// events, when its events were not COPYed; an incident deleted, or one
-// created elsewhere, meanwhile is errSlowStore, an event stored already
-// errCopyConflict.
-func (g *fastGroup) lockAndCreate(ctx context.Context, insert []stmt, updated, created []*group) error {
+// and creates the new ones, in one round trip; an incident deleted, or one
+// created elsewhere, meanwhile is errSlowStore.
+func (g *fastGroup) lockAndCreate(ctx context.Context, updated, created []*group) error {
 	p := g.p
 	b := &pgx.Batch{}
 	var (
 		locked int
 		lost   map[*group]bool
 	)
-	for _, st := range insert {
-		b.Queue(st.sql, st.args...)
-	}
 	if len(updated) > 0 {
 		lock := lockIDsStmt(p.snd.ProjectID, updated)
 		b.Queue(lock.sql, lock.args...).Query(func(r pgx.Rows) (err error) { locked, err = p.scanIncidents(r); return err })
@@ -510,9 +465,6 @@ func (g *fastGroup) lockAndCreate(ctx context.Context, insert []stmt, updated, c
 		b.Queue(create.sql, create.args...).Query(func(r pgx.Rows) (err error) { lost, err = scanCreated(r, created); return err })
 	}
 	if err := g.c.SendBatch(ctx, b).Close(); err != nil {
-		if len(insert) > 0 && isUnique(err, "feed_events_dedupe_key") {
-			return g.abandon(ctx, errCopyConflict)
-		}
 		return fmt.Errorf("lock and create incidents: %w", err)
 	}
 	if locked < len(updated) || len(lost) > 0 {
@@ -765,11 +717,9 @@ func (p *batchPlan) lockCounted(q func(stmt, func(rowSource) error) error, gs []
 	return nil
 }
 
-// insertEventsStmt INSERTs the plan's events (one per key, in key order),
-// each pointing at its group's incident: with skipStored, skipping the
-// keys already stored and returning the keys that were new; without, an
-// event already stored fails it.
-func (p *batchPlan) insertEventsStmt(skipStored bool) stmt {
+// insertEvents stores the plan's events (one per key), skipping the keys
+// already stored, and returns the keys that were new.
+func (p *batchPlan) insertEvents(ctx context.Context, tx bun.Tx) (map[string]bool, error) {
 	n := len(p.order)
 	ks, envs, fps, payloads := make([]string, n), make([]string, n), make([]string, n), make([]string, n)
 	ids, conns := make([]pgtype.UUID, n), make([]pgtype.UUID, n)
@@ -779,29 +729,17 @@ func (p *batchPlan) insertEventsStmt(skipStored bool) stmt {
 		ks[j], envs[j], fps[j], payloads[j], occurred[j], conns[j] = e.key, e.ev.Environment, e.fp, e.row.payload(), e.ev.Timestamp, pgUUID(e.conn)
 		ids[j] = pgUUID(p.groupOf(e).id)
 	}
-	sql := insertEventsSQL
-	if skipStored {
-		sql += ` ON CONFLICT (org_id, event_id_key) DO NOTHING RETURNING event_id_key`
-	}
-	return stmt{sql, []any{pgUUID(p.snd.OrgID), pgUUID(p.snd.ProjectID), p.now, ks, envs, fps, ids, occurred, payloads, conns}}
-}
-
-// insertEventsSQL is insertEventsStmt's statement, before its conflict
-// clause.
-var insertEventsSQL = `INSERT INTO feed_events (` + strings.Join(feedEventColumns, ", ") + `)
+	rows, err := tx.Tx.QueryContext(ctx, `INSERT INTO feed_events (`+strings.Join(feedEventColumns, ", ")+`)
 		SELECT $1, u.k, $2, u.c, u.e, u.f, u.i, $3, u.o, u.p::jsonb
-		FROM unnest($4::text[], $5::text[], $6::text[], $7::uuid[], $8::timestamptz[], $9::text[], $10::uuid[]) AS u(k, e, f, i, o, p, c)`
-
-// insertEvents stores the plan's events (one per key), skipping the keys
-// already stored, and returns the keys that were new.
-func (p *batchPlan) insertEvents(ctx context.Context, tx bun.Tx) (map[string]bool, error) {
-	st := p.insertEventsStmt(true)
-	rows, err := tx.Tx.QueryContext(ctx, st.sql, st.args...)
+		FROM unnest($4::text[], $5::text[], $6::text[], $7::uuid[], $8::timestamptz[], $9::text[], $10::uuid[]) AS u(k, e, f, i, o, p, c)
+		ON CONFLICT (org_id, event_id_key) DO NOTHING
+		RETURNING event_id_key`,
+		pgUUID(p.snd.OrgID), pgUUID(p.snd.ProjectID), p.now, ks, envs, fps, ids, occurred, payloads, conns)
 	if err != nil {
 		return nil, fmt.Errorf("insert events: %w", err)
 	}
 	defer rows.Close()
-	fresh := make(map[string]bool, len(p.order))
+	fresh := make(map[string]bool, n)
 	for rows.Next() {
 		var k string
 		if err := rows.Scan(&k); err != nil {
