@@ -108,6 +108,17 @@ type feedLoad struct {
 	ServerCPU, PostgresCPU, ClientCPU time.Duration
 }
 
+// add is l and o together, as one load (its latencies sorted).
+func (l feedLoad) add(o feedLoad) feedLoad {
+	l.Elapsed += o.Elapsed
+	l.Latencies = sortDurations(append(l.Latencies, o.Latencies...))
+	l.Accepted += o.Accepted
+	l.ServerCPU += o.ServerCPU
+	l.PostgresCPU += o.PostgresCPU
+	l.ClientCPU += o.ClientCPU
+	return l
+}
+
 // Requests is how many timed requests were answered.
 func (l feedLoad) Requests() int { return len(l.Latencies) }
 
