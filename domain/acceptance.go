@@ -56,19 +56,6 @@ const openStates = `('pending', 'executable', 'starting', 'running', 'cancel_req
 // once: with the values written into the text, parsing and planning cost
 // more than running them.
 
-// stmt is one parameterized statement.
-type stmt struct {
-	sql  string
-	args []any
-}
-
-// rowSource is what the scanners read: *sql.Rows and pgx.Rows alike.
-type rowSource interface {
-	Next() bool
-	Scan(dest ...any) error
-	Err() error
-}
-
 // lockProjectsSQL locks a group's projects ($1) in id order, reading what
 // its decisions need.
 const lockProjectsSQL = `SELECT id, org_id, default_branch, provider, branch_filters FROM projects WHERE id = ANY($1::uuid[]) ORDER BY id FOR UPDATE`

@@ -7,23 +7,11 @@ import (
 	"encoding/base64"
 	"fmt"
 	"net/mail"
-	"regexp"
 	"strings"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/uptrace/bun"
-)
-
-// Roles of a membership, from the least to the most powerful: viewers read;
-// members also run and decide; admins also manage the organisation's
-// settings and its members and viewers; owners also manage owners and
-// admins (see requireRole).
-const (
-	RoleOwner  = "owner"
-	RoleAdmin  = "admin"
-	RoleMember = "member"
-	RoleViewer = "viewer"
 )
 
 // SessionTTL is how long a browser session lasts.
@@ -48,30 +36,11 @@ type User struct {
 	CreatedAt     time.Time `bun:"created_at,nullzero,default:now()"`
 }
 
-// Principal is who is calling: a user acting in one organisation, through a
-// browser session or a personal API token.
-type Principal struct {
-	UserID    uuid.UUID
-	Email     string
-	OrgID     uuid.UUID
-	OrgSlug   string
-	OrgName   string
-	Role      string
-	SessionID []byte // set for browser sessions (the hash, never the cookie)
-	TokenID   uuid.UUID
-}
-
-// CanWrite reports whether the principal may trigger and cancel runs and take
-// inbox decisions (members and above).
-func (p *Principal) CanWrite() bool { return p != nil && p.Role != RoleViewer }
-
 // Accounts manages organisations, people, sessions and personal tokens.
 type Accounts struct{ s *Store }
 
 // NewAccounts builds the service.
 func NewAccounts(s *Store) *Accounts { return &Accounts{s: s} }
-
-var slugRE = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,62}$`)
 
 // ValidatePassword enforces a minimum that a person can still remember.
 func ValidatePassword(pw string) error {
@@ -122,7 +91,7 @@ func (a *Accounts) BootstrapOwner(ctx context.Context, orgSlug, email, password 
 
 func (a *Accounts) bootstrap(ctx context.Context, orgSlug, email, password string, withToken bool) (BootstrapResult, error) {
 	var res BootstrapResult
-	if !slugRE.MatchString(orgSlug) {
+	if !ValidSlug(orgSlug) {
 		return res, Invalid("invalid_slug", "organisation slug %q must match ^[a-z0-9][a-z0-9-]{0,62}$", orgSlug)
 	}
 	email, err := validateEmail(email)
@@ -433,4 +402,18 @@ func (a *Accounts) Authenticate(ctx context.Context, bearer string) (*Principal,
 	}
 	p.TokenID = t.ID
 	return p, nil
+}
+
+// PurgeExpiredSessions deletes sessions past their expiry, and the reveals
+// past theirs.
+func (a *Accounts) PurgeExpiredSessions(ctx context.Context) (int64, error) {
+	res, err := a.s.DB.NewRaw(`DELETE FROM sessions WHERE expires_at < ?`, a.s.Now()).Exec(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("purge sessions: %w", err)
+	}
+	// Secrets nobody came back for (see StashReveal).
+	if _, err := a.s.DB.NewRaw(`DELETE FROM session_reveals WHERE expires_at < ?`, a.s.Now()).Exec(ctx); err != nil {
+		return 0, fmt.Errorf("purge reveals: %w", err)
+	}
+	return res.RowsAffected()
 }

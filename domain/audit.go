@@ -146,3 +146,8 @@ func (a *Audit) List(ctx context.Context, p *Principal, q AuditQuery) (AuditPage
 	}
 	return out, nil
 }
+
+// RecordAudit writes an audit entry in tx for capability packages (alerts).
+func RecordAudit(ctx context.Context, tx bun.IDB, p *Principal, kind, target string, detail map[string]any) error {
+	return recordAudit(ctx, tx, p, kind, target, detail)
+}

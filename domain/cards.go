@@ -9,8 +9,6 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/riverqueue/river"
-	"github.com/riverqueue/river/rivertype"
 	"github.com/uptrace/bun"
 )
 
@@ -93,25 +91,6 @@ type Card struct {
 	// the card is handed to one.
 	ConfigID  *uuid.UUID `json:"config_id,omitempty"`
 	UpdatedAt *time.Time `json:"updated_at"`
-}
-
-// RefreshCardAgainArgs is the follow-up refresh of a project's card that
-// earlier versions inserted while a refresh ran. Nothing inserts it any
-// more (a refresh now repeats until it has read every change, see
-// Cards.Refresh); its worker stays for the jobs still queued at an upgrade.
-type RefreshCardAgainArgs struct {
-	ProjectID uuid.UUID `json:"project_id" river:"unique"`
-}
-
-// Kind implements river.JobArgs.
-func (RefreshCardAgainArgs) Kind() string { return "refresh_card_again" }
-
-// InsertOpts makes the follow-up unique per project.
-func (RefreshCardAgainArgs) InsertOpts() river.InsertOpts {
-	return river.InsertOpts{MaxAttempts: 10, UniqueOpts: river.UniqueOpts{ByArgs: true, ByState: []rivertype.JobState{
-		rivertype.JobStateAvailable, rivertype.JobStatePending, rivertype.JobStateRunning,
-		rivertype.JobStateRetryable, rivertype.JobStateScheduled,
-	}}}
 }
 
 // A project's card changes are counted in card_changes (migration
@@ -569,13 +548,6 @@ func (c *Cards) ReplaceExternal(ctx context.Context, prod *Producer, in *[]Exter
 		return publishCard(ctx, tx, prod.orgID, prod.projectID)
 	})
 }
-
-// CardSweepArgs is the periodic job that catches card refreshes lost
-// between an ingest's commit and its refresh enqueue (a crash there).
-type CardSweepArgs struct{}
-
-// Kind implements river.JobArgs.
-func (CardSweepArgs) Kind() string { return "card_sweep" }
 
 // SweepStale enqueues a refresh for every project whose card the incident
 // store owns and has not read every change: changes counted but never

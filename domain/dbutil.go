@@ -44,3 +44,16 @@ func pgInt8(v *int64) pgtype.Int8 {
 	}
 	return pgtype.Int8{Int64: *v, Valid: true}
 }
+
+// rowSource is what the scanners read: *sql.Rows and pgx.Rows alike.
+type rowSource interface {
+	Next() bool
+	Scan(dest ...any) error
+	Err() error
+}
+
+// stmt is one parameterized statement.
+type stmt struct {
+	sql  string
+	args []any
+}

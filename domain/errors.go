@@ -101,3 +101,27 @@ func Conflict(code, format string, args ...any) error {
 func Forbidden(format string, args ...any) error {
 	return newError(ErrForbidden, "forbidden", format, args...)
 }
+
+func clipString(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}
+
+// Errors of VerificationMaterial and Deliver that the public route answers
+// without recording anything.
+var (
+	// ErrWebhookNotConfigured: no (or a deleted) webhook for this provider.
+	ErrWebhookNotConfigured = &Error{Kind: ErrUnauthorized, Code: "webhook_not_configured",
+		Message: "no webhook for this provider is configured on this project"}
+	// ErrWebhookDisabled: the webhook exists but is disabled; a disabled
+	// webhook accepts nothing.
+	ErrWebhookDisabled = &Error{Kind: ErrForbidden, Code: "webhook_disabled",
+		Message: "this webhook is disabled in anvil; a disabled webhook accepts nothing (enable it in the project's webhook settings)"}
+	// ErrStaleMaterial: the delivery was verified with secrets the webhook
+	// no longer has (rotated or replaced since they were read). Nothing was
+	// recorded; verify again with fresh material.
+	ErrStaleMaterial = &Error{Kind: ErrUnauthorized, Code: "invalid_signature",
+		Message: "the delivery could not be verified: the webhook's secret changed while it was being verified"}
+)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"regexp"
 	"strings"
 	"time"
 
@@ -71,14 +70,6 @@ func (f *Feed) Stop(ctx context.Context) error {
 	return nil
 }
 
-// Repair policies of a binding (docs/architecture.md, "Incident lifecycle").
-const (
-	PolicyOff     = "off"     // events refused as binding_disabled
-	PolicyObserve = "observe" // incidents, no repair
-	PolicyApprove = "approve" // repair waits for a person
-	PolicyAuto    = "auto"    // repair queued at once
-)
-
 // WildcardEnvironment is the binding that admits every environment without
 // a binding of its own.
 const WildcardEnvironment = "*"
@@ -108,10 +99,6 @@ type FeedBinding struct {
 	UpdatedAt     time.Time `bun:"updated_at" json:"updated_at"`
 }
 
-// environmentRE is the event's rule for an environment label (see
-// event.Validate), so that every binding can match some event.
-var environmentRE = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,63}$`)
-
 // NormalizeEnvironment checks a binding's environment: a label as events
 // spell it (compared case-insensitively, stored lower-case) or '*'.
 func NormalizeEnvironment(env string) (string, error) {
@@ -119,7 +106,7 @@ func NormalizeEnvironment(env string) (string, error) {
 	if env == WildcardEnvironment {
 		return env, nil
 	}
-	if !environmentRE.MatchString(env) {
+	if !ValidEnvironment(env) {
 		return "", Invalid("invalid_environment", "environment %q must be a label (letters, digits, '.', '_', '-', at most 64, starting with a letter or digit) or '*'", clipString(env, 80))
 	}
 	return env, nil
@@ -131,13 +118,6 @@ func validPolicy(p string) error {
 		return nil
 	}
 	return Invalid("invalid_repair_policy", "repair_policy must be one of off, observe, approve, auto; got %q", clipString(p, 40))
-}
-
-func clipString(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "…"
 }
 
 // project returns a project of the caller's organisation (404 otherwise).

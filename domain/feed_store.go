@@ -495,6 +495,9 @@ func (g *fastGroup) commit(ctx context.Context, updated, created []*group) error
 		return g.abandon(ctx, errSlowStore)
 	}
 	if err := g.f.s.enqueueAlertsFast(ctx, g.c, feedAlertCauses(p.snd, trs)); err != nil {
+		if errors.Is(err, ErrNoFastJobs) {
+			err = errSlowStore
+		}
 		return g.abandon(ctx, err)
 	}
 	return g.f.s.publishAfter(ctx, func(ctx context.Context) error {
@@ -751,4 +754,26 @@ func (p *batchPlan) insertEvents(ctx context.Context, tx bun.Tx) (map[string]boo
 		return nil, fmt.Errorf("insert events: %w", err)
 	}
 	return fresh, nil
+}
+
+// feedAlertCauses are the alerts of a stored group's transitions: a new
+// incident, a regression, and an incident the policy sends to approval.
+// Both of the feed's paths call it on the same transitions.
+func feedAlertCauses(snd *FeedSender, trs []transition) []AlertCause {
+	var out []AlertCause
+	for _, t := range trs {
+		kind := ""
+		switch {
+		case t.from == nil:
+			kind = AlertIncidentNew
+		case *t.from == IncidentClosed:
+			kind = AlertIncidentRegressed
+		case t.to == IncidentWaitingApproval:
+			kind = AlertIncidentApproval
+		}
+		if kind != "" {
+			out = append(out, AlertCause{Kind: kind, OrgID: snd.OrgID, ProjectID: snd.ProjectID, IncidentID: t.incident})
+		}
+	}
+	return out
 }

@@ -461,3 +461,13 @@ func terminalReason(r *Run) string {
 	}
 	return "the repair run failed"
 }
+
+// moveAlertCause is the alert of an incident's lifecycle move, if any.
+func moveAlertCause(inc *Incident, to string) []AlertCause {
+	kind := map[string]string{IncidentWaitingApproval: AlertIncidentApproval, IncidentPROpen: AlertRepairPROpened,
+		IncidentNeedsHuman: AlertRepairNeedsHuman}[to]
+	if kind == "" {
+		return nil
+	}
+	return []AlertCause{{Kind: kind, OrgID: inc.OrgID, ProjectID: inc.ProjectID, IncidentID: inc.ID}}
+}

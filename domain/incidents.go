@@ -81,11 +81,6 @@ func (i *Incident) View() IncidentView {
 		Release: i.Release, PRURL: i.PRURL, RepairRunID: i.RepairRunID, NeedsHumanReason: i.NeedsHumanReason}
 }
 
-// IncidentStatuses lists the nine statuses in lifecycle order (the inbox's
-// counts and filter follow it).
-var IncidentStatuses = []string{IncidentObserved, IncidentTriaged, IncidentWaitingApproval, IncidentQueued, IncidentRunning,
-	IncidentPROpen, IncidentNeedsHuman, IncidentClosed, IncidentIgnored}
-
 func validIncidentStatus(s string) bool {
 	for _, v := range IncidentStatuses {
 		if v == s {
@@ -124,7 +119,7 @@ func (f *IncidentFilter) normalize() error {
 		return Invalid("invalid_status", "status must be one of %s", strings.Join(IncidentStatuses, ", "))
 	}
 	f.Environment = strings.ToLower(strings.TrimSpace(f.Environment))
-	if f.Environment != "" && !environmentRE.MatchString(f.Environment) {
+	if f.Environment != "" && !ValidEnvironment(f.Environment) {
 		return Invalid("invalid_environment", "environment must be a label such as production")
 	}
 	if f.Page < 0 {
@@ -381,24 +376,6 @@ func (in *Incidents) RepairInputFor(ctx context.Context, run *Run) (*Incident, [
 	}
 	b, err := json.MarshalIndent(ri, "", "  ")
 	return inc, b, err
-}
-
-// DispatchRepairArgs asks for a repair run of an incident the `auto` policy
-// queued. The ingest inserts it in its own transaction; the ingest takes no
-// project lock (its senders must not wait for each other), so accepting the
-// run into the project's queue — which needs that lock — happens here, in
-// the worker, under the lock, in the order project → incident that every
-// decision uses.
-type DispatchRepairArgs struct {
-	IncidentID uuid.UUID `json:"incident_id" river:"unique"`
-}
-
-// Kind implements river.JobArgs.
-func (DispatchRepairArgs) Kind() string { return "dispatch_repair" }
-
-// InsertOpts makes a dispatch unique per incident while it waits.
-func (DispatchRepairArgs) InsertOpts() river.InsertOpts {
-	return river.InsertOpts{MaxAttempts: 10, UniqueOpts: river.UniqueOpts{ByArgs: true}}
 }
 
 // RequestRepairs is the ingest's Feed.OnQueued hook: one dispatch job per

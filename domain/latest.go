@@ -25,14 +25,14 @@ func (q *Queue) AcceptLatest(ctx context.Context, pr *Principal, projectID uuid.
 	if err := requireRole(pr, RoleMember); err != nil {
 		return nil, err
 	}
-	p, err := (&Projects{s: q.s}).Get(ctx, pr.OrgID, projectID)
+	p, err := NewProjects(q.s).Get(ctx, pr.OrgID, projectID)
 	if err != nil {
 		return nil, err
 	}
 	if q.latest == nil {
 		return nil, Invalid("latest_unavailable", "this server cannot resolve the latest commit")
 	}
-	token, err := (&Projects{s: q.s}).ProviderToken(p)
+	token, err := NewProjects(q.s).ProviderToken(p)
 	if err != nil {
 		return nil, fmt.Errorf("latest: provider token of %s: %w", p.ID, err)
 	}

@@ -209,7 +209,7 @@ func (a *Accounts) SwitchOrganization(ctx context.Context, p *Principal, orgID u
 // browser session, switches to it.
 func (a *Accounts) CreateOrganization(ctx context.Context, p *Principal, slug, name string) (*Organization, error) {
 	slug = strings.TrimSpace(slug)
-	if !slugRE.MatchString(slug) {
+	if !ValidSlug(slug) {
 		return nil, Invalid("invalid_slug", "organisation slug %q must be lowercase letters, digits and dashes (^[a-z0-9][a-z0-9-]{0,62}$)", slug)
 	}
 	name = strings.TrimSpace(name)

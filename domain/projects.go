@@ -15,38 +15,6 @@ import (
 	"anvil/domain/repourl"
 )
 
-// Project is a git repository with a run queue.
-type Project struct {
-	bun.BaseModel     `bun:"table:projects"`
-	ID                uuid.UUID `bun:"id,pk,type:uuid,default:gen_random_uuid()"`
-	OrgID             uuid.UUID `bun:"org_id"`
-	Slug              string    `bun:"slug"`
-	Name              string    `bun:"name"`
-	RepoURL           string    `bun:"repo_url"`
-	DefaultBranch     string    `bun:"default_branch"`
-	RunCommand        string    `bun:"run_command"`
-	RepairCommand     string    `bun:"repair_command"`
-	Provider          string    `bun:"provider"`
-	ProviderAPIURL    string    `bun:"provider_api_url"`
-	ProviderRepo      string    `bun:"provider_repo"`
-	ProviderTokenEnc  string    `bun:"provider_token_enc"`
-	RunTimeoutSeconds int       `bun:"run_timeout_seconds"`
-	// Number is the project's positive integer from a sequence, assigned
-	// once and never reused: the project segment of its Sentry DSN.
-	Number int64 `bun:"number,nullzero,default:nextval('project_number_seq')"`
-	// BranchFilters are the branch globs whose pushes become runs; empty
-	// means the default branch alone (see BranchMatches).
-	BranchFilters []string  `bun:"branch_filters,array"`
-	CreatedAt     time.Time `bun:"created_at,nullzero,default:now()"`
-	UpdatedAt     time.Time `bun:"updated_at,nullzero,default:now()"`
-	// Warnings are notes on the save that just happened (the repository
-	// did not answer, …): the project was saved all the same. Not stored.
-	Warnings []string `bun:"-"`
-}
-
-// RunTimeout is the longest a run of this project may take.
-func (p *Project) RunTimeout() time.Duration { return time.Duration(p.RunTimeoutSeconds) * time.Second }
-
 // ProjectInput is what a person or client may set on a project. Pointers
 // distinguish "not given" from "empty" on update.
 type ProjectInput struct {
@@ -66,7 +34,6 @@ type ProjectInput struct {
 }
 
 var (
-	branchRE       = regexp.MustCompile(`^[A-Za-z0-9._/-]{1,255}$`)
 	providerRepoRE = regexp.MustCompile(`^[A-Za-z0-9._-]+(/[A-Za-z0-9._-]+)+$`)
 )
 
@@ -100,7 +67,7 @@ func (in *ProjectInput) apply(p *Project, creating bool, pre fieldErrors) error 
 	}
 	fields := []field{
 		{"slug", in.Slug, &p.Slug, true, 63, func(s string) (string, string) {
-			if !slugRE.MatchString(s) {
+			if !ValidSlug(s) {
 				return "invalid_slug", fmt.Sprintf("%q must match ^[a-z0-9][a-z0-9-]{0,62}$ (lower-case letters, digits and dashes)", s)
 			}
 			return "", ""
@@ -108,7 +75,7 @@ func (in *ProjectInput) apply(p *Project, creating bool, pre fieldErrors) error 
 		{"name", in.Name, &p.Name, false, 200, nil},
 		{"repo_url", in.RepoURL, &p.RepoURL, true, 2048, repoURLProblem},
 		{"default_branch", in.DefaultBranch, &p.DefaultBranch, true, 255, func(s string) (string, string) {
-			if !branchRE.MatchString(s) || strings.Contains(s, "..") || strings.HasPrefix(s, "-") {
+			if !ValidBranch(s) || strings.Contains(s, "..") || strings.HasPrefix(s, "-") {
 				return "invalid_default_branch", fmt.Sprintf("%q is not a valid branch name", s)
 			}
 			return "", ""

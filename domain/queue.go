@@ -9,61 +9,10 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/riverqueue/river"
-	"github.com/riverqueue/river/rivertype"
 	"github.com/uptrace/bun"
 
 	"anvil/domain/internal/groupcommit"
 )
-
-// ExecuteRunArgs is the job that executes a promoted run. It is inserted in
-// the same transaction that promotes the run to executable.
-type ExecuteRunArgs struct {
-	RunID uuid.UUID `json:"run_id"`
-}
-
-// Kind implements river.JobArgs.
-func (ExecuteRunArgs) Kind() string { return "execute_run" }
-
-// RunsQueue is the River queue of run executions, apart from short jobs so
-// that long runs never starve reconciliation or the watchdog.
-const RunsQueue = "runs"
-
-// InsertOpts puts executions on their own queue. A retry after a crash is
-// harmless: the claim refuses a run that is no longer executable.
-func (ExecuteRunArgs) InsertOpts() river.InsertOpts {
-	return river.InsertOpts{Queue: RunsQueue, MaxAttempts: 3}
-}
-
-// ReconcileRunArgs brings one run's run_index row up to date. Unique per run
-// and sync target while waiting or running, so bursts of changes coalesce;
-// the target keeps a terminal update from being swallowed by a metadata
-// update that is already running (River keeps running jobs unique too).
-type ReconcileRunArgs struct {
-	RunID  uuid.UUID `json:"run_id" river:"unique"`
-	Target string    `json:"target" river:"unique"`
-}
-
-// Kind implements river.JobArgs.
-func (ReconcileRunArgs) Kind() string { return "reconcile_run" }
-
-// InsertOpts makes the job unique per run among jobs not yet finished.
-func (ReconcileRunArgs) InsertOpts() river.InsertOpts {
-	return river.InsertOpts{MaxAttempts: 25, UniqueOpts: river.UniqueOpts{ByArgs: true, ByState: []rivertype.JobState{
-		rivertype.JobStateAvailable, rivertype.JobStatePending, rivertype.JobStateRunning,
-		rivertype.JobStateRetryable, rivertype.JobStateScheduled,
-	}}}
-}
-
-// WatchdogArgs is the periodic job that sweeps runs whose read model fell
-// behind. Lost runners are not its business: River runs periodic jobs on
-// its elected leader only, and a leader that dies takes about 15 s to be
-// replaced — so every worker process sweeps for lost runners on its own
-// ticker instead (jobs.LostRunnerSweeper, Queue.RecoverLostRunners).
-type WatchdogArgs struct{}
-
-// Kind implements river.JobArgs.
-func (WatchdogArgs) Kind() string { return "run_watchdog" }
 
 // Queue is the authoritative per-project run queue, the one writer of queue
 // state (docs/architecture.md, "One writer per project").
@@ -212,7 +161,7 @@ func (q *Queue) AcceptManual(ctx context.Context, pr *Principal, projectID uuid.
 		return nil, err
 	}
 	branch = strings.TrimSpace(branch)
-	if branch != "" && (!branchRE.MatchString(branch) || strings.Contains(branch, "..") || strings.HasPrefix(branch, "-")) {
+	if branch != "" && (!ValidBranch(branch) || strings.Contains(branch, "..") || strings.HasPrefix(branch, "-")) {
 		return nil, Invalid("invalid_branch", "branch %q is not a valid branch name", branch)
 	}
 	uid := pr.UserID
@@ -458,7 +407,7 @@ func (q *Queue) View(ctx context.Context, orgID, projectID uuid.UUID) (QueueView
 		return out, err
 	}
 	if len(runs) == 0 {
-		if _, err := (&Projects{s: q.s}).Get(ctx, orgID, projectID); err != nil {
+		if _, err := NewProjects(q.s).Get(ctx, orgID, projectID); err != nil {
 			return out, err
 		}
 	}

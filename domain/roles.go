@@ -1,5 +1,7 @@
 package domain
 
+import "github.com/google/uuid"
+
 // roleRank orders the roles: each may do what the ones below it may.
 var roleRank = map[string]int{RoleViewer: 1, RoleMember: 2, RoleAdmin: 3, RoleOwner: 4}
 
@@ -32,3 +34,31 @@ func requireRole(p *Principal, min string) error {
 // requireWrite refuses viewers: what members may do (runs, cancels, inbox
 // decisions). Settings use requireRole(p, RoleAdmin).
 func requireWrite(p *Principal) error { return requireRole(p, RoleMember) }
+
+// Roles of a membership, from the least to the most powerful: viewers read;
+// members also run and decide; admins also manage the organisation's
+// settings and its members and viewers; owners also manage owners and
+// admins (see requireRole).
+const (
+	RoleOwner  = "owner"
+	RoleAdmin  = "admin"
+	RoleMember = "member"
+	RoleViewer = "viewer"
+)
+
+// Principal is who is calling: a user acting in one organisation, through a
+// browser session or a personal API token.
+type Principal struct {
+	UserID    uuid.UUID
+	Email     string
+	OrgID     uuid.UUID
+	OrgSlug   string
+	OrgName   string
+	Role      string
+	SessionID []byte // set for browser sessions (the hash, never the cookie)
+	TokenID   uuid.UUID
+}
+
+// CanWrite reports whether the principal may trigger and cancel runs and take
+// inbox decisions (members and above).
+func (p *Principal) CanWrite() bool { return p != nil && p.Role != RoleViewer }

@@ -21,6 +21,18 @@ import (
 // one query under the projects' locks, each delivery is decided in memory
 // in arrival order, and the ledger is written in one statement.
 
+// Deliver decides a verified, normalized delivery to projectID in an
+// acceptance group (decideDelivery), sealed being the secrets it was
+// verified with; the webhook capability (domain/webhook) calls it once the
+// delivery is verified. The result is the decision recorded in the ledger.
+func (q *Queue) Deliver(projectID uuid.UUID, provider forge.Provider, pl forge.Payload, sealed sealedMaterial) (DeliveryResult, error) {
+	j := &acceptJob{projectID: projectID, delivery: &deliveryJob{provider: provider, pl: pl, sealed: sealed}}
+	if err := q.submit(j); err != nil {
+		return DeliveryResult{}, err
+	}
+	return j.delivery.res, nil
+}
+
 // deliveryJob is a verified, normalized delivery waiting in a group.
 type deliveryJob struct {
 	provider forge.Provider
@@ -355,4 +367,41 @@ func publishDeliveries(ctx context.Context, tx bun.Tx, group []*acceptJob, byID 
 		}
 	}
 	return nil
+}
+
+// DeliveryRetention is how long a delivery stays in the ledger, and so the
+// window in which a redelivery of the same id is recognised (docs/contracts/webhooks.md, "The ledger").
+const DeliveryRetention = 72 * time.Hour
+
+// sealedMaterial is a webhook's secrets as stored: AES-GCM ciphertexts,
+// which change with every rotation (a fresh nonce each time).
+type sealedMaterial struct{ secret, signingToken string }
+
+// Delivery is one ledger row.
+type Delivery struct {
+	bun.BaseModel `bun:"table:project_webhook_deliveries"`
+	ProjectID     uuid.UUID  `bun:"project_id,pk,type:uuid" json:"project_id"`
+	Provider      string     `bun:"provider,pk" json:"provider"`
+	DeliveryID    string     `bun:"delivery_id,pk" json:"delivery_id"`
+	Outcome       string     `bun:"outcome" json:"outcome"`
+	Event         string     `bun:"event" json:"event"`
+	Kind          string     `bun:"kind" json:"kind"`
+	Ref           string     `bun:"ref" json:"ref"`
+	Branch        string     `bun:"branch" json:"branch"`
+	CommitSHA     string     `bun:"commit_sha" json:"commit_sha"`
+	RunID         *uuid.UUID `bun:"run_id,type:uuid" json:"run_id"`
+	ReceivedAt    time.Time  `bun:"received_at" json:"received_at"`
+	UpdatedAt     time.Time  `bun:"updated_at" json:"updated_at"`
+	Attempts      int        `bun:"attempts" json:"attempts"`
+	// Reason says why a delivery was ignored where the outcome alone does
+	// not (a pull request from a fork, say).
+	Reason string `bun:"reason" json:"reason,omitempty"`
+}
+
+// DeliveryResult is what the public route answers: the stored outcome, the
+// run it made (accepted only) and whether it was replayed from the ledger.
+type DeliveryResult struct {
+	Outcome  forge.Outcome
+	RunID    *uuid.UUID
+	Replayed bool
 }

@@ -56,7 +56,7 @@ type RefusalSummary struct {
 // RefusalWindow (whole hours: the oldest hour counted may have begun up to
 // an hour earlier), most recent reason first.
 func (w *Webhooks) Refusals(ctx context.Context, pr *Principal, projectID uuid.UUID) ([]RefusalSummary, error) {
-	if _, err := (&Projects{s: w.s}).Get(ctx, pr.OrgID, projectID); err != nil {
+	if _, err := NewProjects(w.s).Get(ctx, pr.OrgID, projectID); err != nil {
 		return nil, err
 	}
 	out := []RefusalSummary{}

@@ -32,10 +32,6 @@ func NewWebhooks(s *Store, q *Queue) *Webhooks {
 // Providers is the order in which pages and lists show the providers.
 var Providers = []forge.Provider{forge.GitHub, forge.GitLab, forge.Gitea}
 
-// DeliveryRetention is how long a delivery stays in the ledger, and so the
-// window in which a redelivery of the same id is recognised (docs/contracts/webhooks.md, "The ledger").
-const DeliveryRetention = 72 * time.Hour
-
 // Secret length bounds for secrets a person brings. Generated secrets are 64
 // hex characters. Sixteen characters is the least we accept as a shared
 // HMAC key; 256 is far more than any forge's form allows.
@@ -379,7 +375,7 @@ func (w *Webhooks) RotateSecret(ctx context.Context, pr *Principal, projectID uu
 // List returns every provider's webhook state for a project of the caller's
 // organisation, configured or not, in Providers order.
 func (w *Webhooks) List(ctx context.Context, pr *Principal, projectID uuid.UUID) ([]Webhook, error) {
-	if _, err := (&Projects{s: w.s}).Get(ctx, pr.OrgID, projectID); err != nil {
+	if _, err := NewProjects(w.s).Get(ctx, pr.OrgID, projectID); err != nil {
 		return nil, err
 	}
 	var rows []webhookRow
@@ -438,10 +434,6 @@ type Verification struct {
 // Verification is what Deliver needs of m once the delivery is verified.
 func (m Material) Verification() Verification { return m.v }
 
-// sealedMaterial is a webhook's secrets as stored: AES-GCM ciphertexts,
-// which change with every rotation (a fresh nonce each time).
-type sealedMaterial struct{ secret, signingToken string }
-
 // sealCache keeps, for a short while, the sealed secrets of enabled
 // webhooks, so that verifying a delivery costs no database round trip. It
 // holds ciphertexts only — what the row holds — and every delivery still
@@ -464,23 +456,6 @@ const (
 	sealTTL = time.Minute
 	// maxCachedSeals bounds the cache; when it is full it starts over.
 	maxCachedSeals = 10000
-)
-
-// Errors of VerificationMaterial and Deliver that the public route answers
-// without recording anything.
-var (
-	// ErrWebhookNotConfigured: no (or a deleted) webhook for this provider.
-	ErrWebhookNotConfigured = &Error{Kind: ErrUnauthorized, Code: "webhook_not_configured",
-		Message: "no webhook for this provider is configured on this project"}
-	// ErrWebhookDisabled: the webhook exists but is disabled; a disabled
-	// webhook accepts nothing.
-	ErrWebhookDisabled = &Error{Kind: ErrForbidden, Code: "webhook_disabled",
-		Message: "this webhook is disabled in anvil; a disabled webhook accepts nothing (enable it in the project's webhook settings)"}
-	// ErrStaleMaterial: the delivery was verified with secrets the webhook
-	// no longer has (rotated or replaced since they were read). Nothing was
-	// recorded; verify again with fresh material.
-	ErrStaleMaterial = &Error{Kind: ErrUnauthorized, Code: "invalid_signature",
-		Message: "the delivery could not be verified: the webhook's secret changed while it was being verified"}
 )
 
 // VerificationMaterial loads and decrypts what the web tier needs to verify
@@ -574,35 +549,6 @@ func (w *Webhooks) open(projectID uuid.UUID, p forge.Provider, enabled bool, sea
 	return m, nil
 }
 
-// Delivery is one ledger row.
-type Delivery struct {
-	bun.BaseModel `bun:"table:project_webhook_deliveries"`
-	ProjectID     uuid.UUID  `bun:"project_id,pk,type:uuid" json:"project_id"`
-	Provider      string     `bun:"provider,pk" json:"provider"`
-	DeliveryID    string     `bun:"delivery_id,pk" json:"delivery_id"`
-	Outcome       string     `bun:"outcome" json:"outcome"`
-	Event         string     `bun:"event" json:"event"`
-	Kind          string     `bun:"kind" json:"kind"`
-	Ref           string     `bun:"ref" json:"ref"`
-	Branch        string     `bun:"branch" json:"branch"`
-	CommitSHA     string     `bun:"commit_sha" json:"commit_sha"`
-	RunID         *uuid.UUID `bun:"run_id,type:uuid" json:"run_id"`
-	ReceivedAt    time.Time  `bun:"received_at" json:"received_at"`
-	UpdatedAt     time.Time  `bun:"updated_at" json:"updated_at"`
-	Attempts      int        `bun:"attempts" json:"attempts"`
-	// Reason says why a delivery was ignored where the outcome alone does
-	// not (a pull request from a fork, say).
-	Reason string `bun:"reason" json:"reason,omitempty"`
-}
-
-// DeliveryResult is what the public route answers: the stored outcome, the
-// run it made (accepted only) and whether it was replayed from the ledger.
-type DeliveryResult struct {
-	Outcome  forge.Outcome
-	RunID    *uuid.UUID
-	Replayed bool
-}
-
 // Deliver decides a verified, normalized delivery under the project lock,
 // as part of an acceptance group (decideDelivery tells the rules; a replay
 // is the stored decision, never a reprocessing). v is the Verification of
@@ -626,14 +572,13 @@ func (w *Webhooks) Deliver(ctx context.Context, v Verification, pl forge.Payload
 	if pl.Provider != p || pl.DeliveryID == "" {
 		return DeliveryResult{}, Invalid("invalid_payload", "the payload does not belong to this %s delivery", p)
 	}
-	j := &acceptJob{projectID: v.projectID, delivery: &deliveryJob{provider: p, pl: pl, sealed: v.sealed}}
-	if err := w.queue.submit(j); err != nil {
+	res, err := w.queue.Deliver(v.projectID, p, pl, v.sealed)
+	if err != nil {
 		if errors.Is(err, ErrStaleMaterial) {
 			w.seals.Delete(sealKey{v.projectID, p})
 		}
 		return DeliveryResult{}, err
 	}
-	res := j.delivery.res
 	if res.Outcome == forge.OutcomeQueueFull {
 		return res, &Error{Kind: ErrWebhookQueueFull, Code: "project_queue_full",
 			Message: fmt.Sprintf("the project's queue already holds %d runs; the delivery is recorded as queue_full and will be re-evaluated when it is sent again", MaxQueued)}
@@ -654,7 +599,7 @@ func (w *Webhooks) ListDeliveries(ctx context.Context, pr *Principal, projectID 
 			return nil, err
 		}
 	}
-	if _, err := (&Projects{s: w.s}).Get(ctx, pr.OrgID, projectID); err != nil {
+	if _, err := NewProjects(w.s).Get(ctx, pr.OrgID, projectID); err != nil {
 		return nil, err
 	}
 	if limit <= 0 || limit > MaxListedDeliveries {
