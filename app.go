@@ -103,7 +103,7 @@ func newApp(ctx context.Context, cfg *Config, logOut io.Writer, withWorkers bool
 	}
 	a.Services = domain.NewServices(d.Bun, d.Pool, keys, log, opts)
 	a.metrics = web.NewMetrics(d)
-	alert.For(a.Services, cfg.PublicURL).PerMinute = cfg.AlertsPerMinute
+	alert.For(a.Store, a.Queue, cfg.PublicURL).PerMinute = cfg.AlertsPerMinute
 
 	rcfg := &river.Config{ID: riverClientID(), Logger: riverLogger(cfg, logOut), FetchCooldown: 10 * time.Millisecond, FetchPollInterval: 100 * time.Millisecond}
 	if withWorkers {

@@ -1,6 +1,7 @@
 package domain
 
 import (
+	"anvil/domain/internal/dbutil"
 	"context"
 	"errors"
 	"fmt"
@@ -77,7 +78,7 @@ const runNumbersSQL = `SELECT p.id, COALESCE((SELECT max(r.number) FROM project_
 // loadQueueStates reads the queue state of locked projects in one query,
 // and their run numbers in another.
 func loadQueueStates(ctx context.Context, tx bun.Tx, ids []uuid.UUID) (map[uuid.UUID]*queueState, error) {
-	rows, err := tx.Tx.QueryContext(ctx, queueStateSQL, pgUUIDs(ids))
+	rows, err := tx.Tx.QueryContext(ctx, queueStateSQL, dbutil.PgUUIDs(ids))
 	if err != nil {
 		return nil, fmt.Errorf("read queue state: %w", err)
 	}
@@ -86,7 +87,7 @@ func loadQueueStates(ctx context.Context, tx bun.Tx, ids []uuid.UUID) (map[uuid.
 	if err != nil {
 		return nil, err
 	}
-	nrows, err := tx.Tx.QueryContext(ctx, runNumbersSQL, pgUUIDs(ids))
+	nrows, err := tx.Tx.QueryContext(ctx, runNumbersSQL, dbutil.PgUUIDs(ids))
 	if err != nil {
 		return nil, fmt.Errorf("read run numbers: %w", err)
 	}
@@ -96,7 +97,7 @@ func loadQueueStates(ctx context.Context, tx bun.Tx, ids []uuid.UUID) (map[uuid.
 
 // scanRunNumbers reads the rows of runNumbersSQL into states (which
 // scanQueueStates made, one per project).
-func scanRunNumbers(rows rowSource, states map[uuid.UUID]*queueState) error {
+func scanRunNumbers(rows dbutil.RowSource, states map[uuid.UUID]*queueState) error {
 	for rows.Next() {
 		var id uuid.UUID
 		var n int64
@@ -115,7 +116,7 @@ func scanRunNumbers(rows rowSource, states map[uuid.UUID]*queueState) error {
 
 // scanQueueStates reads the rows of queueStateSQL; a project without open
 // runs has none, and an empty state.
-func scanQueueStates(rows rowSource, ids []uuid.UUID) (map[uuid.UUID]*queueState, error) {
+func scanQueueStates(rows dbutil.RowSource, ids []uuid.UUID) (map[uuid.UUID]*queueState, error) {
 	out := make(map[uuid.UUID]*queueState, len(ids))
 	for _, id := range ids {
 		out[id] = &queueState{}
@@ -190,10 +191,10 @@ func (q *Queue) insertRuns(ctx context.Context, tx bun.Tx, runs []*Run, projects
 		}
 	}
 	if len(params) > 0 {
-		if q.s.jobs == nil {
+		if q.s.Jobs() == nil {
 			return fmt.Errorf("domain: no job inserter configured for execute_run")
 		}
-		res, err := q.s.jobs.InsertManyTx(ctx, tx.Tx, params)
+		res, err := q.s.Jobs().InsertManyTx(ctx, tx.Tx, params)
 		if err != nil {
 			return fmt.Errorf("enqueue executions: %w", err)
 		}
@@ -205,7 +206,7 @@ func (q *Queue) insertRuns(ctx context.Context, tx bun.Tx, runs []*Run, projects
 		}
 	}
 	ins := insertRunsStmt(runs)
-	if _, err := tx.Tx.ExecContext(ctx, ins.sql, ins.args...); err != nil {
+	if _, err := tx.Tx.ExecContext(ctx, ins.SQL, ins.Args...); err != nil {
 		return fmt.Errorf("insert runs: %w", err)
 	}
 	if err := q.enqueueStatusesTx(ctx, tx, runs, projects); err != nil {
@@ -240,7 +241,7 @@ const insertRunsSQL = `WITH run AS (
 	SELECT id, project_id, org_id, $18, trigger, branch, commit_sha, queued_at, number FROM run`
 
 // insertRunsStmt is insertRunsSQL with the runs' values.
-func insertRunsStmt(runs []*Run) stmt {
+func insertRunsStmt(runs []*Run) dbutil.Stmt {
 	n := len(runs)
 	var (
 		ids, projects, orgs, triggeredBy, incidents = make([]pgtype.UUID, n), make([]pgtype.UUID, n), make([]pgtype.UUID, n), make([]pgtype.UUID, n), make([]pgtype.UUID, n)
@@ -251,18 +252,18 @@ func insertRunsStmt(runs []*Run) stmt {
 		queued, promoted, updated                   = make([]time.Time, n), make([]pgtype.Timestamptz, n), make([]time.Time, n)
 	)
 	for i, r := range runs {
-		ids[i], projects[i], orgs[i] = pgUUID(r.ID), pgUUID(r.ProjectID), pgUUID(r.OrgID)
-		triggeredBy[i], incidents[i] = pgUUIDPtr(r.TriggeredBy), pgUUIDPtr(r.IncidentID)
+		ids[i], projects[i], orgs[i] = dbutil.PgUUID(r.ID), dbutil.PgUUID(r.ProjectID), dbutil.PgUUID(r.OrgID)
+		triggeredBy[i], incidents[i] = dbutil.PgUUIDPtr(r.TriggeredBy), dbutil.PgUUIDPtr(r.IncidentID)
 		states[i], triggers[i], branches[i], syncs[i] = r.State, r.Trigger, r.Branch, r.SyncStatus
-		shas[i], providers[i], deliveries[i] = pgText(r.CommitSHA), pgText(r.Provider), pgText(r.DeliveryID)
-		positions[i], jobs[i] = pgInt8(r.Position), pgInt8(r.JobID)
+		shas[i], providers[i], deliveries[i] = dbutil.PgText(r.CommitSHA), dbutil.PgText(r.Provider), dbutil.PgText(r.DeliveryID)
+		positions[i], jobs[i] = dbutil.PgInt8(r.Position), dbutil.PgInt8(r.JobID)
 		queued[i], updated[i] = r.QueuedAt, r.UpdatedAt
-		numbers[i], reruns[i], forks[i] = r.Number, pgUUIDPtr(r.RerunOf), r.FromFork
+		numbers[i], reruns[i], forks[i] = r.Number, dbutil.PgUUIDPtr(r.RerunOf), r.FromFork
 		if r.PromotedAt != nil {
 			promoted[i] = pgtype.Timestamptz{Time: *r.PromotedAt, Valid: true}
 		}
 	}
-	return stmt{insertRunsSQL, []any{ids, projects, orgs, states, triggers, branches, shas, positions, triggeredBy,
+	return dbutil.Stmt{SQL: insertRunsSQL, Args: []any{ids, projects, orgs, states, triggers, branches, shas, positions, triggeredBy,
 		providers, deliveries, incidents, jobs, syncs, queued, promoted, updated, StatusQueued,
 		numbers, reruns, forks}}
 }
@@ -382,7 +383,7 @@ func (q *Queue) tryGroup(group []*acceptJob) error {
 		}
 	}
 	// tryGroupFast resets what it decided before it hands a group on.
-	return q.s.inTx(ctx, func(ctx context.Context, tx bun.Tx) error {
+	return q.s.InTx(ctx, func(ctx context.Context, tx bun.Tx) error {
 		ids := groupProjects(group)
 		var projects []*Project
 		if err := tx.NewSelect().Model(&projects).Where("id IN (?)", bun.List(ids)).OrderExpr("id").For("UPDATE").Scan(ctx); err != nil {
@@ -486,7 +487,7 @@ func drawPositions(ctx context.Context, tx bun.Tx, n int) (*positions, error) {
 }
 
 // scanPositions reads the rows of positionsSQL, in ascending order.
-func scanPositions(rows rowSource) (*positions, error) {
+func scanPositions(rows dbutil.RowSource) (*positions, error) {
 	var vs []int64
 	for rows.Next() {
 		var v int64

@@ -1,6 +1,7 @@
 package domain
 
 import (
+	"anvil/domain/internal/dbutil"
 	"context"
 	"fmt"
 
@@ -48,7 +49,7 @@ func (q *Queue) tryGroupFast(ctx context.Context, group []*acceptJob) error {
 		states map[uuid.UUID]*queueState
 		pos    *positions
 	)
-	projectIDs := pgUUIDs(ids)
+	projectIDs := dbutil.PgUUIDs(ids)
 	reads := &pgx.Batch{}
 	reads.Queue("BEGIN")
 	reads.Queue(lockProjectsSQL, projectIDs).Query(func(r pgx.Rows) (err error) { byID, err = scanLockedProjects(r); return err })
@@ -77,17 +78,17 @@ func (q *Queue) tryGroupFast(ctx context.Context, group []*acceptJob) error {
 		}
 	}
 
-	return q.s.publishAfter(ctx, func(ectx context.Context) error {
+	return q.s.PublishAfter(ctx, func(ectx context.Context) error {
 		writes := &pgx.Batch{}
 		if len(runs) > 0 {
 			ins := insertRunsStmt(runs)
-			writes.Queue(ins.sql, ins.args...)
+			writes.Queue(ins.SQL, ins.Args...)
 			if err := q.publishRuns(ectx, bun.Tx{}, runs); err != nil {
 				return err
 			}
 		}
 		for _, st := range lq.entries.recordStmts(now) {
-			writes.Queue(st.sql, st.args...)
+			writes.Queue(st.SQL, st.Args...)
 		}
 		if err := publishDeliveries(ectx, bun.Tx{}, group, byID); err != nil {
 			return err
@@ -104,7 +105,7 @@ func (q *Queue) tryGroupFast(ctx context.Context, group []*acceptJob) error {
 }
 
 // scanLockedProjects reads the rows of lockProjectsSQL.
-func scanLockedProjects(rows rowSource) (map[uuid.UUID]*Project, error) {
+func scanLockedProjects(rows dbutil.RowSource) (map[uuid.UUID]*Project, error) {
 	out := map[uuid.UUID]*Project{}
 	for rows.Next() {
 		p := new(Project)

@@ -1,6 +1,8 @@
 package domain
 
 import (
+	"anvil/domain/internal/dbutil"
+	"anvil/domain/internal/tokens"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
@@ -105,10 +107,10 @@ func (a *Accounts) bootstrap(ctx context.Context, orgSlug, email, password strin
 	if err != nil {
 		return res, err
 	}
-	err = a.s.inTx(ctx, func(ctx context.Context, tx bun.Tx) error {
+	err = a.s.InTx(ctx, func(ctx context.Context, tx bun.Tx) error {
 		org := &Organization{Slug: orgSlug, Name: orgSlug}
 		if _, err := tx.NewInsert().Model(org).Returning("*").Exec(ctx); err != nil {
-			if isUnique(err, "") {
+			if dbutil.IsUnique(err, "") {
 				return Conflict("org_exists", "organisation %q already exists", orgSlug)
 			}
 			return fmt.Errorf("create organisation: %w", err)
@@ -116,7 +118,7 @@ func (a *Accounts) bootstrap(ctx context.Context, orgSlug, email, password strin
 		u := new(User)
 		err := tx.NewSelect().Model(u).Where("lower(email) = lower(?)", email).Scan(ctx)
 		switch {
-		case isNoRows(err):
+		case dbutil.IsNoRows(err):
 			u = &User{Email: email, Name: strings.Split(email, "@")[0], PasswordHash: hash}
 			if _, err := tx.NewInsert().Model(u).Returning("*").Exec(ctx); err != nil {
 				return fmt.Errorf("create user: %w", err)
@@ -143,7 +145,7 @@ func (a *Accounts) bootstrap(ctx context.Context, orgSlug, email, password strin
 // AddMember creates (or reuses) a user and gives them role in the
 // organisation of p. Only owners and admins may add people.
 func (a *Accounts) AddMember(ctx context.Context, p *Principal, email, password, role string) (uuid.UUID, error) {
-	if err := requireRole(p, RoleAdmin); err != nil {
+	if err := RequireRole(p, RoleAdmin); err != nil {
 		return uuid.Nil, err
 	}
 	if !ValidRole(role) {
@@ -164,9 +166,9 @@ func (a *Accounts) AddMember(ctx context.Context, p *Principal, email, password,
 		return uuid.Nil, err
 	}
 	u := &User{Email: email, Name: strings.Split(email, "@")[0], PasswordHash: hash}
-	err = a.s.inTx(ctx, func(ctx context.Context, tx bun.Tx) error {
+	err = a.s.InTx(ctx, func(ctx context.Context, tx bun.Tx) error {
 		err := tx.NewSelect().Model(u).Where("lower(email) = lower(?)", email).Scan(ctx)
-		if isNoRows(err) {
+		if dbutil.IsNoRows(err) {
 			_, err = tx.NewInsert().Model(u).Returning("*").Exec(ctx)
 		}
 		if err != nil {
@@ -180,7 +182,7 @@ func (a *Accounts) AddMember(ctx context.Context, p *Principal, email, password,
 		if n, _ := res.RowsAffected(); n == 0 {
 			return Conflict("already_member", "%s is already a member of this organisation", email)
 		}
-		return recordAudit(ctx, tx, p, AuditMemberAdded, email, map[string]any{"role": role})
+		return RecordAudit(ctx, tx, p, AuditMemberAdded, email, map[string]any{"role": role})
 	})
 	return u.ID, err
 }
@@ -195,13 +197,13 @@ func (a *Accounts) HasUsers(ctx context.Context) (bool, error) {
 // (only its hash is stored). Unknown email and wrong password are the same
 // refusal and take the same time.
 func (a *Accounts) Login(ctx context.Context, email, password string) (string, *Principal, error) {
-	bad := newError(ErrUnauthorized, "invalid_credentials", "email or password is incorrect")
+	bad := NewError(ErrUnauthorized, "invalid_credentials", "email or password is incorrect")
 	if email == "" || password == "" || len(email) > 254 || len(password) > 512 {
 		return "", nil, bad
 	}
 	u := new(User)
 	err := a.s.DB.NewSelect().Model(u).Where("lower(email) = lower(?)", strings.TrimSpace(email)).Scan(ctx)
-	if isNoRows(err) {
+	if dbutil.IsNoRows(err) {
 		CheckPassword(dummyHash(), password)
 		return "", nil, bad
 	}
@@ -213,8 +215,8 @@ func (a *Accounts) Login(ctx context.Context, email, password string) (string, *
 	}
 	var orgID uuid.UUID
 	err = a.s.DB.NewRaw(`SELECT org_id FROM memberships WHERE user_id = ? ORDER BY created_at, org_id LIMIT 1`, u.ID).Scan(ctx, &orgID)
-	if isNoRows(err) {
-		return "", nil, newError(ErrForbidden, "no_organisation", "this account belongs to no organisation")
+	if dbutil.IsNoRows(err) {
+		return "", nil, NewError(ErrForbidden, "no_organisation", "this account belongs to no organisation")
 	}
 	if err != nil {
 		return "", nil, fmt.Errorf("login membership: %w", err)
@@ -263,7 +265,7 @@ func (a *Accounts) Session(ctx context.Context, cookie string) (*Principal, erro
 		OrgID  uuid.UUID `bun:"org_id"`
 	}
 	err := a.s.DB.NewRaw(`SELECT user_id, org_id FROM sessions WHERE id = ? AND expires_at > ?`, id, a.s.Now()).Scan(ctx, &row)
-	if isNoRows(err) {
+	if dbutil.IsNoRows(err) {
 		return nil, ErrUnauthorized
 	}
 	if err != nil {
@@ -289,7 +291,7 @@ func (a *Accounts) principal(ctx context.Context, userID, orgID uuid.UUID) (*Pri
 	err := a.s.DB.NewRaw(`SELECT u.email, o.slug, o.name, m.role, m.last_seen_at
 		FROM memberships m JOIN users u ON u.id = m.user_id JOIN organizations o ON o.id = m.org_id
 		WHERE m.user_id = ? AND m.org_id = ?`, userID, orgID).Scan(ctx, &p.Email, &p.OrgSlug, &p.OrgName, &p.Role, &seen)
-	if isNoRows(err) {
+	if dbutil.IsNoRows(err) {
 		return nil, ErrUnauthorized
 	}
 	if err != nil {
@@ -317,7 +319,7 @@ type APIToken struct {
 }
 
 func (a *Accounts) insertToken(ctx context.Context, tx bun.IDB, orgID, userID uuid.UUID, name string) (string, error) {
-	tok, lookup, hash := newToken(PersonalTokenPrefix)
+	tok, lookup, hash := tokens.New(tokens.PersonalTokenPrefix)
 	t := &APIToken{OrgID: orgID, UserID: userID, Name: name, Prefix: lookup, Hash: hash}
 	if _, err := tx.NewInsert().Model(t).Exec(ctx); err != nil {
 		return "", fmt.Errorf("create token: %w", err)
@@ -335,11 +337,11 @@ func (a *Accounts) CreateToken(ctx context.Context, p *Principal, name string) (
 		return "", Invalid("invalid_name", "token name must be at most 100 characters")
 	}
 	var tok string
-	err := a.s.inTx(ctx, func(ctx context.Context, tx bun.Tx) (err error) {
+	err := a.s.InTx(ctx, func(ctx context.Context, tx bun.Tx) (err error) {
 		if tok, err = a.insertToken(ctx, tx, p.OrgID, p.UserID, name); err != nil {
 			return err
 		}
-		return recordAudit(ctx, tx, p, AuditTokenCreated, name, map[string]any{"prefix": tok[:tokenLookupLen]})
+		return RecordAudit(ctx, tx, p, AuditTokenCreated, name, map[string]any{"prefix": tok[:tokens.LookupLen]})
 	})
 	return tok, err
 }
@@ -354,12 +356,12 @@ func (a *Accounts) ListTokens(ctx context.Context, p *Principal) ([]APIToken, er
 
 // RevokeToken revokes one of the caller's tokens.
 func (a *Accounts) RevokeToken(ctx context.Context, p *Principal, id uuid.UUID) error {
-	return a.s.inTx(ctx, func(ctx context.Context, tx bun.Tx) error {
+	return a.s.InTx(ctx, func(ctx context.Context, tx bun.Tx) error {
 		var name, prefix string
 		var was *time.Time
 		err := tx.NewRaw(`SELECT name, prefix, revoked_at FROM api_tokens WHERE id = ? AND org_id = ? AND user_id = ? FOR UPDATE`,
 			id, p.OrgID, p.UserID).Scan(ctx, &name, &prefix, &was)
-		if isNoRows(err) {
+		if dbutil.IsNoRows(err) {
 			return NotFound("token")
 		}
 		if err != nil || was != nil {
@@ -368,27 +370,27 @@ func (a *Accounts) RevokeToken(ctx context.Context, p *Principal, id uuid.UUID) 
 		if _, err := tx.NewRaw(`UPDATE api_tokens SET revoked_at = ? WHERE id = ?`, a.s.Now(), id).Exec(ctx); err != nil {
 			return err
 		}
-		return recordAudit(ctx, tx, p, AuditTokenRevoked, name, map[string]any{"prefix": prefix})
+		return RecordAudit(ctx, tx, p, AuditTokenRevoked, name, map[string]any{"prefix": prefix})
 	})
 }
 
 // Authenticate resolves a bearer personal token to its principal. Every
 // failure is the same ErrUnauthorized.
 func (a *Accounts) Authenticate(ctx context.Context, bearer string) (*Principal, error) {
-	lookup, hash, ok := splitToken(PersonalTokenPrefix, bearer)
+	lookup, hash, ok := tokens.Split(tokens.PersonalTokenPrefix, bearer)
 	if !ok {
 		return nil, ErrUnauthorized
 	}
 	t := new(APIToken)
 	err := a.s.DB.NewSelect().Model(t).Where("prefix = ?", lookup).Scan(ctx)
-	if isNoRows(err) {
-		hashEqual(hash, hash)
+	if dbutil.IsNoRows(err) {
+		tokens.HashEqual(hash, hash)
 		return nil, ErrUnauthorized
 	}
 	if err != nil {
 		return nil, fmt.Errorf("token: %w", err)
 	}
-	if !hashEqual(t.Hash, hash) || t.RevokedAt != nil {
+	if !tokens.HashEqual(t.Hash, hash) || t.RevokedAt != nil {
 		return nil, ErrUnauthorized
 	}
 	// last_used_at at minute resolution: one write per token per minute at most.

@@ -65,7 +65,7 @@ type FastJobInserter interface {
 func (s *Store) UseFastJobs(j FastJobInserter) { s.fastJobs = j }
 
 // enqueueAlerts enqueues the alerts of causes in tx.
-func (s *Store) enqueueAlerts(ctx context.Context, tx bun.Tx, causes []AlertCause) error {
+func (s *Store) EnqueueAlerts(ctx context.Context, tx bun.Tx, causes []AlertCause) error {
 	read := func(ctx context.Context, q string, args ...any) (v string, err error) {
 		err = tx.Tx.QueryRowContext(ctx, q, args...).Scan(&v)
 		return v, err
@@ -86,7 +86,7 @@ var ErrNoFastJobs = errors.New("domain: alerts need the general path (no fast jo
 
 // enqueueAlertsFast is enqueueAlerts in the transaction the feed's fast
 // path holds open on c: one statement, only when a destination wants it.
-func (s *Store) enqueueAlertsFast(ctx context.Context, c *pgx.Conn, causes []AlertCause) error {
+func (s *Store) EnqueueAlertsFast(ctx context.Context, c *pgx.Conn, causes []AlertCause) error {
 	read := func(ctx context.Context, q string, args ...any) (v string, err error) {
 		err = c.QueryRow(ctx, q, args...).Scan(&v)
 		return v, err
@@ -140,12 +140,6 @@ func (t pgxTx) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
 	return t.c.QueryRow(ctx, sql, args...)
 }
 func (t pgxTx) Conn() *pgx.Conn { return t.c }
-
-// EnqueueAlerts enqueues the alerts of causes in tx (a capability's
-// hook inside a base transaction: the run terminal hook of domain/alert).
-func (s *Store) EnqueueAlerts(ctx context.Context, tx bun.Tx, causes []AlertCause) error {
-	return s.enqueueAlerts(ctx, tx, causes)
-}
 
 // EnqueueJobsTx inserts jobs in tx (capability packages).
 func (s *Store) EnqueueJobsTx(ctx context.Context, tx bun.Tx, params []river.InsertManyParams) error {

@@ -1,6 +1,8 @@
 package domain
 
 import (
+	"anvil/domain/internal/dbutil"
+	"anvil/domain/internal/tokens"
 	"context"
 	"crypto/sha256"
 	"encoding/json"
@@ -114,14 +116,14 @@ const markCardChangedSQL = `WITH old AS (SELECT queued FROM card_changes WHERE p
 // bumpCardVersionSQL counts a change without asking for a refresh (the
 // feed asks after its commit, see queueCardRefresh). $1 the project, $2
 // the time.
-const bumpCardVersionSQL = `INSERT INTO card_changes AS c (project_id, version, changed_at) VALUES ($1, 1, $2)
+const BumpVersionSQL = `INSERT INTO card_changes AS c (project_id, version, changed_at) VALUES ($1, 1, $2)
 	ON CONFLICT (project_id) DO UPDATE SET version = c.version + 1, changed_at = EXCLUDED.changed_at`
 
 // EnqueueCardRefresh records a change of the project's card in tx and,
 // unless a refresh is already responsible for the project, inserts one:
 // one job per project however many changes arrive while it waits or runs
 // (the job reads again while changes keep committing).
-func EnqueueCardRefresh(ctx context.Context, s *Store, tx bun.Tx, projectID uuid.UUID) error {
+func EnqueueRefresh(ctx context.Context, s *Store, tx bun.Tx, projectID uuid.UUID) error {
 	var was bool
 	if err := tx.NewRaw(markCardChangedSQL, projectID, projectID, s.Now()).Scan(ctx, &was); err != nil {
 		return fmt.Errorf("domain: count the card change of %s: %w", projectID, err)
@@ -129,21 +131,21 @@ func EnqueueCardRefresh(ctx context.Context, s *Store, tx bun.Tx, projectID uuid
 	if was {
 		return nil
 	}
-	return s.insertJob(ctx, tx, RefreshCardArgs{ProjectID: projectID})
+	return s.InsertJob(ctx, tx, RefreshCardArgs{ProjectID: projectID})
 }
 
 // queueCardRefresh, after changes have been counted and committed,
 // inserts the project's refresh unless one is responsible already or the
 // card has read every change.
-func queueCardRefresh(ctx context.Context, s *Store, projectID uuid.UUID) error {
-	return s.inTx(ctx, func(ctx context.Context, tx bun.Tx) error {
+func QueueRefresh(ctx context.Context, s *Store, projectID uuid.UUID) error {
+	return s.InTx(ctx, func(ctx context.Context, tx bun.Tx) error {
 		var ids []uuid.UUID
 		err := tx.NewRaw(`UPDATE card_changes SET queued = true WHERE project_id = ? AND NOT queued AND version > refreshed
 			RETURNING project_id`, projectID).Scan(ctx, &ids)
 		if err != nil || len(ids) == 0 {
 			return err
 		}
-		return s.insertJob(ctx, tx, RefreshCardArgs{ProjectID: projectID})
+		return s.InsertJob(ctx, tx, RefreshCardArgs{ProjectID: projectID})
 	})
 }
 
@@ -154,7 +156,7 @@ func forceCardRefresh(ctx context.Context, s *Store, tx bun.Tx, projectID uuid.U
 		ON CONFLICT (project_id) DO UPDATE SET queued = true`, projectID).Exec(ctx); err != nil {
 		return fmt.Errorf("domain: queue the card refresh of %s: %w", projectID, err)
 	}
-	return s.insertJob(ctx, tx, RefreshCardArgs{ProjectID: projectID})
+	return s.InsertJob(ctx, tx, RefreshCardArgs{ProjectID: projectID})
 }
 
 // cardRefreshGap is the least time between two reads of one project's
@@ -163,7 +165,7 @@ func forceCardRefresh(ctx context.Context, s *Store, tx bun.Tx, projectID uuid.U
 // database answers, each time with nearly the same snapshot; with the gap
 // a busy project's card is replaced at most ten times a second and still
 // follows its last change within the gap.
-const cardRefreshGap = 100 * time.Millisecond
+const RefreshGap = 100 * time.Millisecond
 
 // maxRefreshRounds bounds one refresh job; a project that keeps changing
 // gets a new job to continue with.
@@ -184,7 +186,7 @@ const maxRefreshRounds = 20
 func (c *Cards) Refresh(ctx context.Context, projectID uuid.UUID) error {
 	for round := 1; ; round++ {
 		var read int64
-		if err := c.s.inTx(ctx, func(ctx context.Context, tx bun.Tx) (err error) {
+		if err := c.s.InTx(ctx, func(ctx context.Context, tx bun.Tx) (err error) {
 			read, err = c.refreshTx(ctx, tx, projectID)
 			return err
 		}); err != nil {
@@ -194,7 +196,7 @@ func (c *Cards) Refresh(ctx context.Context, projectID uuid.UUID) error {
 		if err != nil || current {
 			return err
 		}
-		t := time.NewTimer(cardRefreshGap)
+		t := time.NewTimer(RefreshGap)
 		select {
 		case <-t.C:
 		case <-ctx.Done():
@@ -210,7 +212,7 @@ func (c *Cards) Refresh(ctx context.Context, projectID uuid.UUID) error {
 // moved and handOver is set, a new job continues.
 func (c *Cards) caughtUp(ctx context.Context, projectID uuid.UUID, read int64, handOver bool) (bool, error) {
 	current := true
-	err := c.s.inTx(ctx, func(ctx context.Context, tx bun.Tx) error {
+	err := c.s.InTx(ctx, func(ctx context.Context, tx bun.Tx) error {
 		var now []int64
 		if err := tx.NewRaw(`UPDATE card_changes SET queued = queued AND version <> ?, refreshed = GREATEST(refreshed, ?)
 			WHERE project_id = ? RETURNING version`, read, read, projectID).Scan(ctx, &now); err != nil {
@@ -261,7 +263,7 @@ func (c *Cards) refreshTx(ctx context.Context, tx bun.Tx, projectID uuid.UUID) (
 
 func publishCard(ctx context.Context, tx bun.IDB, orgID, projectID uuid.UUID) error {
 	b, _ := json.Marshal(map[string]any{"kind": "card", "org_id": orgID, "project_id": projectID})
-	return notify(ctx, tx, string(b))
+	return Notify(ctx, tx, string(b))
 }
 
 type cardRow struct {
@@ -346,7 +348,7 @@ type DashboardConfig struct {
 // store, which replaces the card at once.
 func (c *Cards) SetExternal(ctx context.Context, pr *Principal, projectID uuid.UUID, external bool) (DashboardConfig, error) {
 	var out DashboardConfig
-	if err := requireRole(pr, RoleAdmin); err != nil {
+	if err := RequireRole(pr, RoleAdmin); err != nil {
 		return out, err
 	}
 	err := c.s.WithProject(ctx, projectID, func(ctx context.Context, tx bun.Tx, p *Project) error {
@@ -356,7 +358,7 @@ func (c *Cards) SetExternal(ctx context.Context, pr *Principal, projectID uuid.U
 		var prefix *string
 		var hash []byte
 		if external {
-			tok, lookup, h := newToken(DashboardTokenPrefix)
+			tok, lookup, h := tokens.New(DashboardTokenPrefix)
 			out.Token, prefix, hash = tok, &lookup, h
 		}
 		source := CardSourceFeed
@@ -374,7 +376,7 @@ func (c *Cards) SetExternal(ctx context.Context, pr *Principal, projectID uuid.U
 			return fmt.Errorf("cards: set external: %w", err)
 		}
 		out.External = external
-		if err := recordAudit(ctx, tx, pr, AuditCardExternal, p.Slug, map[string]any{"external": external}); err != nil {
+		if err := RecordAudit(ctx, tx, pr, AuditCardExternal, p.Slug, map[string]any{"external": external}); err != nil {
 			return err
 		}
 		if !external {
@@ -418,7 +420,7 @@ func ValidateExternal(in *[]ExternalIncident) (out []CardIncident, noSince []int
 		case len(*e.ID) > 200:
 			return nil, nil, Invalid("invalid_incident", "%s must be at most 200 characters", at("id"))
 		case seen[*e.ID]:
-			return nil, nil, Invalid("invalid_incident", "%s %q appears twice", at("id"), clipString(*e.ID, 40))
+			return nil, nil, Invalid("invalid_incident", "%s %q appears twice", at("id"), ClipString(*e.ID, 40))
 		case e.Title == nil || strings.TrimSpace(*e.Title) == "":
 			return nil, nil, Invalid("invalid_incident", "%s is required", at("title"))
 		case len(*e.Title) > 500:
@@ -429,13 +431,13 @@ func ValidateExternal(in *[]ExternalIncident) (out []CardIncident, noSince []int
 		switch *e.State {
 		case CardOpen, CardInvestigating, CardMitigated, CardResolved:
 		default:
-			return nil, nil, Invalid("invalid_incident", "%s must be one of OPEN, INVESTIGATING, MITIGATED, RESOLVED; got %q", at("state"), clipString(*e.State, 40))
+			return nil, nil, Invalid("invalid_incident", "%s must be one of OPEN, INVESTIGATING, MITIGATED, RESOLVED; got %q", at("state"), ClipString(*e.State, 40))
 		}
 		var since time.Time
 		if e.Since == nil {
 			noSince = append(noSince, i)
 		} else if since, err = time.Parse(time.RFC3339, *e.Since); err != nil {
-			return nil, nil, Invalid("invalid_incident", "%s must be an RFC 3339 time such as 2026-09-16T10:11:12Z; got %q", at("since"), clipString(*e.Since, 40))
+			return nil, nil, Invalid("invalid_incident", "%s must be an RFC 3339 time such as 2026-09-16T10:11:12Z; got %q", at("since"), ClipString(*e.Since, 40))
 		}
 		seen[*e.ID] = true
 		out = append(out, CardIncident{ID: *e.ID, Title: *e.Title, State: *e.State, Since: since.UTC()})
@@ -447,7 +449,7 @@ func ValidateExternal(in *[]ExternalIncident) (out []CardIncident, noSince []int
 // unknown tenant, unknown or malformed config, a config that is not
 // external, a missing or wrong token — on purpose one answer, so the
 // endpoint tells nobody which configs exist.
-var ErrCardAuth = newError(ErrUnauthorized, "unauthorized", "a valid dashboard token is required")
+var ErrCardAuth = NewError(ErrUnauthorized, "unauthorized", "a valid dashboard token is required")
 
 // Producer is an external producer whose credentials held.
 type Producer struct {
@@ -461,7 +463,7 @@ type Producer struct {
 // Every failure is ErrCardAuth.
 func (c *Cards) AuthorizeProducer(ctx context.Context, tenant, configID, bearer string) (*Producer, error) {
 	cfg, perr := uuid.Parse(configID)
-	_, presented, shapeOK := splitToken(DashboardTokenPrefix, bearer)
+	_, presented, shapeOK := tokens.Split(DashboardTokenPrefix, bearer)
 	var row struct {
 		ProjectID uuid.UUID `bun:"project_id"`
 		OrgID     uuid.UUID `bun:"org_id"`
@@ -475,7 +477,7 @@ func (c *Cards) AuthorizeProducer(ctx context.Context, tenant, configID, bearer 
 		switch {
 		case err == nil:
 			found = true
-		case !isNoRows(err):
+		case !dbutil.IsNoRows(err):
 			return nil, fmt.Errorf("cards: find config: %w", err)
 		}
 	}
@@ -486,7 +488,7 @@ func (c *Cards) AuthorizeProducer(ctx context.Context, tenant, configID, bearer 
 	if !shapeOK {
 		presented = make([]byte, sha256.Size)
 	}
-	if !hashEqual(row.Hash, presented) || !found || !shapeOK {
+	if !tokens.HashEqual(row.Hash, presented) || !found || !shapeOK {
 		return nil, ErrCardAuth
 	}
 	return &Producer{projectID: row.ProjectID, orgID: row.OrgID, hash: row.Hash}, nil
@@ -503,14 +505,14 @@ func (c *Cards) ReplaceExternal(ctx context.Context, prod *Producer, in *[]Exter
 	if err != nil {
 		return err
 	}
-	return c.s.inTx(ctx, func(ctx context.Context, tx bun.Tx) error {
+	return c.s.InTx(ctx, func(ctx context.Context, tx bun.Tx) error {
 		if len(noSince) > 0 {
 			// The card's row lock orders concurrent PUTs, so the since a
 			// later one keeps is the one an earlier one committed.
 			var raw string
 			err := tx.NewRaw(`SELECT incidents::text FROM project_cards WHERE project_id = ? AND external AND token_hash = ? FOR UPDATE`,
 				prod.projectID, prod.hash).Scan(ctx, &raw)
-			if isNoRows(err) {
+			if dbutil.IsNoRows(err) {
 				return ErrCardAuth // handed back (or the token replaced) meanwhile
 			}
 			if err != nil {
@@ -564,7 +566,7 @@ func (c *Cards) SweepStale(ctx context.Context, window time.Duration) (int, erro
 	if err != nil || len(ids) == 0 {
 		return 0, err
 	}
-	err = c.s.inTx(ctx, func(ctx context.Context, tx bun.Tx) error {
+	err = c.s.InTx(ctx, func(ctx context.Context, tx bun.Tx) error {
 		for _, id := range ids {
 			if err := forceCardRefresh(ctx, c.s, tx, id); err != nil {
 				return err

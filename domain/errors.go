@@ -48,13 +48,13 @@ type FieldError struct {
 }
 
 // fieldErrors collects the refusals of one input.
-type fieldErrors []FieldError
+type FieldErrors []FieldError
 
-func (fe *fieldErrors) add(field, code, format string, args ...any) {
+func (fe *FieldErrors) Add(field, code, format string, args ...any) {
 	*fe = append(*fe, FieldError{Field: field, Code: code, Problem: fmt.Sprintf(format, args...)})
 }
 
-func (fe fieldErrors) has(field string) bool {
+func (fe FieldErrors) Has(field string) bool {
 	for _, f := range fe {
 		if f.Field == field {
 			return true
@@ -64,7 +64,7 @@ func (fe fieldErrors) has(field string) bool {
 }
 
 // err is nil when nothing was refused, else one Invalid error holding all.
-func (fe fieldErrors) err() error {
+func (fe FieldErrors) Err() error {
 	if len(fe) == 0 {
 		return nil
 	}
@@ -78,31 +78,31 @@ func (fe fieldErrors) err() error {
 func (e *Error) Error() string { return e.Message }
 func (e *Error) Unwrap() error { return e.Kind }
 
-func newError(kind error, code, format string, args ...any) *Error {
+func NewError(kind error, code, format string, args ...any) *Error {
 	return &Error{Kind: kind, Code: code, Message: fmt.Sprintf(format, args...)}
 }
 
 // Invalid is a validation refusal.
 func Invalid(code, format string, args ...any) error {
-	return newError(ErrInvalid, code, format, args...)
+	return NewError(ErrInvalid, code, format, args...)
 }
 
 // NotFound names what was not found.
 func NotFound(what string) error {
-	return newError(ErrNotFound, "not_found", "%s not found", what)
+	return NewError(ErrNotFound, "not_found", "%s not found", what)
 }
 
 // Conflict is a refusal because of the current state.
 func Conflict(code, format string, args ...any) error {
-	return newError(ErrConflict, code, format, args...)
+	return NewError(ErrConflict, code, format, args...)
 }
 
 // Forbidden is a refusal because of the caller's role.
 func Forbidden(format string, args ...any) error {
-	return newError(ErrForbidden, "forbidden", format, args...)
+	return NewError(ErrForbidden, "forbidden", format, args...)
 }
 
-func clipString(s string, n int) string {
+func ClipString(s string, n int) string {
 	if len(s) <= n {
 		return s
 	}

@@ -6,6 +6,3 @@ func (f *Feed) SetAfterLookup(hook func(general bool)) { f.afterLookup = hook }
 
 // PolicyFor exposes a sender's binding lookup to the external tests.
 func (snd *FeedSender) PolicyFor(env string) (string, bool) { return snd.policyFor(env) }
-
-// LostRunsSQL is the lost-runner sweep's query, for the test of its plan.
-const LostRunsSQL = lostRunsSQL

@@ -1,6 +1,8 @@
 package domain
 
 import (
+	"anvil/domain/internal/dbutil"
+	"anvil/domain/internal/tokens"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -55,7 +57,7 @@ type Feed struct {
 func NewFeed(s *Store) *Feed {
 	f := &Feed{s: s, StoreTimeout: 10 * time.Second, scrub: event.Scrub, copySlot: make(chan struct{}, 1),
 		senders: newSenderCache(), incidents: newIncidentCache()}
-	f.cards = coalesce.New(cardRefreshGap, maxCardRequests, f.requestCardRefreshes)
+	f.cards = coalesce.New(RefreshGap, maxCardRequests, f.requestCardRefreshes)
 	return f
 }
 
@@ -107,7 +109,7 @@ func NormalizeEnvironment(env string) (string, error) {
 		return env, nil
 	}
 	if !ValidEnvironment(env) {
-		return "", Invalid("invalid_environment", "environment %q must be a label (letters, digits, '.', '_', '-', at most 64, starting with a letter or digit) or '*'", clipString(env, 80))
+		return "", Invalid("invalid_environment", "environment %q must be a label (letters, digits, '.', '_', '-', at most 64, starting with a letter or digit) or '*'", ClipString(env, 80))
 	}
 	return env, nil
 }
@@ -117,14 +119,14 @@ func validPolicy(p string) error {
 	case PolicyOff, PolicyObserve, PolicyApprove, PolicyAuto:
 		return nil
 	}
-	return Invalid("invalid_repair_policy", "repair_policy must be one of off, observe, approve, auto; got %q", clipString(p, 40))
+	return Invalid("invalid_repair_policy", "repair_policy must be one of off, observe, approve, auto; got %q", ClipString(p, 40))
 }
 
 // project returns a project of the caller's organisation (404 otherwise).
 func (f *Feed) project(ctx context.Context, p *Principal, id uuid.UUID) (*Project, error) {
 	pr := new(Project)
 	err := f.s.DB.NewSelect().Model(pr).Where("id = ? AND org_id = ?", id, p.OrgID).Scan(ctx)
-	if isNoRows(err) {
+	if dbutil.IsNoRows(err) {
 		return nil, NotFound("project")
 	}
 	if err != nil {
@@ -136,7 +138,7 @@ func (f *Feed) project(ctx context.Context, p *Principal, id uuid.UUID) (*Projec
 // CreateConnection issues a connection for a project and returns it with its
 // token, which exists in plaintext only in this return value.
 func (f *Feed) CreateConnection(ctx context.Context, p *Principal, projectID uuid.UUID, name string) (*FeedConnection, string, error) {
-	if err := requireRole(p, RoleAdmin); err != nil {
+	if err := RequireRole(p, RoleAdmin); err != nil {
 		return nil, "", err
 	}
 	name = strings.TrimSpace(name)
@@ -150,13 +152,13 @@ func (f *Feed) CreateConnection(ctx context.Context, p *Principal, projectID uui
 	if err != nil {
 		return nil, "", err
 	}
-	tok, lookup, hash := newToken(ServerTokenPrefix)
+	tok, lookup, hash := tokens.New(tokens.ServerTokenPrefix)
 	c := &FeedConnection{OrgID: pr.OrgID, ProjectID: pr.ID, Name: name, Prefix: lookup, Hash: hash, CreatedAt: f.s.Now()}
-	if err := f.s.inTx(ctx, func(ctx context.Context, tx bun.Tx) error {
+	if err := f.s.InTx(ctx, func(ctx context.Context, tx bun.Tx) error {
 		if _, err := tx.NewInsert().Model(c).Returning("*").Exec(ctx); err != nil {
 			return err
 		}
-		return recordAudit(ctx, tx, p, AuditConnectionCreated, pr.Slug+"/"+name, map[string]any{"prefix": lookup})
+		return RecordAudit(ctx, tx, p, AuditConnectionCreated, pr.Slug+"/"+name, map[string]any{"prefix": lookup})
 	}); err != nil {
 		return nil, "", fmt.Errorf("feed: create connection: %w", err)
 	}
@@ -177,11 +179,11 @@ func (f *Feed) ListConnections(ctx context.Context, p *Principal, projectID uuid
 // RevokeConnection revokes one connection; its next request is a 401. It
 // returns the connection's project. Revoking twice is no error.
 func (f *Feed) RevokeConnection(ctx context.Context, p *Principal, id uuid.UUID) (uuid.UUID, error) {
-	if err := requireRole(p, RoleAdmin); err != nil {
+	if err := RequireRole(p, RoleAdmin); err != nil {
 		return uuid.Nil, err
 	}
 	var projectID uuid.UUID
-	err := f.s.inTx(ctx, func(ctx context.Context, tx bun.Tx) error {
+	err := f.s.InTx(ctx, func(ctx context.Context, tx bun.Tx) error {
 		var name string
 		var was *time.Time
 		if err := tx.NewRaw(`SELECT project_id, name, revoked_at FROM feed_connections WHERE id = ? AND org_id = ? FOR UPDATE`,
@@ -191,9 +193,9 @@ func (f *Feed) RevokeConnection(ctx context.Context, p *Principal, id uuid.UUID)
 		if _, err := tx.NewRaw(`UPDATE feed_connections SET revoked_at = ? WHERE id = ?`, f.s.Now(), id).Exec(ctx); err != nil {
 			return err
 		}
-		return recordAudit(ctx, tx, p, AuditConnectionRevoked, name, map[string]any{"connection_id": id.String()})
+		return RecordAudit(ctx, tx, p, AuditConnectionRevoked, name, map[string]any{"connection_id": id.String()})
 	})
-	if isNoRows(err) {
+	if dbutil.IsNoRows(err) {
 		return uuid.Nil, NotFound("connection")
 	}
 	if err != nil {
@@ -205,7 +207,7 @@ func (f *Feed) RevokeConnection(ctx context.Context, p *Principal, id uuid.UUID)
 
 // PutBinding creates or changes the binding of a project's environment.
 func (f *Feed) PutBinding(ctx context.Context, p *Principal, projectID uuid.UUID, environment, policy string) (*FeedBinding, error) {
-	if err := requireRole(p, RoleAdmin); err != nil {
+	if err := RequireRole(p, RoleAdmin); err != nil {
 		return nil, err
 	}
 	env, err := NormalizeEnvironment(environment)
@@ -225,12 +227,12 @@ func (f *Feed) PutBinding(ctx context.Context, p *Principal, projectID uuid.UUID
 	}
 	now := f.s.Now()
 	b := &FeedBinding{ProjectID: projectID, Environment: env, RepairPolicy: policy, CreatedAt: now, UpdatedAt: now}
-	err = f.s.inTx(ctx, func(ctx context.Context, tx bun.Tx) error {
+	err = f.s.InTx(ctx, func(ctx context.Context, tx bun.Tx) error {
 		if _, err := tx.NewInsert().Model(b).On("CONFLICT (project_id, environment) DO UPDATE").
 			Set("repair_policy = EXCLUDED.repair_policy, updated_at = EXCLUDED.updated_at").Returning("*").Exec(ctx); err != nil {
 			return err
 		}
-		return recordAudit(ctx, tx, p, AuditBindingChanged, env, map[string]any{"project_id": projectID.String(), "repair_policy": policy})
+		return RecordAudit(ctx, tx, p, AuditBindingChanged, env, map[string]any{"project_id": projectID.String(), "repair_policy": policy})
 	})
 	if err != nil {
 		return nil, fmt.Errorf("feed: put binding: %w", err)
@@ -244,7 +246,7 @@ func (f *Feed) PutBinding(ctx context.Context, p *Principal, projectID uuid.UUID
 // must not silently replace the policy somebody chose (approve, say) with
 // its own default; the existing binding is changed where it is listed.
 func (f *Feed) AddBinding(ctx context.Context, p *Principal, projectID uuid.UUID, environment, policy string) (*FeedBinding, error) {
-	if err := requireWrite(p); err != nil {
+	if err := RequireWrite(p); err != nil {
 		return nil, err
 	}
 	env, err := NormalizeEnvironment(environment)
@@ -270,7 +272,7 @@ func (f *Feed) AddBinding(ctx context.Context, p *Principal, projectID uuid.UUID
 	}
 	if n, _ := res.RowsAffected(); n == 0 {
 		var current string
-		if err := f.s.DB.NewRaw(`SELECT repair_policy FROM feed_bindings WHERE project_id = ? AND environment = ?`, projectID, env).Scan(ctx, &current); err != nil && !isNoRows(err) {
+		if err := f.s.DB.NewRaw(`SELECT repair_policy FROM feed_bindings WHERE project_id = ? AND environment = ?`, projectID, env).Scan(ctx, &current); err != nil && !dbutil.IsNoRows(err) {
 			return nil, fmt.Errorf("feed: add binding: %w", err)
 		}
 		return nil, Conflict("binding_exists", "environment %q already has a binding with repair policy %s; change it in its row of the list", env, current)
@@ -303,7 +305,7 @@ func (f *Feed) ListBindings(ctx context.Context, p *Principal, projectID uuid.UU
 // DeleteBinding removes a binding: the environment's events are then
 // refused as no_binding (unless a wildcard binding admits them).
 func (f *Feed) DeleteBinding(ctx context.Context, p *Principal, projectID uuid.UUID, environment string) error {
-	if err := requireRole(p, RoleAdmin); err != nil {
+	if err := RequireRole(p, RoleAdmin); err != nil {
 		return err
 	}
 	env, err := NormalizeEnvironment(environment)
@@ -313,7 +315,7 @@ func (f *Feed) DeleteBinding(ctx context.Context, p *Principal, projectID uuid.U
 	if _, err := f.project(ctx, p, projectID); err != nil {
 		return err
 	}
-	err = f.s.inTx(ctx, func(ctx context.Context, tx bun.Tx) error {
+	err = f.s.InTx(ctx, func(ctx context.Context, tx bun.Tx) error {
 		res, err := tx.NewDelete().Model((*FeedBinding)(nil)).Where("project_id = ? AND environment = ?", projectID, env).Exec(ctx)
 		if err != nil {
 			return fmt.Errorf("feed: delete binding: %w", err)
@@ -321,7 +323,7 @@ func (f *Feed) DeleteBinding(ctx context.Context, p *Principal, projectID uuid.U
 		if n, _ := res.RowsAffected(); n == 0 {
 			return NotFound("binding")
 		}
-		return recordAudit(ctx, tx, p, AuditBindingChanged, env, map[string]any{"project_id": projectID.String(), "deleted": true})
+		return RecordAudit(ctx, tx, p, AuditBindingChanged, env, map[string]any{"project_id": projectID.String(), "deleted": true})
 	})
 	f.senders.Clear()
 	return err
@@ -356,7 +358,7 @@ const senderQuery = `SELECT c.id, c.org_id, c.project_id, c.hash, c.revoked_at I
 // nothing about which prefixes exist. Other errors are store failures.
 // The whole token's answer is remembered for a second (see senderCache).
 func (f *Feed) Authenticate(ctx context.Context, bearer string) (*FeedSender, error) {
-	lookup, hash, ok := splitToken(ServerTokenPrefix, bearer)
+	lookup, hash, ok := tokens.Split(tokens.ServerTokenPrefix, bearer)
 	if !ok {
 		return nil, ErrUnauthorized
 	}
@@ -388,15 +390,15 @@ func (f *Feed) Authenticate(ctx context.Context, bearer string) (*FeedSender, er
 		row = f.s.DB.DB.QueryRowContext(ctx, senderQuery, lookup)
 	}
 	err := row.Scan(&connID, &orgID, &projectID, &stored, &revoked, &lastUsed, &bindings, &number, &connName)
-	if isNoRows(err) {
-		hashEqual(hash, hash) // the same comparison as a found prefix costs
+	if dbutil.IsNoRows(err) {
+		tokens.HashEqual(hash, hash) // the same comparison as a found prefix costs
 		return nil, ErrUnauthorized
 	}
 	if err != nil {
 		return nil, fmt.Errorf("feed: resolve token: %w", err)
 	}
 	now := f.s.Now()
-	if !hashEqual(stored, hash) {
+	if !tokens.HashEqual(stored, hash) {
 		return nil, ErrUnauthorized
 	}
 	if revoked {

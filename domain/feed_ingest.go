@@ -130,7 +130,7 @@ func (f *Feed) requestCardRefreshes(ctx context.Context, ids []uuid.UUID) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	for _, id := range ids {
-		if err := queueCardRefresh(ctx, f.s, id); err != nil {
+		if err := QueueRefresh(ctx, f.s, id); err != nil {
 			f.s.Log.Warn("feed: card refresh not enqueued; the sweep will catch up", "project_id", id, "error", err)
 		}
 	}
@@ -250,7 +250,7 @@ func (f *Feed) storeGroup(ctx context.Context, projectID uuid.UUID, q *projectQu
 	}
 	if errors.Is(err, errSlowStore) || errors.Is(err, errCopyConflict) {
 		p := planBatch(group[0].snd, all, now)
-		err = f.s.inTx(sctx, func(ctx context.Context, tx bun.Tx) error { return f.storeBatch(ctx, tx, p) })
+		err = f.s.InTx(sctx, func(ctx context.Context, tx bun.Tx) error { return f.storeBatch(ctx, tx, p) })
 	}
 	for _, j := range group {
 		j.done <- err

@@ -1,6 +1,7 @@
 package domain
 
 import (
+	"anvil/domain/internal/dbutil"
 	"context"
 	"errors"
 	"fmt"
@@ -151,7 +152,7 @@ func (p *batchPlan) split() (updated, created []*group) {
 
 // incidentsStmt finds the incidents of keys; with forUpdate it locks them,
 // in key order.
-func incidentsStmt(projectID uuid.UUID, keys []groupKey, forUpdate bool) stmt {
+func incidentsStmt(projectID uuid.UUID, keys []groupKey, forUpdate bool) dbutil.Stmt {
 	envs, fps := make([]string, len(keys)), make([]string, len(keys))
 	for i, k := range keys {
 		envs[i], fps[i] = k.env, k.fp
@@ -162,26 +163,26 @@ func incidentsStmt(projectID uuid.UUID, keys []groupKey, forUpdate bool) stmt {
 	if forUpdate {
 		q += ` ORDER BY i.environment, i.fingerprint FOR UPDATE OF i`
 	}
-	return stmt{q, []any{pgUUID(projectID), envs, fps}}
+	return dbutil.Stmt{SQL: q, Args: []any{dbutil.PgUUID(projectID), envs, fps}}
 }
 
 // lockIDsStmt locks the incidents of gs by id, in key order (the order of
 // incidentsStmt's locks), reading their status. An incident deleted since
 // its id was learnt is missing from the answer — even if another of the
 // same fingerprint has taken its place.
-func lockIDsStmt(projectID uuid.UUID, gs []*group) stmt {
+func lockIDsStmt(projectID uuid.UUID, gs []*group) dbutil.Stmt {
 	ids := make([]pgtype.UUID, len(gs))
 	for i, g := range gs {
-		ids[i] = pgUUID(g.id)
+		ids[i] = dbutil.PgUUID(g.id)
 	}
-	return stmt{`SELECT id, environment, fingerprint, status FROM incidents
+	return dbutil.Stmt{SQL: `SELECT id, environment, fingerprint, status FROM incidents
 		WHERE project_id = $1 AND id = ANY($2::uuid[])
-		ORDER BY environment, fingerprint FOR UPDATE`, []any{pgUUID(projectID), ids}}
+		ORDER BY environment, fingerprint FOR UPDATE`, Args: []any{dbutil.PgUUID(projectID), ids}}
 }
 
 // scanIncidents marks the groups of the incidents found existing, with
 // their id and current status, and returns how many it found.
-func (p *batchPlan) scanIncidents(rows rowSource) (int, error) {
+func (p *batchPlan) scanIncidents(rows dbutil.RowSource) (int, error) {
 	n := 0
 	for rows.Next() {
 		var (
@@ -202,27 +203,27 @@ func (p *batchPlan) scanIncidents(rows rowSource) (int, error) {
 // createStmt creates the incidents of new groups at the status their
 // policy sends them to, returning the ids it created: a group whose id is
 // missing was created by another batch in the meantime.
-func (p *batchPlan) createStmt(gs []*group) stmt {
+func (p *batchPlan) createStmt(gs []*group) dbutil.Stmt {
 	n := len(gs)
 	ids := make([]pgtype.UUID, n)
 	envs, fps, titles, types, states, latest, rels := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
 	counts := make([]int64, n)
 	for i, g := range gs {
-		ids[i], envs[i], fps[i], titles[i], types[i] = pgUUID(g.id), g.env, g.fp, g.title, g.exType
+		ids[i], envs[i], fps[i], titles[i], types[i] = dbutil.PgUUID(g.id), g.env, g.fp, g.title, g.exType
 		states[i], latest[i], rels[i], counts[i] = PolicyTarget(g.policy), g.latest, g.release, g.n
 	}
-	return stmt{`INSERT INTO incidents
+	return dbutil.Stmt{SQL: `INSERT INTO incidents
 		(id, org_id, project_id, environment, fingerprint, title, exception_type, status, event_count,
 		 first_seen, last_seen, latest_event_id, release, created_at, updated_at)
 		SELECT u.id, $1, $2, u.e, u.f, u.t, u.x, u.s, u.n, $3, $3, u.l, u.r, $3, $3
 		FROM unnest($4::uuid[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[], $10::bigint[], $11::text[], $12::text[])
 		     AS u(id, e, f, t, x, s, n, l, r)
 		ON CONFLICT (project_id, environment, fingerprint) DO NOTHING
-		RETURNING id`, []any{pgUUID(p.snd.OrgID), pgUUID(p.snd.ProjectID), p.now, ids, envs, fps, titles, types, states, counts, latest, rels}}
+		RETURNING id`, Args: []any{dbutil.PgUUID(p.snd.OrgID), dbutil.PgUUID(p.snd.ProjectID), p.now, ids, envs, fps, titles, types, states, counts, latest, rels}}
 }
 
 // scanCreated returns the groups of gs that createStmt did not create.
-func scanCreated(rows rowSource, gs []*group) (map[*group]bool, error) {
+func scanCreated(rows dbutil.RowSource, gs []*group) (map[*group]bool, error) {
 	made := map[uuid.UUID]bool{}
 	for rows.Next() {
 		var id uuid.UUID
@@ -269,14 +270,14 @@ func policyTransition(g *group) []transition {
 // status read under the lock). A CLOSED incident that gets a new event
 // regressed: it reopens (TRIAGED, then the policy), and the transitions
 // say so. An IGNORED one, and every other status, only counts.
-func (p *batchPlan) updateStmt(gs []*group) (stmt, []transition) {
+func (p *batchPlan) updateStmt(gs []*group) (dbutil.Stmt, []transition) {
 	var trs []transition
 	n := len(gs)
 	ids := make([]pgtype.UUID, n)
 	latest, rels, states := make([]string, n), make([]string, n), make([]string, n)
 	counts := make([]int64, n)
 	for i, g := range gs {
-		ids[i], latest[i], rels[i], counts[i], states[i] = pgUUID(g.id), g.latest, g.release, g.n, g.status
+		ids[i], latest[i], rels[i], counts[i], states[i] = dbutil.PgUUID(g.id), g.latest, g.release, g.n, g.status
 		if g.status == IncidentClosed {
 			trs = append(trs, transition{incident: g.id, from: strPtr(IncidentClosed), to: IncidentTriaged, actor: ActorSystem,
 				reason: "regression: a new event arrived on a closed incident"})
@@ -284,27 +285,27 @@ func (p *batchPlan) updateStmt(gs []*group) (stmt, []transition) {
 			states[i] = PolicyTarget(g.policy)
 		}
 	}
-	return stmt{`UPDATE incidents AS i SET
+	return dbutil.Stmt{SQL: `UPDATE incidents AS i SET
 		event_count = i.event_count + u.n, last_seen = GREATEST(i.last_seen, $1), latest_event_id = u.l,
 		release = CASE WHEN u.r <> '' THEN u.r ELSE i.release END, status = u.s, updated_at = $1
 		FROM unnest($2::uuid[], $3::bigint[], $4::text[], $5::text[], $6::text[]) AS u(id, n, l, r, s)
-		WHERE i.id = u.id`, []any{p.now, ids, counts, latest, rels, states}}, trs
+		WHERE i.id = u.id`, Args: []any{p.now, ids, counts, latest, rels, states}}, trs
 }
 
 // transitionsStmt records trs; ORDER BY ord keeps the bigserial ids in
 // lifecycle order.
-func transitionsStmt(trs []transition, now time.Time) stmt {
+func transitionsStmt(trs []transition, now time.Time) dbutil.Stmt {
 	n := len(trs)
 	ids := make([]pgtype.UUID, n)
 	tos, actors, actorIDs, reasons := make([]string, n), make([]string, n), make([]string, n), make([]string, n)
 	froms := make([]*string, n)
 	for i, t := range trs {
-		ids[i], froms[i], tos[i], actors[i], actorIDs[i], reasons[i] = pgUUID(t.incident), t.from, t.to, t.actor, t.actorID, t.reason
+		ids[i], froms[i], tos[i], actors[i], actorIDs[i], reasons[i] = dbutil.PgUUID(t.incident), t.from, t.to, t.actor, t.actorID, t.reason
 	}
-	return stmt{`INSERT INTO incident_transitions (incident_id, from_status, to_status, actor_kind, actor_id, reason, at)
+	return dbutil.Stmt{SQL: `INSERT INTO incident_transitions (incident_id, from_status, to_status, actor_kind, actor_id, reason, at)
 		SELECT u.i, u.f, u.t, u.a, u.ai, u.r, $1
 		FROM unnest($2::uuid[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[]) WITH ORDINALITY AS u(i, f, t, a, ai, r, ord)
-		ORDER BY u.ord`, []any{now, ids, froms, tos, actors, actorIDs, reasons}}
+		ORDER BY u.ord`, Args: []any{now, ids, froms, tos, actors, actorIDs, reasons}}
 }
 
 // queued is the incidents trs move into QUEUED.
@@ -411,7 +412,7 @@ func (g *fastGroup) lookup(ctx context.Context) (copySQL string, err error) {
 		find := incidentsStmt(p.snd.ProjectID, missing, false)
 		b := &pgx.Batch{}
 		b.Queue("BEGIN")
-		b.Queue(find.sql, find.args...).Query(func(r pgx.Rows) error { _, err := p.scanIncidents(r); return err })
+		b.Queue(find.SQL, find.Args...).Query(func(r pgx.Rows) error { _, err := p.scanIncidents(r); return err })
 		if err := g.c.SendBatch(ctx, b).Close(); err != nil {
 			return "", fmt.Errorf("find incidents: %w", err)
 		}
@@ -437,7 +438,7 @@ func (g *fastGroup) copyEvents(ctx context.Context, copySQL string) error {
 		fresh[e.key] = true
 	}
 	if _, err := g.c.PgConn().CopyFrom(ctx, newCopyStream(rows), copySQL); err != nil {
-		if isUnique(err, "feed_events_dedupe_key") {
+		if dbutil.IsUnique(err, "feed_events_dedupe_key") {
 			return g.abandon(ctx, errCopyConflict)
 		}
 		return fmt.Errorf("copy events: %w", err)
@@ -458,11 +459,11 @@ func (g *fastGroup) lockAndCreate(ctx context.Context, updated, created []*group
 	)
 	if len(updated) > 0 {
 		lock := lockIDsStmt(p.snd.ProjectID, updated)
-		b.Queue(lock.sql, lock.args...).Query(func(r pgx.Rows) (err error) { locked, err = p.scanIncidents(r); return err })
+		b.Queue(lock.SQL, lock.Args...).Query(func(r pgx.Rows) (err error) { locked, err = p.scanIncidents(r); return err })
 	}
 	if len(created) > 0 {
 		create := p.createStmt(created)
-		b.Queue(create.sql, create.args...).Query(func(r pgx.Rows) (err error) { lost, err = scanCreated(r, created); return err })
+		b.Queue(create.SQL, create.Args...).Query(func(r pgx.Rows) (err error) { lost, err = scanCreated(r, created); return err })
 	}
 	if err := g.c.SendBatch(ctx, b).Close(); err != nil {
 		return fmt.Errorf("lock and create incidents: %w", err)
@@ -485,7 +486,7 @@ func (g *fastGroup) commit(ctx context.Context, updated, created []*group) error
 	for _, gr := range created {
 		trs = append(trs, newIncidentTransitions(gr)...)
 	}
-	var update stmt
+	var update dbutil.Stmt
 	if len(updated) > 0 {
 		var reopened []transition
 		update, reopened = p.updateStmt(updated)
@@ -494,28 +495,28 @@ func (g *fastGroup) commit(ctx context.Context, updated, created []*group) error
 	if g.f.OnQueued != nil && len(queued(trs)) > 0 {
 		return g.abandon(ctx, errSlowStore)
 	}
-	if err := g.f.s.enqueueAlertsFast(ctx, g.c, feedAlertCauses(p.snd, trs)); err != nil {
+	if err := g.f.s.EnqueueAlertsFast(ctx, g.c, feedAlertCauses(p.snd, trs)); err != nil {
 		if errors.Is(err, ErrNoFastJobs) {
 			err = errSlowStore
 		}
 		return g.abandon(ctx, err)
 	}
-	return g.f.s.publishAfter(ctx, func(ctx context.Context) error {
+	return g.f.s.PublishAfter(ctx, func(ctx context.Context) error {
 		b := &pgx.Batch{}
 		if len(updated) > 0 {
-			b.Queue(update.sql, update.args...)
+			b.Queue(update.SQL, update.Args...)
 		}
 		if len(trs) > 0 {
 			st := transitionsStmt(trs, p.now)
-			b.Queue(st.sql, st.args...)
+			b.Queue(st.SQL, st.Args...)
 			// New incidents and moves change the card; counts do not.
-			b.Queue(bumpCardVersionSQL, pgUUID(p.snd.ProjectID), p.now)
+			b.Queue(BumpVersionSQL, dbutil.PgUUID(p.snd.ProjectID), p.now)
 		}
 		b.Queue("COMMIT")
 		if err := g.c.SendBatch(ctx, b).Close(); err != nil {
 			return fmt.Errorf("count and commit: %w", err)
 		}
-		return notify(ctx, nil, liveNotice(p.snd))
+		return Notify(ctx, nil, liveNotice(p.snd))
 	})
 }
 
@@ -587,8 +588,8 @@ var errCopyConflict = errors.New("feed: the group holds an event already stored"
 // after the lookup gets the events chosen for it; a repair is requested for
 // every incident the policy queues.
 func (f *Feed) storeBatch(ctx context.Context, tx bun.Tx, p *batchPlan) error {
-	q := func(st stmt, scan func(rowSource) error) error {
-		rows, err := tx.Tx.QueryContext(ctx, st.sql, st.args...)
+	q := func(st dbutil.Stmt, scan func(dbutil.RowSource) error) error {
+		rows, err := tx.Tx.QueryContext(ctx, st.SQL, st.Args...)
 		if err != nil {
 			return err
 		}
@@ -599,7 +600,7 @@ func (f *Feed) storeBatch(ctx context.Context, tx bun.Tx, p *batchPlan) error {
 		return rows.Err()
 	}
 	find := incidentsStmt(p.snd.ProjectID, p.keys, false)
-	if err := q(find, func(r rowSource) error { _, err := p.scanIncidents(r); return err }); err != nil {
+	if err := q(find, func(r dbutil.RowSource) error { _, err := p.scanIncidents(r); return err }); err != nil {
 		return fmt.Errorf("find incidents: %w", err)
 	}
 	if f.afterLookup != nil {
@@ -621,7 +622,7 @@ func (f *Feed) storeBatch(ctx context.Context, tx bun.Tx, p *batchPlan) error {
 	var trs []transition
 	var lost map[*group]bool
 	if len(created) > 0 {
-		if err := q(p.createStmt(created), func(r rowSource) (err error) { lost, err = scanCreated(r, created); return err }); err != nil {
+		if err := q(p.createStmt(created), func(r dbutil.RowSource) (err error) { lost, err = scanCreated(r, created); return err }); err != nil {
 			return fmt.Errorf("create incidents: %w", err)
 		}
 	}
@@ -646,7 +647,7 @@ func (f *Feed) storeBatch(ctx context.Context, tx bun.Tx, p *batchPlan) error {
 		}
 		for _, g := range regroup {
 			if _, err := tx.Tx.ExecContext(ctx, `UPDATE feed_events SET incident_id = $1 WHERE org_id = $2 AND incident_id = $3`,
-				pgUUID(g.id), pgUUID(p.snd.OrgID), pgUUID(old[g])); err != nil {
+				dbutil.PgUUID(g.id), dbutil.PgUUID(p.snd.OrgID), dbutil.PgUUID(old[g])); err != nil {
 				return fmt.Errorf("regroup events: %w", err)
 			}
 		}
@@ -654,18 +655,18 @@ func (f *Feed) storeBatch(ctx context.Context, tx bun.Tx, p *batchPlan) error {
 	}
 	if len(updated) > 0 {
 		update, reopened := p.updateStmt(updated)
-		if _, err := tx.Tx.ExecContext(ctx, update.sql, update.args...); err != nil {
+		if _, err := tx.Tx.ExecContext(ctx, update.SQL, update.Args...); err != nil {
 			return fmt.Errorf("update incidents: %w", err)
 		}
 		trs = append(trs, reopened...)
 	}
 	if len(trs) > 0 {
 		st := transitionsStmt(trs, p.now)
-		if _, err := tx.Tx.ExecContext(ctx, st.sql, st.args...); err != nil {
+		if _, err := tx.Tx.ExecContext(ctx, st.SQL, st.Args...); err != nil {
 			return fmt.Errorf("insert transitions: %w", err)
 		}
 	}
-	if err := f.s.enqueueAlerts(ctx, tx, feedAlertCauses(p.snd, trs)); err != nil {
+	if err := f.s.EnqueueAlerts(ctx, tx, feedAlertCauses(p.snd, trs)); err != nil {
 		return err
 	}
 	if ids := queued(trs); f.OnQueued != nil && len(ids) > 0 {
@@ -676,11 +677,11 @@ func (f *Feed) storeBatch(ctx context.Context, tx bun.Tx, p *batchPlan) error {
 	if len(trs) > 0 {
 		// New incidents and moves change the card; counts do not. Last,
 		// so the project's change row is held as briefly as possible.
-		if _, err := tx.Tx.ExecContext(ctx, bumpCardVersionSQL, pgUUID(p.snd.ProjectID), p.now); err != nil {
+		if _, err := tx.Tx.ExecContext(ctx, BumpVersionSQL, dbutil.PgUUID(p.snd.ProjectID), p.now); err != nil {
 			return fmt.Errorf("count the card change: %w", err)
 		}
 	}
-	if err := notify(ctx, tx, liveNotice(p.snd)); err != nil {
+	if err := Notify(ctx, tx, liveNotice(p.snd)); err != nil {
 		return fmt.Errorf("notify: %w", err)
 	}
 	return nil
@@ -691,11 +692,11 @@ func (f *Feed) storeBatch(ctx context.Context, tx bun.Tx, p *batchPlan) error {
 // otherwise whichever incidents now hold their fingerprints. One deleted
 // since the lookup fails the group: the sender resends it, and the resend
 // finds no incident and creates one.
-func (p *batchPlan) lockCounted(q func(stmt, func(rowSource) error) error, gs []*group, byID bool) error {
+func (p *batchPlan) lockCounted(q func(dbutil.Stmt, func(dbutil.RowSource) error) error, gs []*group, byID bool) error {
 	if len(gs) == 0 {
 		return nil
 	}
-	var lock stmt
+	var lock dbutil.Stmt
 	if byID {
 		lock = lockIDsStmt(p.snd.ProjectID, gs)
 	} else {
@@ -709,7 +710,7 @@ func (p *batchPlan) lockCounted(q func(stmt, func(rowSource) error) error, gs []
 	for _, g := range gs {
 		g.existing = false
 	}
-	if err := q(lock, func(r rowSource) error { _, err := p.scanIncidents(r); return err }); err != nil {
+	if err := q(lock, func(r dbutil.RowSource) error { _, err := p.scanIncidents(r); return err }); err != nil {
 		return fmt.Errorf("lock incidents: %w", err)
 	}
 	for _, g := range gs {
@@ -729,15 +730,15 @@ func (p *batchPlan) insertEvents(ctx context.Context, tx bun.Tx) (map[string]boo
 	occurred := make([]time.Time, n)
 	for j, i := range p.order {
 		e := &p.evs[i]
-		ks[j], envs[j], fps[j], payloads[j], occurred[j], conns[j] = e.key, e.ev.Environment, e.fp, e.row.payload(), e.ev.Timestamp, pgUUID(e.conn)
-		ids[j] = pgUUID(p.groupOf(e).id)
+		ks[j], envs[j], fps[j], payloads[j], occurred[j], conns[j] = e.key, e.ev.Environment, e.fp, e.row.payload(), e.ev.Timestamp, dbutil.PgUUID(e.conn)
+		ids[j] = dbutil.PgUUID(p.groupOf(e).id)
 	}
 	rows, err := tx.Tx.QueryContext(ctx, `INSERT INTO feed_events (`+strings.Join(feedEventColumns, ", ")+`)
 		SELECT $1, u.k, $2, u.c, u.e, u.f, u.i, $3, u.o, u.p::jsonb
 		FROM unnest($4::text[], $5::text[], $6::text[], $7::uuid[], $8::timestamptz[], $9::text[], $10::uuid[]) AS u(k, e, f, i, o, p, c)
 		ON CONFLICT (org_id, event_id_key) DO NOTHING
 		RETURNING event_id_key`,
-		pgUUID(p.snd.OrgID), pgUUID(p.snd.ProjectID), p.now, ks, envs, fps, ids, occurred, payloads, conns)
+		dbutil.PgUUID(p.snd.OrgID), dbutil.PgUUID(p.snd.ProjectID), p.now, ks, envs, fps, ids, occurred, payloads, conns)
 	if err != nil {
 		return nil, fmt.Errorf("insert events: %w", err)
 	}

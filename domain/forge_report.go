@@ -16,7 +16,7 @@ func (q *Queue) enqueueStatusTx(ctx context.Context, tx bun.Tx, r *Run) error {
 	if r.CommitSHA == nil {
 		return nil
 	}
-	if err := q.s.insertJob(ctx, tx, ReportStatusArgs{RunID: r.ID, Status: r.Status()}); err != nil {
+	if err := q.s.InsertJob(ctx, tx, ReportStatusArgs{RunID: r.ID, Status: r.Status()}); err != nil {
 		return fmt.Errorf("run %s: %w", r.ID, err)
 	}
 	return nil
@@ -34,10 +34,10 @@ func (q *Queue) enqueueStatusesTx(ctx context.Context, tx bun.Tx, runs []*Run, p
 	if len(params) == 0 {
 		return nil
 	}
-	if q.s.jobs == nil {
+	if q.s.Jobs() == nil {
 		return fmt.Errorf("domain: no job inserter configured for report_status")
 	}
-	if _, err := q.s.jobs.InsertManyTx(ctx, tx.Tx, params); err != nil {
+	if _, err := q.s.Jobs().InsertManyTx(ctx, tx.Tx, params); err != nil {
 		return fmt.Errorf("enqueue status reports: %w", err)
 	}
 	return nil

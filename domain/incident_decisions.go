@@ -1,6 +1,7 @@
 package domain
 
 import (
+	"anvil/domain/internal/dbutil"
 	"context"
 	"encoding/json"
 	"errors"
@@ -143,7 +144,7 @@ func (in *Incidents) move(ctx context.Context, tx bun.Tx, inc *Incident, m moveS
 		VALUES (?, ?, ?, ?, ?, ?, ?)`, inc.ID, from, m.to, m.actor, m.actorID, m.reason, now).Exec(ctx); err != nil {
 		return fmt.Errorf("incidents: record transition of %s: %w", inc.ID, err)
 	}
-	if err := in.s.enqueueAlerts(ctx, tx, moveAlertCause(inc, m.to)); err != nil {
+	if err := in.s.EnqueueAlerts(ctx, tx, moveAlertCause(inc, m.to)); err != nil {
 		return err
 	}
 	return in.changed(ctx, tx, inc)
@@ -154,10 +155,10 @@ func (in *Incidents) move(ctx context.Context, tx bun.Tx, inc *Incident, m moveS
 func (in *Incidents) changed(ctx context.Context, tx bun.Tx, inc *Incident) error {
 	b, _ := json.Marshal(map[string]any{"kind": "incident", "org_id": inc.OrgID, "project_id": inc.ProjectID,
 		"incident_id": inc.ID, "status": inc.Status})
-	if err := notify(ctx, tx, string(b)); err != nil {
+	if err := Notify(ctx, tx, string(b)); err != nil {
 		return fmt.Errorf("incidents: notify: %w", err)
 	}
-	return EnqueueCardRefresh(ctx, in.s, tx, inc.ProjectID)
+	return EnqueueRefresh(ctx, in.s, tx, inc.ProjectID)
 }
 
 // refusal is the 409 of a move the table does not allow, worded for people.
@@ -174,7 +175,7 @@ func refusal(from, to string) error {
 func lockIncident(ctx context.Context, tx bun.Tx, id uuid.UUID) (*Incident, error) {
 	inc := new(Incident)
 	err := tx.NewSelect().Model(inc).Where("id = ?", id).For("UPDATE").Scan(ctx)
-	if isNoRows(err) {
+	if dbutil.IsNoRows(err) {
 		return nil, NotFound("incident")
 	}
 	if err != nil {
@@ -191,7 +192,7 @@ func (in *Incidents) withIncident(ctx context.Context, orgID *uuid.UUID, id uuid
 		q = q.Where("org_id = ?", *orgID)
 	}
 	if err := q.Scan(ctx, &projectID); err != nil {
-		if isNoRows(err) {
+		if dbutil.IsNoRows(err) {
 			return NotFound("incident")
 		}
 		return fmt.Errorf("incidents: find %s: %w", id, err)
@@ -216,7 +217,7 @@ func (in *Incidents) Decide(ctx context.Context, pr *Principal, id uuid.UUID, de
 	if !ok {
 		return nil, Invalid("unknown_decision", "decision must be one of approve, ignore, close, reopen")
 	}
-	if err := requireRole(pr, RoleMember); err != nil {
+	if err := RequireRole(pr, RoleMember); err != nil {
 		return nil, err
 	}
 	var out *Incident
@@ -241,7 +242,7 @@ func (in *Incidents) Decide(ctx context.Context, pr *Principal, id uuid.UUID, de
 		// still waits in the queue (the incident has moved first, so the
 		// run's end does not move it again).
 		if pending != nil && (decision == DecisionClose || decision == DecisionIgnore) {
-			if _, err := in.queue.cancelQueuedTx(ctx, tx, p, *pending, "incident_"+decision+"d"); err != nil {
+			if _, err := in.queue.CancelQueuedTx(ctx, tx, p, *pending, "incident_"+decision+"d"); err != nil {
 				return fmt.Errorf("withdraw repair run: %w", err)
 			}
 		}
@@ -296,7 +297,7 @@ func (in *Incidents) DecideMany(ctx context.Context, pr *Principal, ids []uuid.U
 	if len(ids) > 200 {
 		return res, Invalid("too_many_incidents", "at most 200 incidents at once")
 	}
-	if err := requireRole(pr, RoleMember); err != nil {
+	if err := RequireRole(pr, RoleMember); err != nil {
 		return res, err
 	}
 	for _, id := range ids {

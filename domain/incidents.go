@@ -1,6 +1,7 @@
 package domain
 
 import (
+	"anvil/domain/internal/dbutil"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -200,7 +201,7 @@ func (in *Incidents) List(ctx context.Context, orgID uuid.UUID, f IncidentFilter
 func (in *Incidents) Get(ctx context.Context, orgID, id uuid.UUID) (*Incident, error) {
 	inc := new(Incident)
 	err := in.s.DB.NewSelect().Model(inc).Where("id = ? AND org_id = ?", id, orgID).Scan(ctx)
-	if isNoRows(err) {
+	if dbutil.IsNoRows(err) {
 		return nil, NotFound("incident")
 	}
 	if err != nil {
@@ -368,7 +369,7 @@ func (in *Incidents) RepairInputFor(ctx context.Context, run *Run) (*Incident, [
 	ri := RepairInput{Incident: inc.View(), LatestEvent: json.RawMessage("null")}
 	var payload string
 	err = in.s.DB.NewRaw(`SELECT payload FROM feed_events WHERE incident_id = ? ORDER BY received_at DESC LIMIT 1`, inc.ID).Scan(ctx, &payload)
-	if err != nil && !isNoRows(err) {
+	if err != nil && !dbutil.IsNoRows(err) {
 		return nil, nil, fmt.Errorf("incidents: latest event: %w", err)
 	}
 	if len(payload) > 0 {
@@ -381,14 +382,14 @@ func (in *Incidents) RepairInputFor(ctx context.Context, run *Run) (*Incident, [
 // RequestRepairs is the ingest's Feed.OnQueued hook: one dispatch job per
 // incident the `auto` policy moved to QUEUED, in the ingest's transaction.
 func (in *Incidents) RequestRepairs(ctx context.Context, tx bun.Tx, projectID uuid.UUID, ids []uuid.UUID) error {
-	if in.s.jobs == nil {
+	if in.s.Jobs() == nil {
 		return fmt.Errorf("domain: no job inserter configured")
 	}
 	params := make([]river.InsertManyParams, 0, len(ids))
 	for _, id := range ids {
 		params = append(params, river.InsertManyParams{Args: DispatchRepairArgs{IncidentID: id}})
 	}
-	if _, err := in.s.jobs.InsertManyTx(ctx, tx.Tx, params); err != nil {
+	if _, err := in.s.Jobs().InsertManyTx(ctx, tx.Tx, params); err != nil {
 		return fmt.Errorf("incidents: request repairs for %s: %w", projectID, err)
 	}
 	return nil

@@ -562,7 +562,7 @@ func TestCardRefreshReadsAChangeCommittedWhileItRan(t *testing.T) {
 	if _, err := tx.ExecContext(ctx, `UPDATE incidents SET status = ? WHERE id = ?`, domain.IncidentPROpen, inc.ID); err != nil {
 		t.Fatal(err)
 	}
-	if err := domain.EnqueueCardRefresh(ctx, ib.store, tx, ib.proj.ID); err != nil {
+	if err := domain.EnqueueRefresh(ctx, ib.store, tx, ib.proj.ID); err != nil {
 		t.Fatal(err)
 	}
 	// The waiting job starts now, before the change commits.

@@ -1,6 +1,8 @@
 package domain
 
 import (
+	"anvil/domain/internal/dbutil"
+	"anvil/domain/internal/tokens"
 	"context"
 	"crypto/sha256"
 	"fmt"
@@ -20,7 +22,7 @@ const InvitationTokenPrefix = "anv_inv_"
 
 // ErrInvitationInvalid is the one refusal of an unknown, expired, used or
 // revoked invitation: which of them it was is nobody's business (no oracle).
-var ErrInvitationInvalid = newError(ErrNotFound, "invitation_invalid", "this invitation is no longer valid")
+var ErrInvitationInvalid = NewError(ErrNotFound, "invitation_invalid", "this invitation is no longer valid")
 
 // Invitation is a pending (or past) invitation as listed; never its token.
 type Invitation struct {
@@ -52,7 +54,7 @@ func invitationHash(token string) []byte {
 // role and returns the invitation and its token, which exists in plaintext
 // only in this return value. Role rules are ChangeRole's.
 func (a *Accounts) CreateInvitation(ctx context.Context, p *Principal, email, role string) (*Invitation, string, error) {
-	if err := requireRole(p, RoleAdmin); err != nil {
+	if err := RequireRole(p, RoleAdmin); err != nil {
 		return nil, "", err
 	}
 	email, err := validateEmail(email)
@@ -66,10 +68,10 @@ func (a *Accounts) CreateInvitation(ctx context.Context, p *Principal, email, ro
 	if !managedByAdmin(role) && !p.AtLeast(RoleOwner) {
 		return nil, "", Forbidden("only an owner may invite an owner or an admin")
 	}
-	tok := InvitationTokenPrefix + randomBase62(tokenRandomLen)
+	tok := InvitationTokenPrefix + tokens.RandomBase62(tokens.RandomLen)
 	now := a.s.Now()
 	inv := &Invitation{ID: uuid.New(), Email: email, Role: role, InvitedBy: p.Email, CreatedAt: now, ExpiresAt: now.Add(InvitationTTL)}
-	err = a.s.inTx(ctx, func(ctx context.Context, tx bun.Tx) error {
+	err = a.s.InTx(ctx, func(ctx context.Context, tx bun.Tx) error {
 		var member bool
 		if err := tx.NewRaw(`SELECT EXISTS (SELECT 1 FROM memberships m JOIN users u ON u.id = m.user_id
 			WHERE m.org_id = ? AND lower(u.email) = lower(?))`, p.OrgID, email).Scan(ctx, &member); err != nil {
@@ -82,7 +84,7 @@ func (a *Accounts) CreateInvitation(ctx context.Context, p *Principal, email, ro
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?)`, inv.ID, p.OrgID, email, role, invitationHash(tok), p.UserID, now, inv.ExpiresAt).Exec(ctx); err != nil {
 			return fmt.Errorf("invitation: create: %w", err)
 		}
-		return recordAudit(ctx, tx, p, AuditInvitationCreated, email, map[string]any{"role": role, "invitation_id": inv.ID.String()})
+		return RecordAudit(ctx, tx, p, AuditInvitationCreated, email, map[string]any{"role": role, "invitation_id": inv.ID.String()})
 	})
 	if err != nil {
 		return nil, "", err
@@ -93,7 +95,7 @@ func (a *Accounts) CreateInvitation(ctx context.Context, p *Principal, email, ro
 // ListInvitations lists the organisation's pending invitations (not used,
 // not revoked, not expired), the newest first.
 func (a *Accounts) ListInvitations(ctx context.Context, p *Principal) ([]Invitation, error) {
-	if err := requireRole(p, RoleAdmin); err != nil {
+	if err := RequireRole(p, RoleAdmin); err != nil {
 		return nil, err
 	}
 	out := []Invitation{}
@@ -118,20 +120,20 @@ func (a *Accounts) ListInvitations(ctx context.Context, p *Principal) ([]Invitat
 
 // RevokeInvitation makes a pending invitation's link useless at once.
 func (a *Accounts) RevokeInvitation(ctx context.Context, p *Principal, id uuid.UUID) error {
-	if err := requireRole(p, RoleAdmin); err != nil {
+	if err := RequireRole(p, RoleAdmin); err != nil {
 		return err
 	}
-	return a.s.inTx(ctx, func(ctx context.Context, tx bun.Tx) error {
+	return a.s.InTx(ctx, func(ctx context.Context, tx bun.Tx) error {
 		var email, role string
 		err := tx.NewRaw(`UPDATE invitations SET revoked_at = ? WHERE id = ? AND org_id = ?
 			AND used_at IS NULL AND revoked_at IS NULL RETURNING email, role`, a.s.Now(), id, p.OrgID).Scan(ctx, &email, &role)
-		if isNoRows(err) {
+		if dbutil.IsNoRows(err) {
 			return NotFound("pending invitation")
 		}
 		if err != nil {
 			return fmt.Errorf("invitation: revoke: %w", err)
 		}
-		return recordAudit(ctx, tx, p, AuditInvitationRevoked, email, map[string]any{"role": role, "invitation_id": id.String()})
+		return RecordAudit(ctx, tx, p, AuditInvitationRevoked, email, map[string]any{"role": role, "invitation_id": id.String()})
 	})
 }
 
@@ -147,7 +149,7 @@ type invitationRow struct {
 // loadInvitation finds a usable invitation by token (locked when tx is a
 // transaction); anything else is ErrInvitationInvalid.
 func (a *Accounts) loadInvitation(ctx context.Context, db bun.IDB, token string, lock bool) (*invitationRow, error) {
-	if len(token) != len(InvitationTokenPrefix)+tokenRandomLen || !strings.HasPrefix(token, InvitationTokenPrefix) {
+	if len(token) != len(InvitationTokenPrefix)+tokens.RandomLen || !strings.HasPrefix(token, InvitationTokenPrefix) {
 		return nil, ErrInvitationInvalid
 	}
 	q := `SELECT i.id, i.org_id, o.name, i.email, i.role, i.expires_at FROM invitations i JOIN organizations o ON o.id = i.org_id
@@ -157,7 +159,7 @@ func (a *Accounts) loadInvitation(ctx context.Context, db bun.IDB, token string,
 	}
 	r := new(invitationRow)
 	err := db.NewRaw(q, invitationHash(token), a.s.Now()).Scan(ctx, &r.ID, &r.OrgID, &r.OrgName, &r.Email, &r.Role, &r.Expires)
-	if isNoRows(err) {
+	if dbutil.IsNoRows(err) {
 		return nil, ErrInvitationInvalid
 	}
 	if err != nil {
@@ -193,10 +195,10 @@ func useInvitation(ctx context.Context, tx bun.Tx, r *invitationRow, userID uuid
 	if _, err := tx.NewRaw(`UPDATE invitations SET used_at = ?, used_by = ? WHERE id = ?`, now, userID, r.ID).Exec(ctx); err != nil {
 		return fmt.Errorf("invitation: mark used: %w", err)
 	}
-	if err := recordAuditIn(ctx, tx, r.OrgID, &userID, r.Email, AuditInvitationUsed, r.Email, map[string]any{"role": r.Role, "invitation_id": r.ID.String()}); err != nil {
+	if err := RecordAuditIn(ctx, tx, r.OrgID, &userID, r.Email, AuditInvitationUsed, r.Email, map[string]any{"role": r.Role, "invitation_id": r.ID.String()}); err != nil {
 		return err
 	}
-	return recordAuditIn(ctx, tx, r.OrgID, &userID, r.Email, AuditMemberAdded, r.Email, map[string]any{"role": r.Role, "via": "invitation"})
+	return RecordAuditIn(ctx, tx, r.OrgID, &userID, r.Email, AuditMemberAdded, r.Email, map[string]any{"role": r.Role, "via": "invitation"})
 }
 
 // AcceptInvitationNew lets a person without an anvil account accept: it
@@ -218,14 +220,14 @@ func (a *Accounts) AcceptInvitationNew(ctx context.Context, token, name, passwor
 		return "", err
 	}
 	var cookie string
-	err = a.s.inTx(ctx, func(ctx context.Context, tx bun.Tx) error {
+	err = a.s.InTx(ctx, func(ctx context.Context, tx bun.Tx) error {
 		r, err := a.loadInvitation(ctx, tx, token, true)
 		if err != nil {
 			return err
 		}
 		u := &User{Email: r.Email, Name: name, PasswordHash: hash}
 		if _, err := tx.NewInsert().Model(u).Returning("*").Exec(ctx); err != nil {
-			if isUnique(err, "") {
+			if dbutil.IsUnique(err, "") {
 				return Conflict("account_exists", "%s already has an anvil account: log in as that email to join", r.Email)
 			}
 			return fmt.Errorf("invitation: create user: %w", err)
@@ -242,7 +244,7 @@ func (a *Accounts) AcceptInvitationNew(ctx context.Context, token, name, passwor
 // AcceptInvitationAsUser lets a signed-in person whose email is the
 // invited one join; their session moves to the new organisation.
 func (a *Accounts) AcceptInvitationAsUser(ctx context.Context, p *Principal, token string) error {
-	return a.s.inTx(ctx, func(ctx context.Context, tx bun.Tx) error {
+	return a.s.InTx(ctx, func(ctx context.Context, tx bun.Tx) error {
 		r, err := a.loadInvitation(ctx, tx, token, true)
 		if err != nil {
 			return err

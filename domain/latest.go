@@ -22,7 +22,7 @@ func (q *Queue) SetLatestResolver(r LatestResolver) { q.latest = r }
 // good by hand. The commit is resolved before the queue is touched, so a
 // forge that does not answer changes nothing.
 func (q *Queue) AcceptLatest(ctx context.Context, pr *Principal, projectID uuid.UUID) (*Run, error) {
-	if err := requireRole(pr, RoleMember); err != nil {
+	if err := RequireRole(pr, RoleMember); err != nil {
 		return nil, err
 	}
 	p, err := NewProjects(q.s).Get(ctx, pr.OrgID, projectID)

@@ -190,12 +190,12 @@ func (w *LogWriter) flush(ctx context.Context, final bool) error {
 	text := strings.ToValidUTF8(string(body[:len(body)-keep]), "\uFFFD")
 	text = strings.ReplaceAll(text, "\x00", "")
 	seq := w.seq + 1
-	err := w.l.s.inTx(ctx, func(ctx context.Context, tx bun.Tx) error {
+	err := w.l.s.InTx(ctx, func(ctx context.Context, tx bun.Tx) error {
 		if _, err := tx.NewRaw(`INSERT INTO run_log_chunks (run_id, seq, body) VALUES (?, ?, ?)`, w.run.ID, seq, text).Exec(ctx); err != nil {
 			return err
 		}
 		ev, _ := json.Marshal(LiveEvent{Kind: "log", OrgID: w.run.OrgID, ProjectID: w.run.ProjectID, RunID: w.run.ID})
-		return notify(ctx, tx, string(ev))
+		return Notify(ctx, tx, string(ev))
 	})
 	if err != nil {
 		w.err = fmt.Errorf("store log of run %s: %w", w.run.ID, err)

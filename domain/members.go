@@ -1,6 +1,7 @@
 package domain
 
 import (
+	"anvil/domain/internal/dbutil"
 	"context"
 	"fmt"
 	"time"
@@ -54,7 +55,7 @@ func lockMembers(ctx context.Context, tx bun.Tx, orgID, userID uuid.UUID) (role,
 	}
 	err = tx.NewRaw(`SELECT m.role, u.email FROM memberships m JOIN users u ON u.id = m.user_id
 		WHERE m.org_id = ? AND m.user_id = ?`, orgID, userID).Scan(ctx, &role, &email)
-	if isNoRows(err) {
+	if dbutil.IsNoRows(err) {
 		return "", "", NotFound("member")
 	}
 	if err != nil {
@@ -79,7 +80,7 @@ var errLastOwner = Conflict("last_owner", "the organisation's last owner can be 
 // viewers; only an owner makes or unmakes an owner; nobody changes their
 // own role; the last owner stays an owner.
 func (a *Accounts) ChangeRole(ctx context.Context, p *Principal, userID uuid.UUID, role string) error {
-	if err := requireRole(p, RoleAdmin); err != nil {
+	if err := RequireRole(p, RoleAdmin); err != nil {
 		return err
 	}
 	if !ValidRole(role) {
@@ -88,7 +89,7 @@ func (a *Accounts) ChangeRole(ctx context.Context, p *Principal, userID uuid.UUI
 	if userID == p.UserID {
 		return Forbidden("nobody changes their own role; ask another owner or admin")
 	}
-	return a.s.inTx(ctx, func(ctx context.Context, tx bun.Tx) error {
+	return a.s.InTx(ctx, func(ctx context.Context, tx bun.Tx) error {
 		old, email, err := lockMembers(ctx, tx, p.OrgID, userID)
 		if err != nil {
 			return err
@@ -109,7 +110,7 @@ func (a *Accounts) ChangeRole(ctx context.Context, p *Principal, userID uuid.UUI
 		if _, err := tx.NewRaw(`UPDATE memberships SET role = ? WHERE org_id = ? AND user_id = ?`, role, p.OrgID, userID).Exec(ctx); err != nil {
 			return fmt.Errorf("members: change role: %w", err)
 		}
-		return recordAudit(ctx, tx, p, AuditMemberRoleChanged, email, map[string]any{"from": old, "to": role})
+		return RecordAudit(ctx, tx, p, AuditMemberRoleChanged, email, map[string]any{"from": old, "to": role})
 	})
 }
 
@@ -119,11 +120,11 @@ func (a *Accounts) ChangeRole(ctx context.Context, p *Principal, userID uuid.UUI
 func (a *Accounts) RemoveMember(ctx context.Context, p *Principal, userID uuid.UUID) error {
 	self := p != nil && userID == p.UserID
 	if !self {
-		if err := requireRole(p, RoleAdmin); err != nil {
+		if err := RequireRole(p, RoleAdmin); err != nil {
 			return err
 		}
 	}
-	return a.s.inTx(ctx, func(ctx context.Context, tx bun.Tx) error {
+	return a.s.InTx(ctx, func(ctx context.Context, tx bun.Tx) error {
 		old, email, err := lockMembers(ctx, tx, p.OrgID, userID)
 		if err != nil {
 			return err
@@ -148,7 +149,7 @@ func (a *Accounts) RemoveMember(ctx context.Context, p *Principal, userID uuid.U
 		if self {
 			detail["left"] = true
 		}
-		return recordAudit(ctx, tx, p, AuditMemberRemoved, email, detail)
+		return RecordAudit(ctx, tx, p, AuditMemberRemoved, email, detail)
 	})
 }
 

@@ -1,6 +1,8 @@
 package domain
 
 import (
+	"anvil/domain/internal/dbutil"
+	"anvil/domain/internal/tokens"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -19,7 +21,7 @@ const PasswordResetTTL = time.Hour
 const PasswordResetPrefix = "anv_rst_"
 
 // ErrResetInvalid is the one refusal of an unknown, expired or used reset link.
-var ErrResetInvalid = newError(ErrNotFound, "reset_invalid", "this password reset link is no longer valid; ask your operator for a new one")
+var ErrResetInvalid = NewError(ErrNotFound, "reset_invalid", "this password reset link is no longer valid; ask your operator for a new one")
 
 // unusablePassword is stored while a reset is pending: no password matches it.
 const unusablePassword = "!reset"
@@ -51,11 +53,11 @@ func (a *Accounts) Rename(ctx context.Context, p *Principal, name string) error 
 // person's password matters to each of them.
 func auditEveryOrg(ctx context.Context, tx bun.IDB, userID uuid.UUID, actorID *uuid.UUID, actorEmail, kind, target string) error {
 	var orgs []uuid.UUID
-	if err := tx.NewRaw(`SELECT org_id FROM memberships WHERE user_id = ?`, userID).Scan(ctx, &orgs); err != nil && !isNoRows(err) {
+	if err := tx.NewRaw(`SELECT org_id FROM memberships WHERE user_id = ?`, userID).Scan(ctx, &orgs); err != nil && !dbutil.IsNoRows(err) {
 		return fmt.Errorf("audit orgs: %w", err)
 	}
 	for _, o := range orgs {
-		if err := recordAuditIn(ctx, tx, o, actorID, actorEmail, kind, target, nil); err != nil {
+		if err := RecordAuditIn(ctx, tx, o, actorID, actorEmail, kind, target, nil); err != nil {
 			return err
 		}
 	}
@@ -82,7 +84,7 @@ func (a *Accounts) ChangePassword(ctx context.Context, p *Principal, current, ne
 	if err != nil {
 		return err
 	}
-	return a.s.inTx(ctx, func(ctx context.Context, tx bun.Tx) error {
+	return a.s.InTx(ctx, func(ctx context.Context, tx bun.Tx) error {
 		res, err := tx.NewRaw(`UPDATE users SET password_hash = ? WHERE id = ? AND password_hash = ?`, hash, p.UserID, old).Exec(ctx)
 		if err != nil {
 			return fmt.Errorf("password: update: %w", err)
@@ -130,7 +132,7 @@ func (a *Accounts) Sessions(ctx context.Context, p *Principal) ([]SessionInfo, e
 		if err := rows.Scan(&id, &s.OrgName, &s.CreatedAt, &s.ExpiresAt); err != nil {
 			return nil, err
 		}
-		s.ID, s.Current = sessionHandle(id), p.SessionID != nil && hashEqual(id, p.SessionID)
+		s.ID, s.Current = sessionHandle(id), p.SessionID != nil && tokens.HashEqual(id, p.SessionID)
 		out = append(out, s)
 	}
 	return out, rows.Err()
@@ -220,9 +222,9 @@ func (a *Accounts) CreateOrganization(ctx context.Context, p *Principal, slug, n
 		return nil, Invalid("invalid_name", "name must be at most 100 characters")
 	}
 	org := &Organization{Slug: slug, Name: name}
-	err := a.s.inTx(ctx, func(ctx context.Context, tx bun.Tx) error {
+	err := a.s.InTx(ctx, func(ctx context.Context, tx bun.Tx) error {
 		if _, err := tx.NewInsert().Model(org).Returning("*").Exec(ctx); err != nil {
-			if isUnique(err, "") {
+			if dbutil.IsUnique(err, "") {
 				return Conflict("org_exists", "organisation %q already exists", slug)
 			}
 			return fmt.Errorf("create organisation: %w", err)
@@ -235,7 +237,7 @@ func (a *Accounts) CreateOrganization(ctx context.Context, p *Principal, slug, n
 				return fmt.Errorf("create organisation: switch: %w", err)
 			}
 		}
-		return recordAuditIn(ctx, tx, org.ID, &p.UserID, p.Email, AuditOrganizationCreated, slug, nil)
+		return RecordAuditIn(ctx, tx, org.ID, &p.UserID, p.Email, AuditOrganizationCreated, slug, nil)
 	})
 	if err != nil {
 		return nil, err
@@ -257,14 +259,14 @@ func (a *Accounts) CreatePasswordReset(ctx context.Context, email string) (strin
 	if err != nil {
 		return "", time.Time{}, err
 	}
-	tok := PasswordResetPrefix + randomBase62(tokenRandomLen)
+	tok := PasswordResetPrefix + tokens.RandomBase62(tokens.RandomLen)
 	now := a.s.Now()
 	expires := now.Add(PasswordResetTTL)
-	err = a.s.inTx(ctx, func(ctx context.Context, tx bun.Tx) error {
+	err = a.s.InTx(ctx, func(ctx context.Context, tx bun.Tx) error {
 		var userID uuid.UUID
 		var stored string
 		err := tx.NewRaw(`SELECT id, email FROM users WHERE lower(email) = lower(?) FOR UPDATE`, email).Scan(ctx, &userID, &stored)
-		if isNoRows(err) {
+		if dbutil.IsNoRows(err) {
 			return NotFound("user " + email)
 		}
 		if err != nil {
@@ -284,7 +286,7 @@ func (a *Accounts) CreatePasswordReset(ctx context.Context, email string) (strin
 		if _, err := tx.NewRaw(`DELETE FROM sessions WHERE user_id = ?`, userID).Exec(ctx); err != nil {
 			return err
 		}
-		return auditEveryOrg(ctx, tx, userID, nil, operatorActor, AuditPasswordReset, stored)
+		return auditEveryOrg(ctx, tx, userID, nil, OperatorActor, AuditPasswordReset, stored)
 	})
 	if err != nil {
 		return "", time.Time{}, err
@@ -297,7 +299,7 @@ func (a *Accounts) PasswordResetEmail(ctx context.Context, token string) (string
 	var email string
 	err := a.s.DB.NewRaw(`SELECT u.email FROM password_resets r JOIN users u ON u.id = r.user_id
 		WHERE r.token_hash = ? AND r.used_at IS NULL AND r.expires_at > ?`, resetHash(token), a.s.Now()).Scan(ctx, &email)
-	if isNoRows(err) {
+	if dbutil.IsNoRows(err) {
 		return "", ErrResetInvalid
 	}
 	return email, err
@@ -305,7 +307,7 @@ func (a *Accounts) PasswordResetEmail(ctx context.Context, token string) (string
 
 // ResetPassword sets a new password through a reset link, once.
 func (a *Accounts) ResetPassword(ctx context.Context, token, password string) error {
-	if !strings.HasPrefix(token, PasswordResetPrefix) || len(token) != len(PasswordResetPrefix)+tokenRandomLen {
+	if !strings.HasPrefix(token, PasswordResetPrefix) || len(token) != len(PasswordResetPrefix)+tokens.RandomLen {
 		return ErrResetInvalid
 	}
 	if err := ValidatePassword(password); err != nil {
@@ -315,11 +317,11 @@ func (a *Accounts) ResetPassword(ctx context.Context, token, password string) er
 	if err != nil {
 		return err
 	}
-	return a.s.inTx(ctx, func(ctx context.Context, tx bun.Tx) error {
+	return a.s.InTx(ctx, func(ctx context.Context, tx bun.Tx) error {
 		var id, userID uuid.UUID
 		err := tx.NewRaw(`SELECT id, user_id FROM password_resets WHERE token_hash = ? AND used_at IS NULL AND expires_at > ? FOR UPDATE`,
 			resetHash(token), a.s.Now()).Scan(ctx, &id, &userID)
-		if isNoRows(err) {
+		if dbutil.IsNoRows(err) {
 			return ErrResetInvalid
 		}
 		if err != nil {

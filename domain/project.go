@@ -80,6 +80,6 @@ func globMatch(glob, s string) bool {
 }
 
 // runsBranch reports whether a push to branch becomes a run of p.
-func (p *Project) runsBranch(branch string) bool {
+func (p *Project) RunsBranch(branch string) bool {
 	return BranchMatches(p.BranchFilters, strings.TrimPrefix(p.DefaultBranch, "refs/heads/"), branch)
 }

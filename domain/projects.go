@@ -1,6 +1,7 @@
 package domain
 
 import (
+	"anvil/domain/internal/dbutil"
 	"context"
 	"errors"
 	"fmt"
@@ -56,7 +57,7 @@ func trimmed(p *string) string {
 // apply validates in and writes it onto p. creating demands every required
 // field. Every refused field is reported, with those of pre (found before,
 // such as the checkout policy's) in one Invalid error.
-func (in *ProjectInput) apply(p *Project, creating bool, pre fieldErrors) error {
+func (in *ProjectInput) apply(p *Project, creating bool, pre FieldErrors) error {
 	type field struct {
 		name     string
 		val      *string
@@ -106,11 +107,11 @@ func (in *ProjectInput) apply(p *Project, creating bool, pre fieldErrors) error 
 			return "", ""
 		}},
 	}
-	var errs fieldErrors
+	var errs FieldErrors
 	for _, f := range fields {
 		if f.val == nil {
 			if creating && f.required {
-				errs.add(f.name, "missing_"+f.name, "is required")
+				errs.Add(f.name, "missing_"+f.name, "is required")
 			}
 			continue
 		}
@@ -121,25 +122,25 @@ func (in *ProjectInput) apply(p *Project, creating bool, pre fieldErrors) error 
 		}
 		switch {
 		case v == "" && f.required:
-			errs.add(f.name, "missing_"+f.name, "must not be empty")
+			errs.Add(f.name, "missing_"+f.name, "must not be empty")
 			continue
 		case len(v) > f.max:
-			errs.add(f.name, "too_long_"+f.name, "must be at most %d characters", f.max)
+			errs.Add(f.name, "too_long_"+f.name, "must be at most %d characters", f.max)
 			continue
 		}
 		if f.check != nil {
 			if code, problem := f.check(v); code != "" {
-				errs.add(f.name, code, "%s", problem)
+				errs.Add(f.name, code, "%s", problem)
 				continue
 			}
 		}
-		if f.name == "repo_url" && pre.has("repo_url") {
+		if f.name == "repo_url" && pre.Has("repo_url") {
 			continue
 		}
 		*f.dst = v
 	}
 	for _, e := range pre {
-		if !errs.has(e.Field) {
+		if !errs.Has(e.Field) {
 			errs = append(errs, e)
 		}
 	}
@@ -148,7 +149,7 @@ func (in *ProjectInput) apply(p *Project, creating bool, pre fieldErrors) error 
 	}
 	if in.RunTimeoutSeconds != nil {
 		if *in.RunTimeoutSeconds < 1 || *in.RunTimeoutSeconds > 86400 {
-			errs.add("run_timeout_seconds", "invalid_run_timeout", "must be between 1 and 86400")
+			errs.Add("run_timeout_seconds", "invalid_run_timeout", "must be between 1 and 86400")
 		} else {
 			p.RunTimeoutSeconds = *in.RunTimeoutSeconds
 		}
@@ -161,7 +162,7 @@ func (in *ProjectInput) apply(p *Project, creating bool, pre fieldErrors) error 
 		var de *Error
 		switch {
 		case errors.As(err, &de):
-			errs.add("branch_filters", de.Code, "%s", strings.TrimPrefix(de.Message, "branch filter "))
+			errs.Add("branch_filters", de.Code, "%s", strings.TrimPrefix(de.Message, "branch filter "))
 		case err == nil:
 			p.BranchFilters = f
 		}
@@ -169,19 +170,19 @@ func (in *ProjectInput) apply(p *Project, creating bool, pre fieldErrors) error 
 	if p.BranchFilters == nil {
 		p.BranchFilters = []string{}
 	}
-	if p.Provider != "" && p.ProviderRepo == "" && in.ProviderRepo != nil && !errs.has("provider_repo") && !errs.has("provider") {
-		errs.add("provider_repo", "missing_provider_repo", "(owner/name) is required when provider is set")
+	if p.Provider != "" && p.ProviderRepo == "" && in.ProviderRepo != nil && !errs.Has("provider_repo") && !errs.Has("provider") {
+		errs.Add("provider_repo", "missing_provider_repo", "(owner/name) is required when provider is set")
 	}
 	if in.ProviderToken != nil && len(strings.TrimSpace(*in.ProviderToken)) > 4096 {
-		errs.add("provider_token", "too_long_provider_token", "must be at most 4096 characters")
+		errs.Add("provider_token", "too_long_provider_token", "must be at most 4096 characters")
 	}
-	return errs.err()
+	return errs.Err()
 }
 
 // checkRepoURL applies the checkout policy to a repository address being
 // saved: a local one is refused (a field error), a host that does not
 // resolve only warned about.
-func (ps *Projects) checkRepoURL(ctx context.Context, in *ProjectInput) (fieldErrors, []string) {
+func (ps *Projects) checkRepoURL(ctx context.Context, in *ProjectInput) (FieldErrors, []string) {
 	raw := trimmed(in.RepoURL)
 	if in.RepoURL == nil || raw == "" {
 		return nil, nil
@@ -194,8 +195,8 @@ func (ps *Projects) checkRepoURL(ctx context.Context, in *ProjectInput) (fieldEr
 	_, err := ps.policy.Check(ctx, raw)
 	switch {
 	case errors.Is(err, repourl.ErrLocal):
-		var fe fieldErrors
-		fe.add("repo_url", "local_repo_url", "is a local checkout, refused: %s", repourl.Detail(err))
+		var fe FieldErrors
+		fe.Add("repo_url", "local_repo_url", "is a local checkout, refused: %s", repourl.Detail(err))
 		return fe, nil
 	case errors.Is(err, repourl.ErrUnresolved):
 		return nil, []string{fmt.Sprintf("the repository's host %s does not resolve (yet); runs fail until it does", repourl.Detail(err))}
@@ -286,7 +287,7 @@ func (ps *Projects) ProviderToken(p *Project) (string, error) {
 
 // Create validates and stores a new project.
 func (ps *Projects) Create(ctx context.Context, pr *Principal, in ProjectInput) (*Project, error) {
-	if err := requireRole(pr, RoleAdmin); err != nil {
+	if err := RequireRole(pr, RoleAdmin); err != nil {
 		return nil, err
 	}
 	p := &Project{ID: uuid.New(), OrgID: pr.OrgID}
@@ -297,14 +298,14 @@ func (ps *Projects) Create(ctx context.Context, pr *Principal, in ProjectInput) 
 	if err := ps.setToken(p, &in); err != nil {
 		return nil, err
 	}
-	err := ps.s.inTx(ctx, func(ctx context.Context, tx bun.Tx) error {
+	err := ps.s.InTx(ctx, func(ctx context.Context, tx bun.Tx) error {
 		if _, err := tx.NewInsert().Model(p).Returning("*").Exec(ctx); err != nil {
 			return err
 		}
-		return recordAudit(ctx, tx, pr, AuditProjectCreated, p.Slug, map[string]any{"project_id": p.ID.String()})
+		return RecordAudit(ctx, tx, pr, AuditProjectCreated, p.Slug, map[string]any{"project_id": p.ID.String()})
 	})
 	if err != nil {
-		if isUnique(err, "projects_org_slug_key") {
+		if dbutil.IsUnique(err, "projects_org_slug_key") {
 			return nil, Conflict("slug_taken", "a project with slug %q already exists in this organisation", p.Slug)
 		}
 		return nil, fmt.Errorf("create project: %w", err)
@@ -318,7 +319,7 @@ func (ps *Projects) Create(ctx context.Context, pr *Principal, in ProjectInput) 
 
 // Update changes the given fields of a project.
 func (ps *Projects) Update(ctx context.Context, pr *Principal, id uuid.UUID, in ProjectInput) (*Project, error) {
-	if err := requireRole(pr, RoleAdmin); err != nil {
+	if err := RequireRole(pr, RoleAdmin); err != nil {
 		return nil, err
 	}
 	var out *Project
@@ -339,7 +340,7 @@ func (ps *Projects) Update(ctx context.Context, pr *Principal, id uuid.UUID, in 
 			Column("slug", "name", "repo_url", "default_branch", "run_command", "repair_command", "provider",
 				"provider_api_url", "provider_repo", "provider_token_enc", "run_timeout_seconds", "branch_filters", "updated_at").
 			Exec(ctx); err != nil {
-			if isUnique(err, "projects_org_slug_key") {
+			if dbutil.IsUnique(err, "projects_org_slug_key") {
 				return Conflict("slug_taken", "a project with slug %q already exists in this organisation", p.Slug)
 			}
 			return fmt.Errorf("update project: %w", err)
@@ -361,7 +362,7 @@ func (ps *Projects) Update(ctx context.Context, pr *Principal, id uuid.UUID, in 
 func (ps *Projects) Get(ctx context.Context, orgID, id uuid.UUID) (*Project, error) {
 	p := new(Project)
 	err := ps.s.DB.NewSelect().Model(p).Where("id = ? AND org_id = ?", id, orgID).Scan(ctx)
-	if isNoRows(err) {
+	if dbutil.IsNoRows(err) {
 		return nil, NotFound("project")
 	}
 	return p, err
@@ -371,7 +372,7 @@ func (ps *Projects) Get(ctx context.Context, orgID, id uuid.UUID) (*Project, err
 func (ps *Projects) ByID(ctx context.Context, id uuid.UUID) (*Project, error) {
 	p := new(Project)
 	err := ps.s.DB.NewSelect().Model(p).Where("id = ?", id).Scan(ctx)
-	if isNoRows(err) {
+	if dbutil.IsNoRows(err) {
 		return nil, NotFound("project")
 	}
 	return p, err
@@ -407,7 +408,7 @@ func (ps *Projects) Summaries(ctx context.Context, orgID uuid.UUID) ([]ProjectSu
 func (ps *Projects) BySlug(ctx context.Context, orgID uuid.UUID, slug string) (*Project, error) {
 	p := new(Project)
 	err := ps.s.DB.NewSelect().Model(p).Where("slug = ? AND org_id = ?", slug, orgID).Scan(ctx)
-	if isNoRows(err) {
+	if dbutil.IsNoRows(err) {
 		return nil, NotFound("project")
 	}
 	return p, err

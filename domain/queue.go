@@ -1,6 +1,7 @@
 package domain
 
 import (
+	"anvil/domain/internal/dbutil"
 	"context"
 	"encoding/json"
 	"errors"
@@ -85,7 +86,7 @@ type runEvent struct {
 
 func (q *Queue) publish(ctx context.Context, tx bun.Tx, r *Run) error {
 	b, _ := json.Marshal(runEvent{Kind: "run", OrgID: r.OrgID, ProjectID: r.ProjectID, RunID: r.ID, Status: r.Status()})
-	return notify(ctx, tx, string(b))
+	return Notify(ctx, tx, string(b))
 }
 
 // changed records that a run's truth changed: the sync status moves as
@@ -102,7 +103,7 @@ func (q *Queue) changed(ctx context.Context, tx bun.Tx, r *Run, cols ...string) 
 	if _, err := tx.NewUpdate().Model(r).Column(cols...).WherePK().Exec(ctx); err != nil {
 		return fmt.Errorf("update run %s: %w", r.ID, err)
 	}
-	if err := q.s.insertJob(ctx, tx, ReconcileRunArgs{RunID: r.ID, Target: next}); err != nil {
+	if err := q.s.InsertJob(ctx, tx, ReconcileRunArgs{RunID: r.ID, Target: next}); err != nil {
 		return err
 	}
 	if err := q.enqueueStatusTx(ctx, tx, r); err != nil {
@@ -119,7 +120,7 @@ func (q *Queue) promoteTx(ctx context.Context, tx bun.Tx, p *Project) error {
 		WHERE project_id = ? AND state = 'pending'
 		  AND NOT EXISTS (SELECT 1 FROM project_runs a WHERE a.project_id = ? AND a.state IN ('executable', 'starting', 'running', 'cancel_requested', 'canceling'))
 		ORDER BY position LIMIT 1`, p.ID, p.ID).Scan(ctx, next)
-	if isNoRows(err) {
+	if dbutil.IsNoRows(err) {
 		return nil
 	}
 	if err != nil {
@@ -128,7 +129,7 @@ func (q *Queue) promoteTx(ctx context.Context, tx bun.Tx, p *Project) error {
 	if err := checkTransition(next.State, StateExecutable); err != nil {
 		return err
 	}
-	res, err := q.s.jobs.InsertTx(ctx, tx.Tx, ExecuteRunArgs{RunID: next.ID}, nil)
+	res, err := q.s.Jobs().InsertTx(ctx, tx.Tx, ExecuteRunArgs{RunID: next.ID}, nil)
 	if err != nil {
 		return fmt.Errorf("enqueue execution of %s: %w", next.ID, err)
 	}
@@ -157,7 +158,7 @@ func validSHA(s string) bool {
 // AcceptManual queues a run of the project's branch (its default branch
 // when empty) for a person or API client. A full queue is ErrQueueFull.
 func (q *Queue) AcceptManual(ctx context.Context, pr *Principal, projectID uuid.UUID, branch string) (*Run, error) {
-	if err := requireRole(pr, RoleMember); err != nil {
+	if err := RequireRole(pr, RoleMember); err != nil {
 		return nil, err
 	}
 	branch = strings.TrimSpace(branch)
@@ -188,7 +189,7 @@ func (q *Queue) AcceptTx(ctx context.Context, tx bun.Tx, p *Project, spec Accept
 func (q *Queue) withRun(ctx context.Context, runID uuid.UUID, fn func(ctx context.Context, tx bun.Tx, p *Project, r *Run) error) error {
 	var projectID uuid.UUID
 	err := q.s.DB.NewRaw(`SELECT project_id FROM project_runs WHERE id = ?`, runID).Scan(ctx, &projectID)
-	if isNoRows(err) {
+	if dbutil.IsNoRows(err) {
 		return NotFound("run")
 	}
 	if err != nil {
@@ -197,7 +198,7 @@ func (q *Queue) withRun(ctx context.Context, runID uuid.UUID, fn func(ctx contex
 	return q.s.WithProject(ctx, projectID, func(ctx context.Context, tx bun.Tx, p *Project) error {
 		r := new(Run)
 		if err := tx.NewSelect().Model(r).Where("id = ?", runID).Scan(ctx); err != nil {
-			if isNoRows(err) {
+			if dbutil.IsNoRows(err) {
 				return NotFound("run")
 			}
 			return err
@@ -342,7 +343,7 @@ func (q *Queue) terminalizeTx(ctx context.Context, tx bun.Tx, p *Project, r *Run
 // RequestCancel cancels a run: a queued run at once (its position cleared),
 // an active one by asking its executor (→ cancel_requested).
 func (q *Queue) RequestCancel(ctx context.Context, pr *Principal, runID uuid.UUID) (*Run, error) {
-	if err := requireRole(pr, RoleMember); err != nil {
+	if err := RequireRole(pr, RoleMember); err != nil {
 		return nil, err
 	}
 	var out *Run
@@ -372,7 +373,7 @@ func (q *Queue) RequestCancel(ctx context.Context, pr *Principal, runID uuid.UUI
 func (q *Queue) RunGet(ctx context.Context, orgID, runID uuid.UUID) (*Run, error) {
 	r := new(Run)
 	err := q.s.DB.NewSelect().Model(r).Where("id = ? AND org_id = ?", runID, orgID).Scan(ctx)
-	if isNoRows(err) {
+	if dbutil.IsNoRows(err) {
 		return nil, NotFound("run")
 	}
 	return r, err
@@ -382,7 +383,7 @@ func (q *Queue) RunGet(ctx context.Context, orgID, runID uuid.UUID) (*Run, error
 func (q *Queue) RunByID(ctx context.Context, runID uuid.UUID) (*Run, error) {
 	r := new(Run)
 	err := q.s.DB.NewSelect().Model(r).Where("id = ?", runID).Scan(ctx)
-	if isNoRows(err) {
+	if dbutil.IsNoRows(err) {
 		return nil, NotFound("run")
 	}
 	return r, err
@@ -426,10 +427,10 @@ func (q *Queue) View(ctx context.Context, orgID, projectID uuid.UUID) (QueueView
 // but unclaimed) inside a caller's transaction holding p's lock, and
 // promotes the next run. A run already executing is left alone: stopping it
 // is a person's explicit cancel. It reports whether it canceled.
-func (q *Queue) cancelQueuedTx(ctx context.Context, tx bun.Tx, p *Project, runID uuid.UUID, reason string) (bool, error) {
+func (q *Queue) CancelQueuedTx(ctx context.Context, tx bun.Tx, p *Project, runID uuid.UUID, reason string) (bool, error) {
 	r := new(Run)
 	if err := tx.NewSelect().Model(r).Where("id = ? AND project_id = ?", runID, p.ID).Scan(ctx); err != nil {
-		if isNoRows(err) {
+		if dbutil.IsNoRows(err) {
 			return false, nil
 		}
 		return false, err

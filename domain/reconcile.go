@@ -182,9 +182,9 @@ func (q *Queue) SweepUnsynced(ctx context.Context, age time.Duration) (int, erro
 	if len(stale) == 0 {
 		return 0, nil
 	}
-	err := q.s.inTx(ctx, func(ctx context.Context, tx bun.Tx) error {
+	err := q.s.InTx(ctx, func(ctx context.Context, tx bun.Tx) error {
 		for _, r := range stale {
-			if err := q.s.insertJob(ctx, tx, ReconcileRunArgs{RunID: r.ID, Target: r.Status}); err != nil {
+			if err := q.s.InsertJob(ctx, tx, ReconcileRunArgs{RunID: r.ID, Target: r.Status}); err != nil {
 				return err
 			}
 		}

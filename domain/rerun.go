@@ -1,6 +1,7 @@
 package domain
 
 import (
+	"anvil/domain/internal/dbutil"
 	"context"
 	"errors"
 	"fmt"
@@ -14,7 +15,7 @@ import (
 // of a fork's code stays one (no secrets). It goes through the queue's
 // usual acceptance, so a full queue is ErrQueueFull.
 func (q *Queue) Rerun(ctx context.Context, pr *Principal, runID uuid.UUID) (*Run, error) {
-	if err := requireRole(pr, RoleMember); err != nil {
+	if err := RequireRole(pr, RoleMember); err != nil {
 		return nil, err
 	}
 	orig, err := q.RunGet(ctx, pr.OrgID, runID)
@@ -43,7 +44,7 @@ func (q *Queue) Rerun(ctx context.Context, pr *Principal, runID uuid.UUID) (*Run
 func (q *Queue) RunByNumber(ctx context.Context, orgID, projectID uuid.UUID, n int64) (*Run, error) {
 	r := new(Run)
 	err := q.s.DB.NewSelect().Model(r).Where("project_id = ? AND org_id = ? AND number = ?", projectID, orgID, n).Scan(ctx)
-	if isNoRows(err) {
+	if dbutil.IsNoRows(err) {
 		return nil, NotFound("run")
 	}
 	return r, err

@@ -1,6 +1,7 @@
 package domain
 
 import (
+	"anvil/domain/internal/dbutil"
 	"context"
 	"encoding/hex"
 	"encoding/json"
@@ -56,7 +57,7 @@ func (a *Accounts) TakeReveal(ctx context.Context, p *Principal, slot string, v 
 	var sealed []string
 	err := a.s.DB.NewRaw(`DELETE FROM session_reveals WHERE session_id = ? AND slot = ? AND expires_at > ? RETURNING sealed`,
 		p.SessionID, slot, a.s.Now()).Scan(ctx, &sealed)
-	if err != nil && !isNoRows(err) {
+	if err != nil && !dbutil.IsNoRows(err) {
 		return false, fmt.Errorf("reveal: take: %w", err)
 	}
 	if len(sealed) == 0 {

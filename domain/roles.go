@@ -20,7 +20,7 @@ func (p *Principal) AtLeast(min string) bool {
 // person knows whom to ask. Viewers read only; members trigger and cancel
 // runs and take inbox decisions; admins also manage projects, webhooks,
 // connections, bindings, the card and members; owners also manage owners.
-func requireRole(p *Principal, min string) error {
+func RequireRole(p *Principal, min string) error {
 	if p.AtLeast(min) {
 		return nil
 	}
@@ -33,7 +33,7 @@ func requireRole(p *Principal, min string) error {
 
 // requireWrite refuses viewers: what members may do (runs, cancels, inbox
 // decisions). Settings use requireRole(p, RoleAdmin).
-func requireWrite(p *Principal) error { return requireRole(p, RoleMember) }
+func RequireWrite(p *Principal) error { return RequireRole(p, RoleMember) }
 
 // Roles of a membership, from the least to the most powerful: viewers read;
 // members also run and decide; admins also manage the organisation's

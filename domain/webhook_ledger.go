@@ -1,6 +1,7 @@
 package domain
 
 import (
+	"anvil/domain/internal/dbutil"
 	"context"
 	"encoding/json"
 	"errors"
@@ -25,7 +26,7 @@ import (
 // acceptance group (decideDelivery), sealed being the secrets it was
 // verified with; the webhook capability (domain/webhook) calls it once the
 // delivery is verified. The result is the decision recorded in the ledger.
-func (q *Queue) Deliver(projectID uuid.UUID, provider forge.Provider, pl forge.Payload, sealed sealedMaterial) (DeliveryResult, error) {
+func (q *Queue) Deliver(projectID uuid.UUID, provider forge.Provider, pl forge.Payload, sealed SealedSecrets) (DeliveryResult, error) {
 	j := &acceptJob{projectID: projectID, delivery: &deliveryJob{provider: provider, pl: pl, sealed: sealed}}
 	if err := q.submit(j); err != nil {
 		return DeliveryResult{}, err
@@ -37,7 +38,7 @@ func (q *Queue) Deliver(projectID uuid.UUID, provider forge.Provider, pl forge.P
 type deliveryJob struct {
 	provider forge.Provider
 	pl       forge.Payload
-	sealed   sealedMaterial // the secrets it was verified with
+	sealed   SealedSecrets // the secrets it was verified with
 	res      DeliveryResult
 }
 
@@ -49,8 +50,8 @@ type ledgerKey struct {
 
 // ledgerEntry is one delivery id as the group sees it.
 type ledgerEntry struct {
-	configured, enabled bool           // the webhook of this project and provider
-	sealed              sealedMaterial // its secrets, as stored
+	configured, enabled bool          // the webhook of this project and provider
+	sealed              SealedSecrets // its secrets, as stored
 
 	exists     bool // a ledger row holds a decision
 	outcome    string
@@ -104,17 +105,17 @@ func (l *ledgerLookup) args() []any {
 }
 
 // scan records the rows of ledgerSQL in their entries.
-func (l *ledgerLookup) scan(rows rowSource) error {
+func (l *ledgerLookup) scan(rows dbutil.RowSource) error {
 	for rows.Next() {
 		var (
 			ord        int64
 			enabled    bool
-			sealed     sealedMaterial
+			sealed     SealedSecrets
 			outcome    *string
 			runID      *uuid.UUID
 			receivedAt *time.Time
 		)
-		if err := rows.Scan(&ord, &enabled, &sealed.secret, &sealed.signingToken, &outcome, &runID, &receivedAt); err != nil {
+		if err := rows.Scan(&ord, &enabled, &sealed.Secret, &sealed.SigningToken, &outcome, &runID, &receivedAt); err != nil {
 			return fmt.Errorf("load webhooks and ledger: %w", err)
 		}
 		i := int(ord) - 1
@@ -190,7 +191,7 @@ func (q *Queue) decideDelivery(j *acceptJob, p *Project, st *queueState, l group
 		return nil
 	}
 	pl := d.pl
-	outcome := forge.ClassifyWith(pl, p.runsBranch)
+	outcome := forge.ClassifyWith(pl, p.RunsBranch)
 	var run *Run
 	if outcome == forge.OutcomeAccepted {
 		if !validSHA(pl.CommitSHA) {
@@ -257,7 +258,7 @@ func (l groupLedger) sortedKeys(keep func(*ledgerEntry) bool) []ledgerKey {
 // record writes the group's decisions in tx (recordStmts).
 func (l groupLedger) record(ctx context.Context, tx bun.Tx, now time.Time) error {
 	for _, st := range l.recordStmts(now) {
-		if _, err := tx.Tx.ExecContext(ctx, st.sql, st.args...); err != nil {
+		if _, err := tx.Tx.ExecContext(ctx, st.SQL, st.Args...); err != nil {
 			return fmt.Errorf("record deliveries: %w", err)
 		}
 	}
@@ -292,11 +293,11 @@ const (
 // overwritten: every other stored outcome is final, whatever happens to
 // the lock. Each statement meets its rows in key order, so concurrent
 // groups lock the ledger's rows in one order.
-func (l groupLedger) recordStmts(now time.Time) []stmt {
-	var out []stmt
+func (l groupLedger) recordStmts(now time.Time) []dbutil.Stmt {
+	var out []dbutil.Stmt
 	if expired := l.sortedKeys(func(e *ledgerEntry) bool { return e.expired }); len(expired) > 0 {
 		projects, providers, ids := keyArrays(expired)
-		out = append(out, stmt{deleteExpiredSQL, []any{projects, providers, ids}})
+		out = append(out, dbutil.Stmt{SQL: deleteExpiredSQL, Args: []any{projects, providers, ids}})
 	}
 	if decided := l.sortedKeys(func(e *ledgerEntry) bool { return e.row != nil }); len(decided) > 0 {
 		n := len(decided)
@@ -311,12 +312,12 @@ func (l groupLedger) recordStmts(now time.Time) []stmt {
 		for i, k := range decided {
 			e := l[k]
 			d := e.row
-			projects[i], providers[i], ids[i], outcomes[i] = pgUUID(d.ProjectID), d.Provider, d.DeliveryID, d.Outcome
+			projects[i], providers[i], ids[i], outcomes[i] = dbutil.PgUUID(d.ProjectID), d.Provider, d.DeliveryID, d.Outcome
 			events[i], kinds[i], refs[i], branches[i], shas[i] = d.Event, d.Kind, d.Ref, d.Branch, d.CommitSHA
-			runs[i] = pgUUIDPtr(d.RunID)
+			runs[i] = dbutil.PgUUIDPtr(d.RunID)
 			received[i], attempts[i], reasons[i] = d.ReceivedAt, int32(e.attempts), d.Reason
 		}
-		out = append(out, stmt{upsertDeliveriesSQL, []any{now, projects, providers, ids, outcomes, events, kinds, refs, branches, shas,
+		out = append(out, dbutil.Stmt{SQL: upsertDeliveriesSQL, Args: []any{now, projects, providers, ids, outcomes, events, kinds, refs, branches, shas,
 			runs, received, attempts, reasons}})
 	}
 	if replayed := l.sortedKeys(func(e *ledgerEntry) bool { return e.row == nil && e.attempts > 0 }); len(replayed) > 0 {
@@ -325,7 +326,7 @@ func (l groupLedger) recordStmts(now time.Time) []stmt {
 		for i, k := range replayed {
 			attempts[i] = int32(l[k].attempts)
 		}
-		out = append(out, stmt{countAttemptsSQL, []any{now, projects, providers, ids, attempts}})
+		out = append(out, dbutil.Stmt{SQL: countAttemptsSQL, Args: []any{now, projects, providers, ids, attempts}})
 	}
 	return out
 }
@@ -334,7 +335,7 @@ func (l groupLedger) recordStmts(now time.Time) []stmt {
 func keyArrays(keys []ledgerKey) ([]pgtype.UUID, []string, []string) {
 	projects, providers, ids := make([]pgtype.UUID, len(keys)), make([]string, len(keys)), make([]string, len(keys))
 	for i, k := range keys {
-		projects[i], providers[i], ids[i] = pgUUID(k.project), k.provider, k.id
+		projects[i], providers[i], ids[i] = dbutil.PgUUID(k.project), k.provider, k.id
 	}
 	return projects, providers, ids
 }
@@ -362,7 +363,7 @@ func publishDeliveries(ctx context.Context, tx bun.Tx, group []*acceptJob, byID 
 		if err != nil {
 			return err
 		}
-		if err := notify(ctx, tx, string(b)); err != nil {
+		if err := Notify(ctx, tx, string(b)); err != nil {
 			return err
 		}
 	}
@@ -375,7 +376,7 @@ const DeliveryRetention = 72 * time.Hour
 
 // sealedMaterial is a webhook's secrets as stored: AES-GCM ciphertexts,
 // which change with every rotation (a fresh nonce each time).
-type sealedMaterial struct{ secret, signingToken string }
+type SealedSecrets struct{ Secret, SigningToken string }
 
 // Delivery is one ledger row.
 type Delivery struct {

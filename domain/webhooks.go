@@ -1,6 +1,7 @@
 package domain
 
 import (
+	"anvil/domain/internal/dbutil"
 	"context"
 	"errors"
 	"fmt"
@@ -26,7 +27,7 @@ type Webhooks struct {
 
 // NewWebhooks builds the service.
 func NewWebhooks(s *Store, q *Queue) *Webhooks {
-	return &Webhooks{s: s, queue: q, seals: ttlcache.New[sealKey, sealedMaterial](sealTTL, maxCachedSeals)}
+	return &Webhooks{s: s, queue: q, seals: ttlcache.New[sealKey, SealedSecrets](sealTTL, maxCachedSeals)}
 }
 
 // Providers is the order in which pages and lists show the providers.
@@ -158,7 +159,7 @@ func validateSecret(s string) error {
 // delivery reads what the write left (other processes learn it from
 // Deliver's check; see sealCache).
 func (w *Webhooks) withOwnProject(ctx context.Context, pr *Principal, projectID uuid.UUID, fn func(ctx context.Context, tx bun.Tx, p *Project) error) error {
-	if err := requireRole(pr, RoleAdmin); err != nil {
+	if err := RequireRole(pr, RoleAdmin); err != nil {
 		return err
 	}
 	defer func() {
@@ -177,7 +178,7 @@ func (w *Webhooks) withOwnProject(ctx context.Context, pr *Principal, projectID 
 func (w *Webhooks) loadRow(ctx context.Context, db bun.IDB, projectID uuid.UUID, p forge.Provider) (*webhookRow, error) {
 	row := new(webhookRow)
 	err := db.NewSelect().Model(row).Where("project_id = ? AND provider = ?", projectID, string(p)).Scan(ctx)
-	if isNoRows(err) {
+	if dbutil.IsNoRows(err) {
 		return nil, nil
 	}
 	if err != nil {
@@ -254,7 +255,7 @@ func (w *Webhooks) Put(ctx context.Context, pr *Principal, projectID uuid.UUID, 
 			return fmt.Errorf("create %s webhook: %w", p, err)
 		}
 		res.Webhook, res.Created, res.Secrets.Secret = row.view(), true, secret
-		return recordAudit(ctx, tx, pr, AuditWebhookCreated, proj.Slug+"/"+string(p), nil)
+		return RecordAudit(ctx, tx, pr, AuditWebhookCreated, proj.Slug+"/"+string(p), nil)
 	})
 	if err != nil {
 		return WebhookResult{}, err
@@ -328,7 +329,7 @@ func (w *Webhooks) Delete(ctx context.Context, pr *Principal, projectID uuid.UUI
 		if n, _ := res.RowsAffected(); n == 0 {
 			return errWebhookNotFound(p)
 		}
-		return recordAudit(ctx, tx, pr, AuditWebhookDeleted, proj.Slug+"/"+string(p), nil)
+		return RecordAudit(ctx, tx, pr, AuditWebhookDeleted, proj.Slug+"/"+string(p), nil)
 	})
 }
 
@@ -364,7 +365,7 @@ func (w *Webhooks) RotateSecret(ctx context.Context, pr *Principal, projectID uu
 			return fmt.Errorf("rotate %s webhook secret: %w", p, err)
 		}
 		res.Webhook = row.view()
-		return recordAudit(ctx, tx, pr, AuditWebhookRotated, proj.Slug+"/"+string(p), nil)
+		return RecordAudit(ctx, tx, pr, AuditWebhookRotated, proj.Slug+"/"+string(p), nil)
 	})
 	if err != nil {
 		return WebhookResult{}, err
@@ -428,7 +429,7 @@ func (m Material) GoString() string { return m.String() }
 type Verification struct {
 	projectID uuid.UUID
 	provider  forge.Provider
-	sealed    sealedMaterial
+	sealed    SealedSecrets
 }
 
 // Verification is what Deliver needs of m once the delivery is verified.
@@ -444,7 +445,7 @@ func (m Material) Verification() Verification { return m.v }
 // secret is never accepted after a rotation, and the new one always is.
 // Disabled, missing and unknown webhooks are never cached: their answers
 // are read every time.
-type sealCache = ttlcache.Cache[sealKey, sealedMaterial]
+type sealCache = ttlcache.Cache[sealKey, SealedSecrets]
 
 type sealKey struct {
 	project  uuid.UUID
@@ -507,7 +508,7 @@ func (w *Webhooks) loadMaterial(ctx context.Context, key sealKey, now time.Time)
 			COALESCE(w.signing_token_enc, '') AS signing_token_enc
 		FROM projects pr LEFT JOIN project_webhooks w ON w.project_id = pr.id AND w.provider = ?
 		WHERE pr.id = ?`, string(p), projectID).Scan(ctx, &row)
-	if isNoRows(err) {
+	if dbutil.IsNoRows(err) {
 		w.seals.Delete(key)
 		return Material{}, NotFound("project")
 	}
@@ -518,7 +519,7 @@ func (w *Webhooks) loadMaterial(ctx context.Context, key sealKey, now time.Time)
 		w.seals.Delete(key)
 		return Material{}, ErrWebhookNotConfigured
 	}
-	sealed := sealedMaterial{row.SecretEnc, row.SigningTokenEnc}
+	sealed := SealedSecrets{row.SecretEnc, row.SigningTokenEnc}
 	m, err := w.open(projectID, p, *row.Enabled, sealed)
 	if err != nil {
 		return Material{}, err
@@ -532,15 +533,15 @@ func (w *Webhooks) loadMaterial(ctx context.Context, key sealKey, now time.Time)
 }
 
 // open decrypts sealed material for one request.
-func (w *Webhooks) open(projectID uuid.UUID, p forge.Provider, enabled bool, sealed sealedMaterial) (Material, error) {
+func (w *Webhooks) open(projectID uuid.UUID, p forge.Provider, enabled bool, sealed SealedSecrets) (Material, error) {
 	m := Material{Provider: p, Enabled: enabled, v: Verification{projectID: projectID, provider: p, sealed: sealed}}
 	var err error
-	m.Secrets.Secret, err = w.s.Keys.Open(sealed.secret, secretAAD(projectID, p))
+	m.Secrets.Secret, err = w.s.Keys.Open(sealed.Secret, secretAAD(projectID, p))
 	if err != nil {
 		return Material{}, fmt.Errorf("open %s webhook secret of %s: %w", p, projectID, err)
 	}
-	if sealed.signingToken != "" {
-		tok, err := w.s.Keys.Open(sealed.signingToken, signingTokenAAD(projectID, p))
+	if sealed.SigningToken != "" {
+		tok, err := w.s.Keys.Open(sealed.SigningToken, signingTokenAAD(projectID, p))
 		if err != nil {
 			return Material{}, fmt.Errorf("open %s signing token of %s: %w", p, projectID, err)
 		}

@@ -51,7 +51,7 @@ func Register(w *river.Workers, d Deps) {
 	river.AddWorker(w, &RefreshCardAgainWorker{cards: d.Cards})
 	river.AddWorker(w, &DispatchRepairWorker{incidents: d.Incidents})
 	river.AddWorker(w, &CardSweepWorker{cards: d.Cards, log: d.Log})
-	alerts := alert.For(d.Services, d.PublicURL)
+	alerts := alert.For(d.Services.Store, d.Services.Queue, d.PublicURL)
 	river.AddWorker(w, &DeliverAlertWorker{alerts: alerts})
 	river.AddWorker(w, &AlertDigestWorker{alerts: alerts})
 	river.AddWorker(w, &ExecuteRunWorker{Queue: d.Queue, Projects: d.Projects, Logs: d.Logs, Hub: d.Hub,

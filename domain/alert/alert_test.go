@@ -57,7 +57,7 @@ func setup(t *testing.T) *testBundle {
 			t.Errorf("stop the services: %v", err)
 		}
 	})
-	b := &testBundle{db: d, sv: sv, alerts: alert.For(sv, "http://anvil.test")}
+	b := &testBundle{db: d, sv: sv, alerts: alert.For(sv.Store, sv.Queue, "http://anvil.test")}
 	res, err := sv.Accounts.Bootstrap(ctx, "acme", "owner@acme.test", "correct horse battery")
 	if err != nil {
 		t.Fatal(err)

@@ -1,4 +1,4 @@
-package domain
+package tokens
 
 import (
 	"crypto/rand"
@@ -11,7 +11,7 @@ import (
 const base62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
 
 // randomBase62 returns n characters drawn uniformly from base62.
-func randomBase62(n int) string {
+func RandomBase62(n int) string {
 	var b strings.Builder
 	b.Grow(n)
 	max := big.NewInt(int64(len(base62)))
@@ -30,22 +30,22 @@ func randomBase62(n int) string {
 const (
 	PersonalTokenPrefix = "anv_pat_"
 	ServerTokenPrefix   = "anv_srv_"
-	tokenRandomLen      = 32
-	tokenLookupLen      = 16
+	RandomLen           = 32
+	LookupLen           = 16
 )
 
 // newToken makes a token with the given prefix and returns it with its
 // lookup key and hash.
-func newToken(prefix string) (token, lookup string, hash []byte) {
-	token = prefix + randomBase62(tokenRandomLen)
+func New(prefix string) (token, lookup string, hash []byte) {
+	token = prefix + RandomBase62(RandomLen)
 	sum := sha256.Sum256([]byte(token))
-	return token, token[:tokenLookupLen], sum[:]
+	return token, token[:LookupLen], sum[:]
 }
 
 // splitToken checks a presented token's shape and returns its lookup key and
 // hash; ok is false for anything that cannot be one of ours.
-func splitToken(prefix, token string) (lookup string, hash []byte, ok bool) {
-	if len(token) != len(prefix)+tokenRandomLen || !strings.HasPrefix(token, prefix) {
+func Split(prefix, token string) (lookup string, hash []byte, ok bool) {
+	if len(token) != len(prefix)+RandomLen || !strings.HasPrefix(token, prefix) {
 		return "", nil, false
 	}
 	for _, c := range token[len(prefix):] {
@@ -54,8 +54,8 @@ func splitToken(prefix, token string) (lookup string, hash []byte, ok bool) {
 		}
 	}
 	sum := sha256.Sum256([]byte(token))
-	return token[:tokenLookupLen], sum[:], true
+	return token[:LookupLen], sum[:], true
 }
 
 // hashEqual compares two hashes in constant time.
-func hashEqual(a, b []byte) bool { return subtle.ConstantTimeCompare(a, b) == 1 }
+func HashEqual(a, b []byte) bool { return subtle.ConstantTimeCompare(a, b) == 1 }

@@ -1,4 +1,4 @@
-package domain
+package dbutil
 
 import (
 	"github.com/google/uuid"
@@ -7,38 +7,38 @@ import (
 	"anvil/db"
 )
 
-func isNoRows(err error) bool                    { return db.IsNoRows(err) }
-func isUnique(err error, constraint string) bool { return db.IsUniqueViolation(err, constraint) }
+func IsNoRows(err error) bool                    { return db.IsNoRows(err) }
+func IsUnique(err error, constraint string) bool { return db.IsUniqueViolation(err, constraint) }
 
 // Parameters for pgx, whose own types it encodes without reflection or a
 // detour through driver.Valuer and text: a nil pointer is NULL.
 
-func pgUUID(id uuid.UUID) pgtype.UUID { return pgtype.UUID{Bytes: id, Valid: true} }
+func PgUUID(id uuid.UUID) pgtype.UUID { return pgtype.UUID{Bytes: id, Valid: true} }
 
 // pgUUIDs is ids as a uuid[] parameter.
-func pgUUIDs(ids []uuid.UUID) []pgtype.UUID {
+func PgUUIDs(ids []uuid.UUID) []pgtype.UUID {
 	out := make([]pgtype.UUID, len(ids))
 	for i, id := range ids {
-		out[i] = pgUUID(id)
+		out[i] = PgUUID(id)
 	}
 	return out
 }
 
-func pgUUIDPtr(id *uuid.UUID) pgtype.UUID {
+func PgUUIDPtr(id *uuid.UUID) pgtype.UUID {
 	if id == nil {
 		return pgtype.UUID{}
 	}
-	return pgUUID(*id)
+	return PgUUID(*id)
 }
 
-func pgText(s *string) pgtype.Text {
+func PgText(s *string) pgtype.Text {
 	if s == nil {
 		return pgtype.Text{}
 	}
 	return pgtype.Text{String: *s, Valid: true}
 }
 
-func pgInt8(v *int64) pgtype.Int8 {
+func PgInt8(v *int64) pgtype.Int8 {
 	if v == nil {
 		return pgtype.Int8{}
 	}
@@ -46,14 +46,14 @@ func pgInt8(v *int64) pgtype.Int8 {
 }
 
 // rowSource is what the scanners read: *sql.Rows and pgx.Rows alike.
-type rowSource interface {
+type RowSource interface {
 	Next() bool
 	Scan(dest ...any) error
 	Err() error
 }
 
 // stmt is one parameterized statement.
-type stmt struct {
-	sql  string
-	args []any
+type Stmt struct {
+	SQL  string
+	Args []any
 }
