@@ -24,6 +24,7 @@ import (
 	"anvil/domain/forgestatus"
 	"anvil/domain/repourl"
 	"anvil/domain/secret"
+	"anvil/domain/wiring"
 	"anvil/jobs"
 	"anvil/jobs/sandbox"
 	"anvil/web"
@@ -35,7 +36,7 @@ type app struct {
 	log  *slog.Logger
 	db   *db.DB
 	keys *secret.Keyring
-	*domain.Services
+	*wiring.Services
 	river   *river.Client[*sql.Tx]
 	sweeper *jobs.LostRunnerSweeper // nil without workers
 	metrics *web.Metrics
@@ -90,7 +91,7 @@ func newApp(ctx context.Context, cfg *Config, logOut io.Writer, withWorkers bool
 	// runs are (ANVIL_SANDBOX=process).
 	policy := repourl.Policy{AllowLocal: cfg.CheckoutAllowLocal}
 	git, gitErr := sandbox.NewGit(cfg.Sandbox != "process", policy)
-	opts := domain.Options{HeartbeatTimeout: cfg.HeartbeatTimeout, LogMaxBytes: cfg.LogMaxBytes, CheckoutPolicy: policy}
+	opts := wiring.Options{HeartbeatTimeout: cfg.HeartbeatTimeout, LogMaxBytes: cfg.LogMaxBytes, CheckoutPolicy: policy}
 	var gitHead forgestatus.GitHead
 	if gitErr == nil {
 		opts.ProbeRepo, gitHead = git.Probe, git.Head
@@ -101,7 +102,7 @@ func newApp(ctx context.Context, cfg *Config, logOut io.Writer, withWorkers bool
 	if cfg.CheckoutAllowLocal {
 		log.Warn("local checkouts are allowed (ANVIL_CHECKOUT_ALLOW_LOCAL=true): projects may read this machine's repositories and private network")
 	}
-	a.Services = domain.NewServices(d.Bun, d.Pool, keys, log, opts)
+	a.Services = wiring.NewServices(d.Bun, d.Pool, keys, log, opts)
 	a.metrics = web.NewMetrics(d)
 	alert.For(a.Store, a.Queue, cfg.PublicURL).PerMinute = cfg.AlertsPerMinute
 

@@ -15,8 +15,12 @@ import (
 	"anvil/db"
 	"anvil/db/testdb"
 	"anvil/domain"
+	"anvil/domain/account"
+	"anvil/domain/project"
 	"anvil/domain/repourl"
+	"anvil/domain/run"
 	"anvil/domain/secret"
+	"anvil/domain/wiring"
 	"anvil/jobs"
 	"anvil/jobs/jobstest"
 	"anvil/jobs/sandbox"
@@ -25,13 +29,13 @@ import (
 func TestMain(m *testing.M) { testdb.Main(m) }
 
 type testBundle struct {
-	services *domain.Services
+	services *wiring.Services
 	db       *db.DB
 	store    *domain.Store
-	accounts *domain.Accounts
-	projects *domain.Projects
-	queue    *domain.Queue
-	logs     *domain.Logs
+	accounts *account.Accounts
+	projects *project.Projects
+	queue    *run.Queue
+	logs     *run.Logs
 	hub      *domain.Hub
 	river    *river.Client[*sql.Tx]
 	sweeper  *jobs.LostRunnerSweeper
@@ -73,7 +77,7 @@ func setup(t *testing.T, o options) *testBundle {
 	keys, _ := secret.NewKeyring(make([]byte, 32), nil)
 	// The fixtures are local repositories (jobstest.GitRepo).
 	policy := repourl.Policy{AllowLocal: true}
-	sv := domain.NewServices(d.Bun, d.Pool, keys, nil, domain.Options{HeartbeatTimeout: o.heartbeatTimeout, CheckoutPolicy: policy})
+	sv := wiring.NewServices(d.Bun, d.Pool, keys, nil, wiring.Options{HeartbeatTimeout: o.heartbeatTimeout, CheckoutPolicy: policy})
 	store := sv.Store
 	b := &testBundle{services: sv, db: d, store: store, accounts: sv.Accounts, projects: sv.Projects,
 		queue: sv.Queue, logs: sv.Logs, hub: sv.Hub}
@@ -144,7 +148,7 @@ func gitRepo(t *testing.T) (string, string, string) {
 
 func (b *testBundle) project(t *testing.T, slug, repo, command string, timeout int) *domain.Project {
 	t.Helper()
-	in := domain.ProjectInput{Slug: &slug, RepoURL: &repo, DefaultBranch: strp("main"), RunCommand: &command}
+	in := project.ProjectInput{Slug: &slug, RepoURL: &repo, DefaultBranch: strp("main"), RunCommand: &command}
 	if timeout > 0 {
 		in.RunTimeoutSeconds = &timeout
 	}
@@ -170,7 +174,7 @@ func waitFor(t *testing.T, within time.Duration, what string, cond func() bool) 
 	t.Fatalf("timed out after %s waiting for %s", within, what)
 }
 
-func (b *testBundle) run(t *testing.T, id uuid.UUID) *domain.Run {
+func (b *testBundle) run(t *testing.T, id uuid.UUID) *run.Run {
 	t.Helper()
 	r, err := b.queue.RunByID(context.Background(), id)
 	if err != nil {
@@ -179,12 +183,12 @@ func (b *testBundle) run(t *testing.T, id uuid.UUID) *domain.Run {
 	return r
 }
 
-func (b *testBundle) waitTerminal(t *testing.T, id uuid.UUID, within time.Duration) *domain.Run {
+func (b *testBundle) waitTerminal(t *testing.T, id uuid.UUID, within time.Duration) *run.Run {
 	t.Helper()
-	var r *domain.Run
+	var r *run.Run
 	waitFor(t, within, "run "+id.String()+" to finish", func() bool {
 		r = b.run(t, id)
-		return domain.IsTerminal(r.State)
+		return run.IsTerminal(r.State)
 	})
 	return r
 }

@@ -13,13 +13,14 @@ import (
 	"anvil/domain/alert"
 	"anvil/domain/forgestatus"
 	"anvil/domain/runsecret"
+	"anvil/domain/wiring"
 	"anvil/jobs/sandbox"
 )
 
 // Deps are what the workers need: the domain's services, the sandbox
 // executor and this process's workspace folder.
 type Deps struct {
-	*domain.Services
+	*wiring.Services
 	Executor sandbox.Executor
 	// Git checks repositories out under the checkout policy (required).
 	Git      *sandbox.Git

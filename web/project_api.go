@@ -8,6 +8,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"anvil/domain"
+	"anvil/domain/project"
 )
 
 // projectJSON is a project as the private API shows it. The provider token
@@ -63,7 +64,7 @@ func (s *Server) apiProjectList(c echo.Context) error {
 }
 
 func (s *Server) apiProjectCreate(c echo.Context) error {
-	var in domain.ProjectInput
+	var in project.ProjectInput
 	if err := bindJSON(c, &in); err != nil {
 		return err
 	}
@@ -91,7 +92,7 @@ func (s *Server) apiProjectUpdate(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	var in domain.ProjectInput
+	var in project.ProjectInput
 	if err := bindJSON(c, &in); err != nil {
 		return err
 	}

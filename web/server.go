@@ -13,10 +13,10 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"anvil/db"
-	"anvil/domain"
 	"anvil/domain/alert"
 	"anvil/domain/feedstats"
 	"anvil/domain/secret"
+	"anvil/domain/wiring"
 	"anvil/static"
 )
 
@@ -38,7 +38,7 @@ type Options struct {
 
 // Server holds the dependencies of every handler.
 type Server struct {
-	*domain.Services
+	*wiring.Services
 	db      *db.DB
 	keys    *secret.Keyring
 	log     *slog.Logger
@@ -56,7 +56,7 @@ type Server struct {
 // Deps are what New needs.
 type Deps struct {
 	DB       *db.DB
-	Services *domain.Services
+	Services *wiring.Services
 	Keys     *secret.Keyring
 	Log      *slog.Logger
 	Metrics  *Metrics

@@ -26,6 +26,7 @@ import (
 	"github.com/uptrace/bun"
 
 	"anvil/domain"
+	"anvil/domain/run"
 )
 
 // Destination kinds.
@@ -120,7 +121,7 @@ var (
 
 // For returns the store's alert service, creating it — and installing its
 // hooks on s and q — the first time: the web tier and the workers share it.
-func For(s *domain.Store, q *domain.Queue, publicURL string) *Service {
+func For(s *domain.Store, q *run.Queue, publicURL string) *Service {
 	servicesMu.Lock()
 	defer servicesMu.Unlock()
 	if a := services[s]; a != nil {

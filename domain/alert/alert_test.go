@@ -21,7 +21,10 @@ import (
 	"anvil/db/testdb"
 	"anvil/domain"
 	"anvil/domain/alert"
+	"anvil/domain/feed"
+	"anvil/domain/project"
 	"anvil/domain/secret"
+	"anvil/domain/wiring"
 )
 
 func TestMain(m *testing.M) { testdb.Main(m) }
@@ -30,11 +33,11 @@ func strp(s string) *string { return &s }
 
 type testBundle struct {
 	db     *db.DB
-	sv     *domain.Services
+	sv     *wiring.Services
 	alerts *alert.Service
 	owner  *domain.Principal
 	proj   *domain.Project
-	sender *domain.FeedSender
+	sender *feed.FeedSender
 }
 
 func setup(t *testing.T) *testBundle {
@@ -45,7 +48,7 @@ func setup(t *testing.T) *testBundle {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sv := domain.NewServices(d.Bun, d.Pool, keys, nil, domain.Options{})
+	sv := wiring.NewServices(d.Bun, d.Pool, keys, nil, wiring.Options{})
 	client, err := river.NewClient(riverdatabasesql.New(d.SQL), &river.Config{})
 	if err != nil {
 		t.Fatal(err)
@@ -65,7 +68,7 @@ func setup(t *testing.T) *testBundle {
 	if b.owner, err = sv.Accounts.Authenticate(ctx, res.Token); err != nil {
 		t.Fatal(err)
 	}
-	if b.proj, err = sv.Projects.Create(ctx, b.owner, domain.ProjectInput{Slug: strp("shop"), RepoURL: strp("https://git.example/shop.git"),
+	if b.proj, err = sv.Projects.Create(ctx, b.owner, project.ProjectInput{Slug: strp("shop"), RepoURL: strp("https://git.example/shop.git"),
 		DefaultBranch: strp("main"), RunCommand: strp("make test")}); err != nil {
 		t.Fatal(err)
 	}

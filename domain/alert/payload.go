@@ -10,6 +10,8 @@ import (
 	"github.com/google/uuid"
 
 	"anvil/domain"
+	"anvil/domain/incident"
+	"anvil/domain/run"
 )
 
 // Message is the generic webhook's JSON body (docs/contracts/alerts.md).
@@ -92,7 +94,7 @@ func (a *Service) message(ctx context.Context, args DeliverArgs, d dest) ([]byte
 	var lines []string
 	switch {
 	case args.IncidentID != uuid.Nil:
-		var in []domain.Incident
+		var in []incident.Incident
 		if err := a.s.DB.NewSelect().Model(&in).Where("id = ?", args.IncidentID).Scan(ctx); err != nil {
 			return nil, "", fmt.Errorf("alerts: read incident: %w", err)
 		}
@@ -112,7 +114,7 @@ func (a *Service) message(ctx context.Context, args DeliverArgs, d dest) ([]byte
 			lines = append(lines, "Why: "+i.NeedsHumanReason)
 		}
 	case args.RunID != uuid.Nil:
-		var rs []domain.Run
+		var rs []run.Run
 		if err := a.s.DB.NewSelect().Model(&rs).Where("id = ?", args.RunID).Scan(ctx); err != nil {
 			return nil, "", fmt.Errorf("alerts: read run: %w", err)
 		}
