@@ -10,7 +10,6 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/riverqueue/river"
-	"github.com/riverqueue/river/riverdriver/riverdatabasesql"
 
 	"anvil/db"
 	"anvil/db/testdb"
@@ -77,7 +76,7 @@ func setup(t *testing.T, o options) *testBundle {
 	keys, _ := secret.NewKeyring(make([]byte, 32), nil)
 	// The fixtures are local repositories (jobstest.GitRepo).
 	policy := repourl.Policy{AllowLocal: true}
-	sv := wiring.NewServices(d.Bun, d.Pool, keys, nil, wiring.Options{HeartbeatTimeout: o.heartbeatTimeout, CheckoutPolicy: policy})
+	sv := wiring.NewServices(d, keys, nil, wiring.Options{HeartbeatTimeout: o.heartbeatTimeout, CheckoutPolicy: policy})
 	store := sv.Store
 	b := &testBundle{services: sv, db: d, store: store, accounts: sv.Accounts, projects: sv.Projects,
 		queue: sv.Queue, logs: sv.Logs, hub: sv.Hub}
@@ -103,16 +102,14 @@ func setup(t *testing.T, o options) *testBundle {
 		t.Fatal(err)
 	}
 	jobs.Register(workers, jobs.Deps{Services: sv, Executor: exe, Git: git, WorkRoot: root})
-	client, err := river.NewClient(riverdatabasesql.NewWithPgxListener(d.SQL, d.Pool), &river.Config{
-		Workers: workers, Queues: map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: 4}, domain.RunsQueue: {MaxWorkers: 4}},
+	client, err := sv.Start(ctx, &river.Config{
+		Workers: workers, Queues: wiring.Queues(4),
 		PeriodicJobs: jobs.Periodic(o.heartbeatTimeout), FetchCooldown: 5 * time.Millisecond, FetchPollInterval: 50 * time.Millisecond,
 		TestOnly: true,
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	store.UseJobs(client)
-	sv.Start(ctx)
 	b.river = client
 	b.sweeper = jobs.NewLostRunnerSweeper(sv.Queue, nil)
 	if !o.idle {

@@ -10,7 +10,6 @@ import (
 	"github.com/riverqueue/river"
 
 	"anvil/domain"
-	"anvil/domain/alert"
 	"anvil/domain/forgestatus"
 	"anvil/domain/runsecret"
 	"anvil/domain/wiring"
@@ -27,8 +26,6 @@ type Deps struct {
 	Limits   sandbox.Limits // of every run's command (zero: sandbox.DefaultLimits)
 	WorkRoot string
 	Log      *slog.Logger
-	// PublicURL is the cockpit's address, for the links in alerts.
-	PublicURL string
 	// Reporter posts commit statuses (default: one built on Services with
 	// no public URL, so links are relative).
 	Reporter *forgestatus.Reporter
@@ -52,9 +49,8 @@ func Register(w *river.Workers, d Deps) {
 	river.AddWorker(w, &RefreshCardAgainWorker{cards: d.Cards})
 	river.AddWorker(w, &DispatchRepairWorker{incidents: d.Incidents})
 	river.AddWorker(w, &CardSweepWorker{cards: d.Cards, log: d.Log})
-	alerts := alert.For(d.Services.Store, d.Services.Queue, d.PublicURL)
-	river.AddWorker(w, &DeliverAlertWorker{alerts: alerts})
-	river.AddWorker(w, &AlertDigestWorker{alerts: alerts})
+	river.AddWorker(w, &DeliverAlertWorker{alerts: d.Alerts})
+	river.AddWorker(w, &AlertDigestWorker{alerts: d.Alerts})
 	river.AddWorker(w, &ExecuteRunWorker{Queue: d.Queue, Projects: d.Projects, Logs: d.Logs, Hub: d.Hub,
 		Executor: d.Executor, Git: d.Git, Limits: d.Limits, WorkRoot: d.WorkRoot, Repair: NewRepair(d.Incidents, d.Projects, d.Git.Policy), Log: d.Log,
 		Heartbeat: heartbeatInterval(d.Queue.HeartbeatTimeout()), ID: ExecutorID(),

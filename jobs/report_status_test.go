@@ -14,7 +14,6 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/riverqueue/river"
-	"github.com/riverqueue/river/riverdriver/riverdatabasesql"
 	"github.com/uptrace/bun"
 
 	"anvil/db"
@@ -164,23 +163,22 @@ func setupStatus(t *testing.T, f *fakeForge) *statusBundle {
 	t.Helper()
 	d := testdb.New(t)
 	keys, _ := secret.NewKeyring(make([]byte, 32), nil)
-	sv := wiring.NewServices(d.Bun, d.Pool, keys, nil, wiring.Options{LatestCommit: forgestatus.LatestCommit(http.DefaultClient, nil)})
+	sv := wiring.NewServices(d, keys, nil, wiring.Options{LatestCommit: forgestatus.LatestCommit(http.DefaultClient, nil)})
 	workers := river.NewWorkers()
 	// The test is the executor; executions (on the runs queue, which this
 	// client does not work) and reconciliations are accepted and left be.
 	river.AddWorker(workers, &idleWorker[domain.ExecuteRunArgs]{})
 	river.AddWorker(workers, &idleWorker[domain.ReconcileRunArgs]{})
 	river.AddWorker(workers, jobs.NewReportStatusWorker(forgestatus.NewReporter(sv.Store, sv.Projects, "https://anvil.example.com")))
-	client, err := river.NewClient(riverdatabasesql.NewWithPgxListener(d.SQL, d.Pool), &river.Config{
+	ctx, cancel := context.WithCancel(context.Background())
+	client, err := sv.Start(ctx, &river.Config{
 		Workers: workers, Queues: map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: 4}},
 		FetchCooldown: 5 * time.Millisecond, FetchPollInterval: 50 * time.Millisecond, TestOnly: true,
 	})
 	if err != nil {
+		cancel()
 		t.Fatal(err)
 	}
-	sv.Store.UseJobs(client)
-	ctx, cancel := context.WithCancel(context.Background())
-	sv.Start(ctx)
 	if err := client.Start(ctx); err != nil {
 		t.Fatal(err)
 	}

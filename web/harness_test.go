@@ -15,7 +15,6 @@ import (
 	"testing"
 
 	"github.com/riverqueue/river"
-	"github.com/riverqueue/river/riverdriver/riverdatabasesql"
 
 	"anvil/db"
 	"anvil/db/testdb"
@@ -93,13 +92,14 @@ func setupFull(t testing.TB, opts web.Options, dopts wiring.Options) *testBundle
 	if err != nil {
 		t.Fatal(err)
 	}
-	sv := wiring.NewServices(d.Bun, d.Pool, keys, nil, dopts)
-	client, err := river.NewClient(riverdatabasesql.New(d.SQL), &river.Config{})
+	if dopts.PublicURL == "" {
+		dopts.PublicURL = opts.PublicURL // the links in alerts, as serve does
+	}
+	sv := wiring.NewServices(d, keys, nil, dopts)
+	client, err := sv.Start(context.Background(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	sv.Store.UseJobs(client)
-	sv.Start(context.Background())
 	t.Cleanup(func() {
 		if err := sv.Stop(context.Background()); err != nil {
 			t.Error(err)

@@ -74,7 +74,7 @@ func newServer(d Deps) *Server {
 		d.Metrics = NewMetrics(d.DB)
 	}
 	return &Server{Services: d.Services, db: d.DB, keys: d.Keys, log: d.Log, metrics: d.Metrics, opts: d.Options, done: d.Done,
-		alerts: alert.For(d.Services.Store, d.Services.Queue, d.Options.PublicURL)}
+		alerts: d.Services.Alerts}
 }
 
 func (s *Server) base() *echo.Echo {

@@ -12,8 +12,6 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/riverqueue/river"
-	"github.com/riverqueue/river/riverdriver/riverdatabasesql"
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 	"github.com/uptrace/bun"
 
@@ -48,13 +46,11 @@ func setup(t *testing.T) *testBundle {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sv := wiring.NewServices(d.Bun, d.Pool, keys, nil, wiring.Options{})
-	client, err := river.NewClient(riverdatabasesql.New(d.SQL), &river.Config{})
+	sv := wiring.NewServices(d, keys, nil, wiring.Options{})
+	_, err = sv.Start(ctx, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	sv.Store.UseJobs(client)
-	sv.Start(ctx)
 	t.Cleanup(func() {
 		if err := sv.Stop(context.Background()); err != nil {
 			t.Errorf("stop the services: %v", err)

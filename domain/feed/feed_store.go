@@ -15,6 +15,7 @@ import (
 
 	"anvil/domain"
 	"anvil/domain/card"
+	"anvil/domain/incident"
 	"anvil/domain/internal/dbutil"
 	"anvil/domain/internal/ttlcache"
 )
@@ -45,16 +46,6 @@ type group struct {
 }
 
 type groupKey struct{ env, fp string }
-
-type transition struct {
-	incident   uuid.UUID
-	from       *string
-	to         string
-	actor      string
-	actorID    string
-	reason     string
-	intoQueued bool
-}
 
 // batchPlan is a group of batches arranged for storage.
 type batchPlan struct {
@@ -246,34 +237,12 @@ func scanCreated(rows dbutil.RowSource, gs []*group) (map[*group]bool, error) {
 	return lost, nil
 }
 
-func strPtr(s string) *string { return &s }
-
-// newIncidentTransitions records how a new incident reached its status:
-// observed, triaged once grouped, then the binding's policy.
-func newIncidentTransitions(g *group) []transition {
-	trs := []transition{
-		{incident: g.id, to: domain.IncidentObserved, actor: domain.ActorSystem, reason: "first event"},
-		{incident: g.id, from: strPtr(domain.IncidentObserved), to: domain.IncidentTriaged, actor: domain.ActorSystem, reason: "grouped by fingerprint"},
-	}
-	return append(trs, policyTransition(g)...)
-}
-
-// policyTransition moves a triaged incident on by its binding's policy.
-func policyTransition(g *group) []transition {
-	target := domain.PolicyTarget(g.policy)
-	if target == domain.IncidentTriaged {
-		return nil
-	}
-	return []transition{{incident: g.id, from: strPtr(domain.IncidentTriaged), to: target, actor: domain.ActorPolicy, actorID: "binding:" + g.env,
-		reason: "repair policy " + g.policy, intoQueued: target == domain.IncidentQueued}}
-}
-
 // updateStmt counts new events on existing incidents (gs, locked, their
 // status read under the lock). A CLOSED incident that gets a new event
 // regressed: it reopens (TRIAGED, then the policy), and the transitions
 // say so. An IGNORED one, and every other status, only counts.
-func (p *batchPlan) updateStmt(gs []*group) (dbutil.Stmt, []transition) {
-	var trs []transition
+func (p *batchPlan) updateStmt(gs []*group) (dbutil.Stmt, []incident.Transition) {
+	var trs []incident.Transition
 	n := len(gs)
 	ids := make([]pgtype.UUID, n)
 	latest, rels, states := make([]string, n), make([]string, n), make([]string, n)
@@ -281,9 +250,7 @@ func (p *batchPlan) updateStmt(gs []*group) (dbutil.Stmt, []transition) {
 	for i, g := range gs {
 		ids[i], latest[i], rels[i], counts[i], states[i] = dbutil.PgUUID(g.id), g.latest, g.release, g.n, g.status
 		if g.status == domain.IncidentClosed {
-			trs = append(trs, transition{incident: g.id, from: strPtr(domain.IncidentClosed), to: domain.IncidentTriaged, actor: domain.ActorSystem,
-				reason: "regression: a new event arrived on a closed incident"})
-			trs = append(trs, policyTransition(g)...)
+			trs = append(trs, incident.Regressed(g.id, g.env, g.policy)...)
 			states[i] = domain.PolicyTarget(g.policy)
 		}
 	}
@@ -292,33 +259,6 @@ func (p *batchPlan) updateStmt(gs []*group) (dbutil.Stmt, []transition) {
 		release = CASE WHEN u.r <> '' THEN u.r ELSE i.release END, status = u.s, updated_at = $1
 		FROM unnest($2::uuid[], $3::bigint[], $4::text[], $5::text[], $6::text[]) AS u(id, n, l, r, s)
 		WHERE i.id = u.id`, Args: []any{p.now, ids, counts, latest, rels, states}}, trs
-}
-
-// transitionsStmt records trs; ORDER BY ord keeps the bigserial ids in
-// lifecycle order.
-func transitionsStmt(trs []transition, now time.Time) dbutil.Stmt {
-	n := len(trs)
-	ids := make([]pgtype.UUID, n)
-	tos, actors, actorIDs, reasons := make([]string, n), make([]string, n), make([]string, n), make([]string, n)
-	froms := make([]*string, n)
-	for i, t := range trs {
-		ids[i], froms[i], tos[i], actors[i], actorIDs[i], reasons[i] = dbutil.PgUUID(t.incident), t.from, t.to, t.actor, t.actorID, t.reason
-	}
-	return dbutil.Stmt{SQL: `INSERT INTO incident_transitions (incident_id, from_status, to_status, actor_kind, actor_id, reason, at)
-		SELECT u.i, u.f, u.t, u.a, u.ai, u.r, $1
-		FROM unnest($2::uuid[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[]) WITH ORDINALITY AS u(i, f, t, a, ai, r, ord)
-		ORDER BY u.ord`, Args: []any{now, ids, froms, tos, actors, actorIDs, reasons}}
-}
-
-// queued is the incidents trs move into QUEUED.
-func queued(trs []transition) []uuid.UUID {
-	var ids []uuid.UUID
-	for _, t := range trs {
-		if t.intoQueued {
-			ids = append(ids, t.incident)
-		}
-	}
-	return ids
 }
 
 // liveNotice is the live event a stored group publishes.
@@ -484,17 +424,17 @@ func (g *fastGroup) lockAndCreate(ctx context.Context, updated, created []*group
 // request goes through River's transactional insert.
 func (g *fastGroup) commit(ctx context.Context, updated, created []*group) error {
 	p := g.p
-	var trs []transition
+	var trs []incident.Transition
 	for _, gr := range created {
-		trs = append(trs, newIncidentTransitions(gr)...)
+		trs = append(trs, incident.Created(gr.id, gr.env, gr.policy)...)
 	}
 	var update dbutil.Stmt
 	if len(updated) > 0 {
-		var reopened []transition
+		var reopened []incident.Transition
 		update, reopened = p.updateStmt(updated)
 		trs = append(trs, reopened...)
 	}
-	if g.f.OnQueued != nil && len(queued(trs)) > 0 {
+	if g.f.OnQueued != nil && len(incident.Queued(trs)) > 0 {
 		return g.abandon(ctx, errSlowStore)
 	}
 	if err := g.f.s.EnqueueAlertsFast(ctx, g.c, feedAlertCauses(p.snd, trs)); err != nil {
@@ -509,7 +449,7 @@ func (g *fastGroup) commit(ctx context.Context, updated, created []*group) error
 			b.Queue(update.SQL, update.Args...)
 		}
 		if len(trs) > 0 {
-			st := transitionsStmt(trs, p.now)
+			st := incident.TransitionsStmt(trs, p.now)
 			b.Queue(st.SQL, st.Args...)
 			// New incidents and moves change the card; counts do not.
 			b.Queue(card.BumpVersionSQL, dbutil.PgUUID(p.snd.ProjectID), p.now)
@@ -621,7 +561,7 @@ func (f *Feed) storeBatch(ctx context.Context, tx bun.Tx, p *batchPlan) error {
 	if err := p.lockCounted(q, updated, true); err != nil {
 		return err
 	}
-	var trs []transition
+	var trs []incident.Transition
 	var lost map[*group]bool
 	if len(created) > 0 {
 		if err := q(p.createStmt(created), func(r dbutil.RowSource) (err error) { lost, err = scanCreated(r, created); return err }); err != nil {
@@ -630,7 +570,7 @@ func (f *Feed) storeBatch(ctx context.Context, tx bun.Tx, p *batchPlan) error {
 	}
 	for _, g := range created {
 		if !lost[g] {
-			trs = append(trs, newIncidentTransitions(g)...)
+			trs = append(trs, incident.Created(g.id, g.env, g.policy)...)
 		}
 	}
 	if len(lost) > 0 {
@@ -663,7 +603,7 @@ func (f *Feed) storeBatch(ctx context.Context, tx bun.Tx, p *batchPlan) error {
 		trs = append(trs, reopened...)
 	}
 	if len(trs) > 0 {
-		st := transitionsStmt(trs, p.now)
+		st := incident.TransitionsStmt(trs, p.now)
 		if _, err := tx.Tx.ExecContext(ctx, st.SQL, st.Args...); err != nil {
 			return fmt.Errorf("insert transitions: %w", err)
 		}
@@ -671,7 +611,7 @@ func (f *Feed) storeBatch(ctx context.Context, tx bun.Tx, p *batchPlan) error {
 	if err := f.s.EnqueueAlerts(ctx, tx, feedAlertCauses(p.snd, trs)); err != nil {
 		return err
 	}
-	if ids := queued(trs); f.OnQueued != nil && len(ids) > 0 {
+	if ids := incident.Queued(trs); f.OnQueued != nil && len(ids) > 0 {
 		if err := f.OnQueued(ctx, tx, p.snd.ProjectID, ids); err != nil {
 			return fmt.Errorf("request repair: %w", err)
 		}
@@ -762,20 +702,20 @@ func (p *batchPlan) insertEvents(ctx context.Context, tx bun.Tx) (map[string]boo
 // feedAlertCauses are the alerts of a stored group's transitions: a new
 // incident, a regression, and an incident the policy sends to approval.
 // Both of the feed's paths call it on the same transitions.
-func feedAlertCauses(snd *FeedSender, trs []transition) []domain.AlertCause {
+func feedAlertCauses(snd *FeedSender, trs []incident.Transition) []domain.AlertCause {
 	var out []domain.AlertCause
 	for _, t := range trs {
 		kind := ""
 		switch {
-		case t.from == nil:
+		case t.From == nil:
 			kind = domain.AlertIncidentNew
-		case *t.from == domain.IncidentClosed:
+		case *t.From == domain.IncidentClosed:
 			kind = domain.AlertIncidentRegressed
-		case t.to == domain.IncidentWaitingApproval:
+		case t.To == domain.IncidentWaitingApproval:
 			kind = domain.AlertIncidentApproval
 		}
 		if kind != "" {
-			out = append(out, domain.AlertCause{Kind: kind, OrgID: snd.OrgID, ProjectID: snd.ProjectID, IncidentID: t.incident})
+			out = append(out, domain.AlertCause{Kind: kind, OrgID: snd.OrgID, ProjectID: snd.ProjectID, IncidentID: t.Incident})
 		}
 	}
 	return out

@@ -1,16 +1,25 @@
+// Package wiring builds the domain: every capability service over one
+// store, the alert hooks, River's client, and the machinery's Start and
+// Stop. serve, worker, the admin commands and every test harness go through
+// it, so they are wired alike (docs/architecture.md, "Packages and arrows").
+// It is the one package that may import every capability package.
 package wiring
 
 import (
 	"context"
+	"database/sql"
 	"errors"
+	"fmt"
 	"log/slog"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/uptrace/bun"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverdatabasesql"
 
+	"anvil/db"
 	"anvil/domain"
 	"anvil/domain/account"
+	"anvil/domain/alert"
 	"anvil/domain/card"
 	"anvil/domain/feed"
 	"anvil/domain/incident"
@@ -36,6 +45,11 @@ type Services struct {
 	Incidents *incident.Incidents
 	Cards     *card.Cards
 	Audit     *domain.Audit
+	// Alerts turns changes into alert deliveries; NewServices installs its
+	// hooks on the store and the queue.
+	Alerts *alert.Service
+
+	db *db.DB
 }
 
 // Options tune the services.
@@ -50,31 +64,52 @@ type Options struct {
 	// LatestCommit, when set, resolves a default branch's head for "run
 	// the latest commit".
 	LatestCommit run.LatestResolver
+	// PublicURL is the cockpit's address, for the links in alerts.
+	PublicURL string
+	// AlertsPerMinute bounds the alerts one destination receives in a
+	// minute (0: alert.PerMinute).
+	AlertsPerMinute int
 }
 
-// NewServices wires the services. pool serves the live-events listener;
-// UseJobs must still be called on the store once River's client exists,
-// and Start before anything commits.
-func NewServices(bdb *bun.DB, pool *pgxpool.Pool, keys *secret.Keyring, log *slog.Logger, o Options) *Services {
-	s := domain.NewStore(bdb, keys, log)
-	s.Pool = pool
+// NewServices wires the services on d, alerts included (d's pool also
+// serves the live-events listener); Start must be called before anything commits (it
+// gives the store River's client).
+func NewServices(d *db.DB, keys *secret.Keyring, log *slog.Logger, o Options) *Services {
+	s := domain.NewStore(d.Bun, keys, log)
+	s.Pool = d.Pool
 	sv := &Services{Store: s, Accounts: account.NewAccounts(s), Projects: project.NewProjects(s), Queue: run.NewQueue(s, o.HeartbeatTimeout),
-		Logs: run.NewLogs(s, o.LogMaxBytes), Hub: domain.NewHub(pool, s.Log), Feed: feed.NewFeed(s), Cards: card.NewCards(s), Audit: domain.NewAudit(s)}
+		Logs: run.NewLogs(s, o.LogMaxBytes), Hub: domain.NewHub(d.Pool, s.Log), Feed: feed.NewFeed(s), Cards: card.NewCards(s), Audit: domain.NewAudit(s), db: d}
 	sv.Projects.SetCheckout(o.CheckoutPolicy, o.ProbeRepo)
 	sv.Queue.SetLatestResolver(o.LatestCommit)
 	sv.Webhooks = webhook.NewWebhooks(s, sv.Queue)
 	sv.Incidents = incident.NewIncidents(s, sv.Queue)
 	sv.Feed.OnQueued = sv.Incidents.RequestRepairs
+	sv.Alerts = alert.For(s, sv.Queue, o.PublicURL)
+	if o.AlertsPerMinute > 0 {
+		sv.Alerts.PerMinute = o.AlertsPerMinute
+	}
 	return sv
 }
 
-// Start starts the services' machinery: the live-event publisher, the
-// feed's card-refresh requests and the queue's acceptance groups. Nothing
-// of it starts by itself.
-func (sv *Services) Start(ctx context.Context) {
+// Start creates River's client on the services' database with rc — its Workers registered by
+// the caller (jobs.Register) in a process that works jobs, none in one that
+// only inserts; nil is an inserting client —, hands it to the store, and
+// starts the services' machinery: the live-event publisher, the feed's
+// card-refresh requests and the queue's acceptance groups. Nothing of it
+// starts by itself. Working jobs is River's client.Start, the caller's.
+func (sv *Services) Start(ctx context.Context, rc *river.Config) (*river.Client[*sql.Tx], error) {
+	if rc == nil {
+		rc = &river.Config{}
+	}
+	client, err := river.NewClient(riverdatabasesql.NewWithPgxListener(sv.db.SQL, sv.db.Pool), rc)
+	if err != nil {
+		return nil, fmt.Errorf("river client: %w", err)
+	}
+	sv.Store.UseJobs(client)
 	sv.Store.Start(ctx)
 	sv.Feed.Start(ctx)
 	sv.Queue.StartAccepting(ctx)
+	return client, nil
 }
 
 // Stop flushes and stops the machinery, each part after what feeds it:
@@ -84,4 +119,11 @@ func (sv *Services) Start(ctx context.Context) {
 // any more) and before the pool closes; Stop twice is no error.
 func (sv *Services) Stop(ctx context.Context) error {
 	return errors.Join(sv.Queue.StopAccepting(ctx), sv.Feed.Stop(ctx), sv.Store.Stop(ctx))
+}
+
+// Queues is River's queues in a process that works jobs: the short jobs,
+// runs executions (runs at a time, ANVIL_RUN_CONCURRENCY) and alert
+// deliveries.
+func Queues(runs int) map[string]river.QueueConfig {
+	return map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: 10}, domain.RunsQueue: {MaxWorkers: runs}, alert.Queue: alert.QueueConfig}
 }

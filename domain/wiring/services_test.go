@@ -12,8 +12,6 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
-	"github.com/riverqueue/river"
-	"github.com/riverqueue/river/riverdriver/riverdatabasesql"
 
 	"anvil/db"
 	"anvil/db/testdb"
@@ -65,13 +63,11 @@ func TestGracefulStopSendsEveryLiveEvent(t *testing.T) {
 	t.Cleanup(d.Close)
 	var logs syncBuffer
 	keys, _ := secret.NewKeyring(make([]byte, 32), nil)
-	sv := wiring.NewServices(d.Bun, d.Pool, keys, slog.New(slog.NewTextHandler(&logs, nil)), wiring.Options{})
-	client, err := river.NewClient(riverdatabasesql.New(d.SQL), &river.Config{})
+	sv := wiring.NewServices(d, keys, slog.New(slog.NewTextHandler(&logs, nil)), wiring.Options{})
+	_, err = sv.Start(ctx, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	sv.Store.UseJobs(client)
-	sv.Start(ctx)
 	res, err := sv.Accounts.Bootstrap(ctx, "acme", "owner@acme.test", "correct horse battery")
 	if err != nil {
 		t.Fatal(err)

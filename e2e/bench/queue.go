@@ -17,7 +17,6 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/riverqueue/river"
-	"github.com/riverqueue/river/riverdriver/riverdatabasesql"
 
 	"anvil/db"
 	"anvil/domain"
@@ -56,15 +55,13 @@ func newQueueBench(ctx context.Context, env *benchEnv) (*queueBench, error) {
 		return nil, err
 	}
 	keys, _ := secret.NewKeyring(make([]byte, 32), nil)
-	sv := wiring.NewServices(d.Bun, d.Pool, keys, slog.New(slog.NewTextHandler(io.Discard, nil)), wiring.Options{})
+	sv := wiring.NewServices(d, keys, slog.New(slog.NewTextHandler(io.Discard, nil)), wiring.Options{})
 	store := sv.Store
-	client, err := river.NewClient(riverdatabasesql.New(d.SQL), &river.Config{})
+	client, err := sv.Start(ctx, nil)
 	if err != nil {
 		d.Close()
 		return nil, err
 	}
-	store.UseJobs(client)
-	sv.Start(ctx)
 	acc := sv.Accounts
 	res, err := acc.Bootstrap(ctx, "bench", "bench@anvil.test", "correct horse battery")
 	if err != nil {
