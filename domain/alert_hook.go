@@ -64,7 +64,7 @@ type FastJobInserter interface {
 // UseFastJobs sets the inserter of the feed's fast path.
 func (s *Store) UseFastJobs(j FastJobInserter) { s.fastJobs = j }
 
-// enqueueAlerts enqueues the alerts of causes in tx.
+// EnqueueAlerts enqueues the alerts of causes in tx.
 func (s *Store) EnqueueAlerts(ctx context.Context, tx bun.Tx, causes []AlertCause) error {
 	read := func(ctx context.Context, q string, args ...any) (v string, err error) {
 		err = tx.Tx.QueryRowContext(ctx, q, args...).Scan(&v)
@@ -84,7 +84,7 @@ func (s *Store) EnqueueAlerts(ctx context.Context, tx bun.Tx, causes []AlertCaus
 // path is set: the caller takes its general path.
 var ErrNoFastJobs = errors.New("domain: alerts need the general path (no fast job inserter)")
 
-// enqueueAlertsFast is enqueueAlerts in the transaction the feed's fast
+// EnqueueAlertsFast is enqueueAlerts in the transaction the feed's fast
 // path holds open on c: one statement, only when a destination wants it.
 func (s *Store) EnqueueAlertsFast(ctx context.Context, c *pgx.Conn, causes []AlertCause) error {
 	read := func(ctx context.Context, q string, args ...any) (v string, err error) {

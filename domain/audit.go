@@ -37,7 +37,7 @@ const (
 	auditPageSize            = 50
 )
 
-// recordAudit writes one audit entry in tx, the transaction of the change it
+// RecordAudit writes one audit entry in tx, the transaction of the change it
 // describes, so that the entry exists exactly when the change does. p is the
 // actor (nil for the operator's command line). detail must never hold a
 // secret: callers pass names, roles and ids only.
@@ -48,7 +48,7 @@ func RecordAudit(ctx context.Context, tx bun.IDB, p *Principal, kind, target str
 	return RecordAuditIn(ctx, tx, p.OrgID, &p.UserID, p.Email, kind, target, detail)
 }
 
-// recordAuditIn is recordAudit for an explicit organisation and actor (an
+// RecordAuditIn is recordAudit for an explicit organisation and actor (an
 // invitation accepted by someone who is not a member yet, an operator's reset).
 func RecordAuditIn(ctx context.Context, tx bun.IDB, orgID uuid.UUID, actorID *uuid.UUID, actorEmail, kind, target string, detail map[string]any) error {
 	if detail == nil {

@@ -47,13 +47,15 @@ type FieldError struct {
 	Problem string
 }
 
-// fieldErrors collects the refusals of one input.
+// FieldErrors collects the refusals of one input.
 type FieldErrors []FieldError
 
+// Add refuses field with code and a problem.
 func (fe *FieldErrors) Add(field, code, format string, args ...any) {
 	*fe = append(*fe, FieldError{Field: field, Code: code, Problem: fmt.Sprintf(format, args...)})
 }
 
+// Has reports whether field was refused.
 func (fe FieldErrors) Has(field string) bool {
 	for _, f := range fe {
 		if f.Field == field {
@@ -63,7 +65,7 @@ func (fe FieldErrors) Has(field string) bool {
 	return false
 }
 
-// err is nil when nothing was refused, else one Invalid error holding all.
+// Err is nil when nothing was refused, else one Invalid error holding all.
 func (fe FieldErrors) Err() error {
 	if len(fe) == 0 {
 		return nil
@@ -78,6 +80,7 @@ func (fe FieldErrors) Err() error {
 func (e *Error) Error() string { return e.Message }
 func (e *Error) Unwrap() error { return e.Kind }
 
+// NewError is an *Error of kind with a code and a message.
 func NewError(kind error, code, format string, args ...any) *Error {
 	return &Error{Kind: kind, Code: code, Message: fmt.Sprintf(format, args...)}
 }
@@ -102,6 +105,8 @@ func Forbidden(format string, args ...any) error {
 	return NewError(ErrForbidden, "forbidden", format, args...)
 }
 
+// ClipString cuts s to n bytes, marking the cut, for quoting input in
+// an error message.
 func ClipString(s string, n int) string {
 	if len(s) <= n {
 		return s

@@ -79,7 +79,7 @@ func globMatch(glob, s string) bool {
 	return false
 }
 
-// runsBranch reports whether a push to branch becomes a run of p.
+// RunsBranch reports whether a push to branch becomes a run of p.
 func (p *Project) RunsBranch(branch string) bool {
 	return BranchMatches(p.BranchFilters, strings.TrimPrefix(p.DefaultBranch, "refs/heads/"), branch)
 }

@@ -16,7 +16,7 @@ func (p *Principal) AtLeast(min string) bool {
 	return p != nil && roleRank[p.Role] >= roleRank[min] && roleRank[min] > 0
 }
 
-// requireRole refuses a principal below min, naming both roles so that a
+// RequireRole refuses a principal below min, naming both roles so that a
 // person knows whom to ask. Viewers read only; members trigger and cancel
 // runs and take inbox decisions; admins also manage projects, webhooks,
 // connections, bindings, the card and members; owners also manage owners.
@@ -31,7 +31,7 @@ func RequireRole(p *Principal, min string) error {
 	return Forbidden("you are %s in this organisation; this needs the %s role or higher", role, min)
 }
 
-// requireWrite refuses viewers: what members may do (runs, cancels, inbox
+// RequireWrite refuses viewers: what members may do (runs, cancels, inbox
 // decisions). Settings use requireRole(p, RoleAdmin).
 func RequireWrite(p *Principal) error { return RequireRole(p, RoleMember) }
 

@@ -72,7 +72,7 @@ func (s *Store) Stop(ctx context.Context) error {
 // UseJobs sets the River client used to enqueue work in transactions.
 func (s *Store) UseJobs(j JobInserter) { s.jobs = j }
 
-// insertJob enqueues args in tx.
+// InsertJob enqueues args in tx.
 func (s *Store) InsertJob(ctx context.Context, tx bun.Tx, args river.JobArgs) error {
 	if s.jobs == nil {
 		return fmt.Errorf("domain: no job inserter configured for %s", args.Kind())
@@ -83,13 +83,13 @@ func (s *Store) InsertJob(ctx context.Context, tx bun.Tx, args river.JobArgs) er
 	return nil
 }
 
-// inTx runs fn in a transaction. Live events that fn publishes with notify
+// InTx runs fn in a transaction. Live events that fn publishes with notify
 // are sent once the transaction has committed (see publisher).
 func (s *Store) InTx(ctx context.Context, fn func(ctx context.Context, tx bun.Tx) error) error {
 	return s.PublishAfter(ctx, func(ctx context.Context) error { return s.DB.RunInTx(ctx, nil, fn) })
 }
 
-// publishAfter runs commit, a transaction (or its rest) through its COMMIT, with a ctx
+// PublishAfter runs commit, a transaction (or its rest) through its COMMIT, with a ctx
 // in which notify collects the live events, and publishes them once commit
 // has returned without error.
 func (s *Store) PublishAfter(ctx context.Context, commit func(ctx context.Context) error) error {
@@ -121,7 +121,7 @@ func (s *Store) WithProject(ctx context.Context, projectID uuid.UUID, fn func(ct
 	})
 }
 
-// notify publishes a live event to every web and worker process through
+// Notify publishes a live event to every web and worker process through
 // Postgres NOTIFY, once (and only if) the transaction commits.
 //
 // The NOTIFY is not sent inside the transaction: Postgres serializes the

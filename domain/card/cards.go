@@ -115,13 +115,13 @@ const markCardChangedSQL = `WITH old AS (SELECT queued FROM card_changes WHERE p
 	ON CONFLICT (project_id) DO UPDATE SET version = c.version + 1, queued = true, changed_at = EXCLUDED.changed_at
 	RETURNING COALESCE((SELECT queued FROM old), false)`
 
-// bumpCardVersionSQL counts a change without asking for a refresh (the
+// BumpVersionSQL counts a change without asking for a refresh (the
 // feed asks after its commit, see queueCardRefresh). $1 the project, $2
 // the time.
 const BumpVersionSQL = `INSERT INTO card_changes AS c (project_id, version, changed_at) VALUES ($1, 1, $2)
 	ON CONFLICT (project_id) DO UPDATE SET version = c.version + 1, changed_at = EXCLUDED.changed_at`
 
-// EnqueueCardRefresh records a change of the project's card in tx and,
+// EnqueueRefresh records a change of the project's card in tx and,
 // unless a refresh is already responsible for the project, inserts one:
 // one job per project however many changes arrive while it waits or runs
 // (the job reads again while changes keep committing).
@@ -136,7 +136,7 @@ func EnqueueRefresh(ctx context.Context, s *domain.Store, tx bun.Tx, projectID u
 	return s.InsertJob(ctx, tx, domain.RefreshCardArgs{ProjectID: projectID})
 }
 
-// queueCardRefresh, after changes have been counted and committed,
+// QueueRefresh, after changes have been counted and committed,
 // inserts the project's refresh unless one is responsible already or the
 // card has read every change.
 func QueueRefresh(ctx context.Context, s *domain.Store, projectID uuid.UUID) error {
@@ -161,7 +161,7 @@ func forceCardRefresh(ctx context.Context, s *domain.Store, tx bun.Tx, projectID
 	return s.InsertJob(ctx, tx, domain.RefreshCardArgs{ProjectID: projectID})
 }
 
-// cardRefreshGap is the least time between two reads of one project's
+// RefreshGap is the least time between two reads of one project's
 // store by a refresh, and between two request rounds of the feed: a steady
 // stream of changes would otherwise replace the card as fast as the
 // database answers, each time with nearly the same snapshot; with the gap

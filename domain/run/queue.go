@@ -425,7 +425,7 @@ func (q *Queue) View(ctx context.Context, orgID, projectID uuid.UUID) (QueueView
 	return out, nil
 }
 
-// cancelQueuedTx cancels a run that is still queued (pending or promoted
+// CancelQueuedTx cancels a run that is still queued (pending or promoted
 // but unclaimed) inside a caller's transaction holding p's lock, and
 // promotes the next run. A run already executing is left alone: stopping it
 // is a person's explicit cancel. It reports whether it canceled.

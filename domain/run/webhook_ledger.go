@@ -375,7 +375,7 @@ func publishDeliveries(ctx context.Context, tx bun.Tx, group []*acceptJob, byID 
 // window in which a redelivery of the same id is recognised (docs/contracts/webhooks.md, "The ledger").
 const DeliveryRetention = 72 * time.Hour
 
-// sealedMaterial is a webhook's secrets as stored: AES-GCM ciphertexts,
+// SealedSecrets is a webhook's secrets as stored: AES-GCM ciphertexts,
 // which change with every rotation (a fresh nonce each time).
 type SealedSecrets struct{ Secret, SigningToken string }
 

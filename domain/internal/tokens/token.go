@@ -1,3 +1,5 @@
+// Package tokens makes and checks the bearer tokens of the domain:
+// personal API tokens, feed connection tokens, card tokens, invitations.
 package tokens
 
 import (
@@ -10,7 +12,7 @@ import (
 
 const base62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
 
-// randomBase62 returns n characters drawn uniformly from base62.
+// RandomBase62 returns n characters drawn uniformly from base62.
 func RandomBase62(n int) string {
 	var b strings.Builder
 	b.Grow(n)
@@ -34,7 +36,7 @@ const (
 	LookupLen           = 16
 )
 
-// newToken makes a token with the given prefix and returns it with its
+// New makes a token with the given prefix and returns it with its
 // lookup key and hash.
 func New(prefix string) (token, lookup string, hash []byte) {
 	token = prefix + RandomBase62(RandomLen)
@@ -42,7 +44,7 @@ func New(prefix string) (token, lookup string, hash []byte) {
 	return token, token[:LookupLen], sum[:]
 }
 
-// splitToken checks a presented token's shape and returns its lookup key and
+// Split checks a presented token's shape and returns its lookup key and
 // hash; ok is false for anything that cannot be one of ours.
 func Split(prefix, token string) (lookup string, hash []byte, ok bool) {
 	if len(token) != len(prefix)+RandomLen || !strings.HasPrefix(token, prefix) {
@@ -57,5 +59,5 @@ func Split(prefix, token string) (lookup string, hash []byte, ok bool) {
 	return token[:LookupLen], sum[:], true
 }
 
-// hashEqual compares two hashes in constant time.
+// HashEqual compares two hashes in constant time.
 func HashEqual(a, b []byte) bool { return subtle.ConstantTimeCompare(a, b) == 1 }
