@@ -42,15 +42,6 @@ func toProjectJSON(p *domain.Project) projectJSON {
 		BranchFilters: append([]string{}, p.BranchFilters...), CreatedAt: p.CreatedAt.UTC(), UpdatedAt: p.UpdatedAt.UTC(), Warnings: p.Warnings}
 }
 
-// pathUUID parses a path parameter; a malformed id is a 404 like an unknown one.
-func pathUUID(c echo.Context, name, what string) (uuid.UUID, error) {
-	id, err := uuid.Parse(c.Param(name))
-	if err != nil {
-		return uuid.Nil, domain.NotFound(what)
-	}
-	return id, nil
-}
-
 func (s *Server) apiProjectList(c echo.Context) error {
 	ps, err := s.Projects.List(c.Request().Context(), principal(c).OrgID)
 	if err != nil {

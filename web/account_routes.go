@@ -2,9 +2,17 @@ package web
 
 import "github.com/labstack/echo/v4"
 
-// registerTeams adds the members, invitations, own-account, organisation
-// and audit routes.
-func (s *Server) registerTeams(e *echo.Echo, pages, api *echo.Group) {
+// registerAccounts adds the login, logout and personal-token routes, the
+// members, invitations, own-account, organisation and audit routes. Login,
+// invitations and password resets sit on e itself with the anonymous CSRF
+// check: their visitor has no session yet.
+func (s *Server) registerAccounts(e *echo.Echo, pages, api *echo.Group) {
+	e.GET("/login", s.loginPage, s.anonymousCSRF)
+	e.POST("/login", s.loginSubmit, s.anonymousCSRF)
+	pages.POST("/logout", s.logout)
+	pages.GET("/settings", s.settingsPage)
+	pages.POST("/settings/tokens", s.tokenCreateSubmit)
+	pages.POST("/settings/tokens/:tokenId/revoke", s.tokenRevokeSubmit)
 	pages.GET("/settings/members", s.membersPage)
 	pages.POST("/settings/members/leave", s.memberLeaveSubmit)
 	pages.POST("/settings/members/:userId/role", s.memberRoleSubmit)
