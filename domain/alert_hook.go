@@ -84,7 +84,7 @@ func (s *Store) EnqueueAlerts(ctx context.Context, tx bun.Tx, causes []AlertCaus
 // path is set: the caller takes its general path.
 var ErrNoFastJobs = errors.New("domain: alerts need the general path (no fast job inserter)")
 
-// EnqueueAlertsFast is enqueueAlerts in the transaction the feed's fast
+// EnqueueAlertsFast is EnqueueAlerts in the transaction the feed's fast
 // path holds open on c: one statement, only when a destination wants it.
 func (s *Store) EnqueueAlertsFast(ctx context.Context, c *pgx.Conn, causes []AlertCause) error {
 	read := func(ctx context.Context, q string, args ...any) (v string, err error) {

@@ -48,7 +48,7 @@ func RecordAudit(ctx context.Context, tx bun.IDB, p *Principal, kind, target str
 	return RecordAuditIn(ctx, tx, p.OrgID, &p.UserID, p.Email, kind, target, detail)
 }
 
-// RecordAuditIn is recordAudit for an explicit organisation and actor (an
+// RecordAuditIn is RecordAudit for an explicit organisation and actor (an
 // invitation accepted by someone who is not a member yet, an operator's reset).
 func RecordAuditIn(ctx context.Context, tx bun.IDB, orgID uuid.UUID, actorID *uuid.UUID, actorEmail, kind, target string, detail map[string]any) error {
 	if detail == nil {

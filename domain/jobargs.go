@@ -6,8 +6,13 @@ import (
 	"github.com/riverqueue/river/rivertype"
 )
 
+// The arguments of every River job (XArgs with Kind and InsertOpts): they
+// live in the base so that any capability package may insert a job in its
+// transaction, and jobs/ may work it, without importing each other
+// (docs/architecture.md, "Job flows").
+
 // WebhookRetentionArgs is the periodic job that deletes ledger rows older
-// than DeliveryRetention (72 h, docs/contracts/webhooks.md, "The ledger").
+// than run.DeliveryRetention (72 h, docs/contracts/webhooks.md, "The ledger").
 type WebhookRetentionArgs struct{}
 
 // Kind implements river.JobArgs.
@@ -26,7 +31,7 @@ func (WebhookRetentionArgs) InsertOpts() river.InsertOpts {
 // store (docs/architecture.md, "Incidents and cards"). Not unique by River: card_changes.queued keeps one job
 // per project responsible at a time (a burst of changes is one refresh),
 // and a unique job that already existed when a change enqueued could start
-// before that change committed and never read it (see EnqueueCardRefresh).
+// before that change committed and never read it (see card.EnqueueRefresh).
 type RefreshCardArgs struct {
 	ProjectID uuid.UUID `json:"project_id"`
 }

@@ -32,13 +32,13 @@ func RequireRole(p *Principal, min string) error {
 }
 
 // RequireWrite refuses viewers: what members may do (runs, cancels, inbox
-// decisions). Settings use requireRole(p, RoleAdmin).
+// decisions). Settings use RequireRole(p, RoleAdmin).
 func RequireWrite(p *Principal) error { return RequireRole(p, RoleMember) }
 
 // Roles of a membership, from the least to the most powerful: viewers read;
 // members also run and decide; admins also manage the organisation's
 // settings and its members and viewers; owners also manage owners and
-// admins (see requireRole).
+// admins (see RequireRole).
 const (
 	RoleOwner  = "owner"
 	RoleAdmin  = "admin"

@@ -30,7 +30,7 @@ type JobInserter interface {
 type Store struct {
 	DB *bun.DB
 	// Pool, when set, is the pgx pool under DB; acceptance groups use it to
-	// send their statements together (acceptance_fast.go).
+	// send their statements together (domain/run/acceptance_fast.go).
 	Pool *pgxpool.Pool
 	Keys *secret.Keyring
 	Log  *slog.Logger
@@ -104,9 +104,9 @@ func (s *Store) PublishAfter(ctx context.Context, commit func(ctx context.Contex
 // WithProject is THE helper for every per-project mutation: one transaction
 // that first locks the project row (SELECT … FOR UPDATE), so a project's
 // queue, webhooks and incidents change one writer at a time across every
-// process. fn enqueues the work it implies with s.insertJob on the same tx.
+// process. fn enqueues the work it implies with s.InsertJob on the same tx.
 // (Acceptance groups take the same row locks for several projects at once,
-// in id order; see acceptance.go.)
+// in id order; see domain/run/acceptance.go.)
 func (s *Store) WithProject(ctx context.Context, projectID uuid.UUID, fn func(ctx context.Context, tx bun.Tx, p *Project) error) error {
 	return s.InTx(ctx, func(ctx context.Context, tx bun.Tx) error {
 		p := new(Project)

@@ -2,6 +2,10 @@ package domain
 
 import "regexp"
 
+// The shared vocabulary of the capability packages: incident statuses,
+// actors, repair policies and the spelling of names (slugs, branches,
+// environments). Run states and reasons are domain/run's.
+
 // Incident statuses: docs/architecture.md, "Incident lifecycle".
 const (
 	IncidentObserved        = "OBSERVED"

@@ -116,7 +116,7 @@ const markCardChangedSQL = `WITH old AS (SELECT queued FROM card_changes WHERE p
 	RETURNING COALESCE((SELECT queued FROM old), false)`
 
 // BumpVersionSQL counts a change without asking for a refresh (the
-// feed asks after its commit, see queueCardRefresh). $1 the project, $2
+// feed asks after its commit, see QueueRefresh). $1 the project, $2
 // the time.
 const BumpVersionSQL = `INSERT INTO card_changes AS c (project_id, version, changed_at) VALUES ($1, 1, $2)
 	ON CONFLICT (project_id) DO UPDATE SET version = c.version + 1, changed_at = EXCLUDED.changed_at`
@@ -183,7 +183,7 @@ const maxRefreshRounds = 20
 // version, the mapping and the upsert), so the card of a project with a
 // thousand open incidents is replaced in a few milliseconds. After it, the
 // version is read again, waiting for the changes being committed; while it
-// moved, the refresh reads again (rounds cardRefreshGap apart), and hands
+// moved, the refresh reads again (rounds RefreshGap apart), and hands
 // the project to a new job after maxRefreshRounds.
 func (c *Cards) Refresh(ctx context.Context, projectID uuid.UUID) error {
 	for round := 1; ; round++ {

@@ -42,7 +42,7 @@ type Feed struct {
 	// OnQueued is the hook through which an incident that the `auto` policy
 	// moved to QUEUED gets its repair run. It runs inside the ingest's
 	// transaction, so whatever it enqueues exists exactly when the incident
-	// commits. NewServices sets it to Incidents.RequestRepairs; nil means no
+	// commits. wiring.NewServices sets it to Incidents.RequestRepairs; nil means no
 	// repair run is started (the incident stays QUEUED and is visible as such).
 	OnQueued func(ctx context.Context, tx bun.Tx, projectID uuid.UUID, incidentIDs []uuid.UUID) error
 	// scrub is event.Scrub; a test seam, because no validated event makes

@@ -118,7 +118,7 @@ func (f *Feed) prepare(raw json.RawMessage, snd *FeedSender, ipHash string) (p p
 // committed (its group counted the change in card_changes). Inside the
 // batch the insert would need River's transaction, which the fast path
 // does not use; and a card failure must never fail an ingest. The requests
-// of concurrent batches coalesce into rounds at least cardRefreshGap apart;
+// of concurrent batches coalesce into rounds at least card.RefreshGap apart;
 // a request lost to a crash is caught by the periodic card sweep.
 func (f *Feed) refreshCard(_ context.Context, projectID uuid.UUID) {
 	f.cards.Request(projectID)
