@@ -136,9 +136,9 @@ func EnqueueRefresh(ctx context.Context, s *domain.Store, tx bun.Tx, projectID u
 	return s.InsertJob(ctx, tx, domain.RefreshCardArgs{ProjectID: projectID})
 }
 
-// QueueRefresh, after changes have been counted and committed,
-// inserts the project's refresh unless one is responsible already or the
-// card has read every change.
+// QueueRefresh inserts the project's refresh, after changes have been
+// counted (BumpVersionSQL) and committed, unless one is responsible already
+// or the card has read every change.
 func QueueRefresh(ctx context.Context, s *domain.Store, projectID uuid.UUID) error {
 	return s.InTx(ctx, func(ctx context.Context, tx bun.Tx) error {
 		var ids []uuid.UUID
