@@ -25,7 +25,6 @@ import (
 	"syscall"
 	"time"
 
-	"anvil/domain/retention"
 	"anvil/jobs"
 )
 
@@ -281,7 +280,7 @@ func cmdRetention(ctx context.Context, cfg *Config, cerr error, args []string, s
 		return err
 	}
 	defer a.close()
-	rep, err := retention.For(a.Services).Cleanup(ctx)
+	rep, err := a.Services.Retention.Cleanup(ctx)
 	if *asJSON {
 		if jerr := json.NewEncoder(stdout).Encode(rep); jerr != nil {
 			return jerr

@@ -17,6 +17,7 @@ import (
 
 	"anvil/domain"
 	"anvil/domain/event"
+	"anvil/domain/feed"
 )
 
 // feedIngest serves POST /api/feed/events (single) and /events/batch. The
@@ -38,7 +39,7 @@ func (s *Server) feedIngest(single bool, lim *feedLimiter) echo.HandlerFunc {
 		}
 		if err != nil {
 			s.log.Warn("feed: token lookup failed", "request_id", c.Get(requestIDKey), "error", err.Error())
-			return feedUnavailable(c, domain.IngestResult{Accepted: []string{}, Rejected: []event.Rejection{}})
+			return feedUnavailable(c, feed.IngestResult{Accepted: []string{}, Rejected: []event.Rejection{}})
 		}
 		if _, hasOrigin := req.Header["Origin"]; hasOrigin {
 			return c.JSON(http.StatusForbidden, apiError{Error: "origin_refused",
@@ -87,8 +88,8 @@ func readBounded(req *http.Request, limit int) ([]byte, bool) {
 	return buf.Bytes(), buf.Len() <= limit
 }
 
-func tooLargeBody(limit int) domain.IngestResult {
-	return domain.IngestResult{Accepted: []string{}, Rejected: []event.Rejection{{
+func tooLargeBody(limit int) feed.IngestResult {
+	return feed.IngestResult{Accepted: []string{}, Rejected: []event.Rejection{{
 		EventID: nil, ReasonCode: event.PayloadTooLarge,
 		Message: fmt.Sprintf("the request body is above %d bytes; send fewer events per batch", limit),
 	}}}
@@ -113,7 +114,7 @@ func bareUnauthorized(c echo.Context) error {
 
 // feedUnavailable is the 503 of a transient store failure: the sender
 // repeats the whole batch after Retry-After.
-func feedUnavailable(c echo.Context, res domain.IngestResult) error {
+func feedUnavailable(c echo.Context, res feed.IngestResult) error {
 	c.Response().Header().Set("Retry-After", "30")
 	return c.JSON(http.StatusServiceUnavailable, res)
 }

@@ -11,14 +11,15 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"anvil/domain"
+	"anvil/domain/incident"
 	"anvil/views"
 )
 
-func incidentRow(v domain.IncidentView) views.IncidentRow {
+func incidentRow(v incident.IncidentView) views.IncidentRow {
 	return views.IncidentRow{ID: v.ID.String(), ProjectID: v.ProjectID.String(), ProjectName: v.ProjectName, Title: v.Title,
 		ExceptionType: v.ExceptionType, Status: v.Status, Environment: v.Environment, EventCount: v.EventCount,
 		FirstSeen: v.FirstSeen, LastSeen: v.LastSeen, Release: v.Release, PRURL: v.PRURL,
-		NeedsHumanReason: v.NeedsHumanReason, Decisions: domain.DecisionsFor(v.Status)}
+		NeedsHumanReason: v.NeedsHumanReason, Decisions: incident.DecisionsFor(v.Status)}
 }
 
 // inboxProps reads one inbox page for the request's filters.

@@ -8,7 +8,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"anvil/domain"
+	"anvil/domain/feed"
 	"anvil/domain/retention"
 )
 
@@ -85,7 +85,7 @@ type budgetError struct {
 // budget (docs/contracts/feed.md, "Order of the checks": after the parse).
 // Over it, the whole request is refused with 429 and Retry-After until the
 // next UTC midnight; the Sentry door adds Sentry's rate-limit header.
-func (s *Server) overBudget(c echo.Context, snd *domain.FeedSender, n int, sentryDoor bool) (bool, error) {
+func (s *Server) overBudget(c echo.Context, snd *feed.FeedSender, n int, sentryDoor bool) (bool, error) {
 	rf := s.retention.Budget().Admit(c.Request().Context(), snd.OrgID, snd.ProjectID, n)
 	if rf == nil {
 		return false, nil

@@ -107,7 +107,7 @@ func TestDailyBudgetAtBothDoors(t *testing.T) {
 	b := setup(t)
 	var clock atomic.Int64
 	clock.Store(time.Date(2026, 12, 3, 23, 0, 0, 0, time.UTC).UnixNano())
-	retention.For(b.services).SetNow(func() time.Time { return time.Unix(0, clock.Load()) })
+	b.services.Retention.SetNow(func() time.Time { return time.Unix(0, clock.Load()) })
 	s := newSentryFix(t, b)
 	if st, out := b.api(t, b.owner.Token, "PUT", "/api/private/projects/"+s.projectID+"/retention", map[string]any{"daily_event_budget": 3}); st != 200 {
 		t.Fatalf("budget: %d %v", st, out)

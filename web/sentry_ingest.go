@@ -24,6 +24,7 @@ import (
 
 	"anvil/domain"
 	"anvil/domain/event"
+	"anvil/domain/feed"
 	"anvil/domain/feedstats"
 	"anvil/domain/sentry"
 	"anvil/views"
@@ -69,7 +70,7 @@ func (s *Server) startOutcomes() {
 
 // recordOutcome counts one answer of either door (a nil recorder counts
 // nothing).
-func (s *Server) recordOutcome(snd *domain.FeedSender, res domain.IngestResult) {
+func (s *Server) recordOutcome(snd *feed.FeedSender, res feed.IngestResult) {
 	if s.outcomes != nil {
 		s.outcomes.Record(snd.ConnectionID, len(res.Accepted), res.Rejected)
 	}
@@ -159,7 +160,7 @@ func (s *Server) sentryIngest(store bool, lim *feedLimiter) echo.HandlerFunc {
 // sentryStore translates the events and hands them to Feed.Ingest, then
 // answers as Sentry's clients expect: the first event's id, or the first
 // refusal's reason code and message.
-func (s *Server) sentryStore(c echo.Context, snd *domain.FeedSender, payloads [][]byte) error {
+func (s *Server) sentryStore(c echo.Context, snd *feed.FeedSender, payloads [][]byte) error {
 	req := c.Request()
 	now := time.Now()
 	var (
@@ -176,7 +177,7 @@ func (s *Server) sentryStore(c echo.Context, snd *domain.FeedSender, payloads []
 		raws = append(raws, tr.Raw)
 		hexIDs = append(hexIDs, tr.HexID)
 	}
-	res := domain.IngestResult{Accepted: []string{}, Rejected: []event.Rejection{}}
+	res := feed.IngestResult{Accepted: []string{}, Rejected: []event.Rejection{}}
 	var storeErr error
 	if len(raws) > 0 {
 		res, storeErr = s.Feed.Ingest(req.Context(), snd, s.clientAddr(req), raws)
@@ -349,7 +350,7 @@ func (s *Server) connectionDSN(c echo.Context, projectID uuid.UUID, token string
 }
 
 // connectionOutcomes reads the last 24 hours' outcomes of the connections.
-func (s *Server) connectionOutcomes(ctx context.Context, cs []domain.FeedConnection) (map[uuid.UUID]views.FeedOutcome, error) {
+func (s *Server) connectionOutcomes(ctx context.Context, cs []feed.FeedConnection) (map[uuid.UUID]views.FeedOutcome, error) {
 	ids := make([]uuid.UUID, len(cs))
 	for i := range cs {
 		ids[i] = cs[i].ID

@@ -27,6 +27,7 @@ import (
 	"github.com/uptrace/bun"
 
 	"anvil/domain"
+	"anvil/domain/run"
 )
 
 // Destination kinds.
@@ -124,29 +125,29 @@ var (
 )
 
 // For returns the store's alert service, creating it — and installing its
-// hooks on sv — the first time: the web tier and the workers share it.
-func For(sv *domain.Services, publicURL string) *Service {
+// hooks on s and q — the first time: the web tier and the workers share it.
+func For(s *domain.Store, q *run.Queue, publicURL string) *Service {
 	servicesMu.Lock()
 	defer servicesMu.Unlock()
-	if a := services[sv.Store]; a != nil {
+	if a := services[s]; a != nil {
 		if publicURL != "" {
 			a.PublicURL = publicURL
 		}
 		return a
 	}
-	a := &Service{s: sv.Store, PublicURL: publicURL, Now: sv.Store.Now, TTL: 5 * time.Second, PerMinute: PerMinute,
+	a := &Service{s: s, PublicURL: publicURL, Now: s.Now, TTL: 5 * time.Second, PerMinute: PerMinute,
 		cache: map[uuid.UUID]*orgRules{}}
 	a.HTTP = a.newHTTPClient()
-	services[sv.Store] = a
-	sv.Store.UseAlerts(a)
-	if sv.Store.Pool != nil {
+	services[s] = a
+	s.UseAlerts(a)
+	if s.Pool != nil {
 		// An insert-only client on River's pgx driver: the feed's fast
 		// path holds its transaction on a pgx connection.
-		if c, err := river.NewClient(riverpgxv5.New(sv.Store.Pool), &river.Config{}); err == nil {
-			sv.Store.UseFastJobs(fastInserter{c})
+		if c, err := river.NewClient(riverpgxv5.New(s.Pool), &river.Config{}); err == nil {
+			s.UseFastJobs(fastInserter{c})
 		}
 	}
-	sv.Queue.OnTerminal(a.runTerminal)
+	q.OnTerminal(a.runTerminal)
 	return a
 }
 

@@ -12,8 +12,6 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/riverqueue/river"
-	"github.com/riverqueue/river/riverdriver/riverdatabasesql"
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 	"github.com/uptrace/bun"
 
@@ -21,7 +19,10 @@ import (
 	"anvil/db/testdb"
 	"anvil/domain"
 	"anvil/domain/alert"
+	"anvil/domain/feed"
+	"anvil/domain/project"
 	"anvil/domain/secret"
+	"anvil/domain/wiring"
 )
 
 func TestMain(m *testing.M) { testdb.Main(m) }
@@ -30,11 +31,11 @@ func strp(s string) *string { return &s }
 
 type testBundle struct {
 	db     *db.DB
-	sv     *domain.Services
+	sv     *wiring.Services
 	alerts *alert.Service
 	owner  *domain.Principal
 	proj   *domain.Project
-	sender *domain.FeedSender
+	sender *feed.FeedSender
 }
 
 func setup(t testing.TB) *testBundle {
@@ -45,19 +46,17 @@ func setup(t testing.TB) *testBundle {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sv := domain.NewServices(d.Bun, d.Pool, keys, nil, domain.Options{})
-	client, err := river.NewClient(riverdatabasesql.New(d.SQL), &river.Config{})
+	sv := wiring.NewServices(d, keys, nil, wiring.Options{})
+	_, err = sv.Start(ctx, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	sv.Store.UseJobs(client)
-	sv.Start(ctx)
 	t.Cleanup(func() {
 		if err := sv.Stop(context.Background()); err != nil {
 			t.Errorf("stop the services: %v", err)
 		}
 	})
-	b := &testBundle{db: d, sv: sv, alerts: alert.For(sv, "http://anvil.test")}
+	b := &testBundle{db: d, sv: sv, alerts: alert.For(sv.Store, sv.Queue, "http://anvil.test")}
 	b.alerts.SetAllowPrivate(true) // the receivers are httptest servers on 127.0.0.1
 	res, err := sv.Accounts.Bootstrap(ctx, "acme", "owner@acme.test", "correct horse battery")
 	if err != nil {
@@ -66,7 +65,7 @@ func setup(t testing.TB) *testBundle {
 	if b.owner, err = sv.Accounts.Authenticate(ctx, res.Token); err != nil {
 		t.Fatal(err)
 	}
-	if b.proj, err = sv.Projects.Create(ctx, b.owner, domain.ProjectInput{Slug: strp("shop"), RepoURL: strp("https://git.example/shop.git"),
+	if b.proj, err = sv.Projects.Create(ctx, b.owner, project.ProjectInput{Slug: strp("shop"), RepoURL: strp("https://git.example/shop.git"),
 		DefaultBranch: strp("main"), RunCommand: strp("make test")}); err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,7 @@
 package alert
 
 import (
+	"anvil/domain/incident"
 	"bytes"
 	"context"
 	"crypto/hmac"
@@ -21,8 +22,6 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/riverqueue/river"
 	"github.com/uptrace/bun"
-
-	"anvil/domain"
 )
 
 // PerMinute is the default of Service.PerMinute.
@@ -59,7 +58,7 @@ type dest struct {
 	ProjectName string
 	// Incident is the alert's incident, read with the destination (nil:
 	// none asked for, or gone).
-	Incident *domain.Incident
+	Incident *incident.Incident
 }
 
 // deliverySQL reads a destination with its organisation and, when the
@@ -130,7 +129,7 @@ func (a *Service) readDest(ctx context.Context, id, projectID, incidentID uuid.U
 		projID, incID       pgtype.UUID
 		firstSeen, lastSeen pgtype.Timestamptz
 		sent                pgtype.Int4
-		in                  domain.Incident
+		in                  incident.Incident
 	)
 	minute := a.Now().UTC().Truncate(time.Minute)
 	err = a.queryRow(ctx, deliverySQL, pgUUID(id), pgUUID(projectID), pgUUID(incidentID), minute, count, a.PerMinute).Scan(

@@ -10,6 +10,7 @@ import (
 	"github.com/google/uuid"
 
 	"anvil/domain"
+	"anvil/domain/run"
 )
 
 // Message is the generic webhook's JSON body (docs/contracts/alerts.md).
@@ -108,7 +109,7 @@ func (a *Service) message(ctx context.Context, args DeliverArgs, d dest) ([]byte
 			lines = append(lines, "Why: "+i.NeedsHumanReason)
 		}
 	case args.RunID != uuid.Nil:
-		var rs []domain.Run
+		var rs []run.Run
 		if err := a.s.DB.NewSelect().Model(&rs).Where("id = ?", args.RunID).Scan(ctx); err != nil {
 			return nil, "", fmt.Errorf("alerts: read run: %w", err)
 		}

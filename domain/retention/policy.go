@@ -123,16 +123,16 @@ var (
 
 // For returns the store's retention service, creating it the first time:
 // the web tier, the workers and the admin command share it.
-func For(sv *domain.Services) *Service {
+func For(s *domain.Store) *Service {
 	servicesMu.Lock()
 	defer servicesMu.Unlock()
-	if r := services[sv.Store]; r != nil {
+	if r := services[s]; r != nil {
 		return r
 	}
-	r := &Service{s: sv.Store, MaxEvents: DefaultEvents, BatchSize: 5000, SampleGrace: Day}
-	r.SetNow(sv.Store.Now)
+	r := &Service{s: s, MaxEvents: DefaultEvents, BatchSize: 5000, SampleGrace: Day}
+	r.SetNow(s.Now)
 	r.budget = newBudget(r)
-	services[sv.Store] = r
+	services[s] = r
 	return r
 }
 

@@ -10,14 +10,15 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/riverqueue/river"
-	"github.com/riverqueue/river/riverdriver/riverdatabasesql"
 
 	"anvil/db"
 	"anvil/db/testdb"
 	"anvil/domain"
+	"anvil/domain/feed"
+	"anvil/domain/project"
 	"anvil/domain/retention"
 	"anvil/domain/secret"
+	"anvil/domain/wiring"
 )
 
 func TestMain(m *testing.M) { testdb.Main(m) }
@@ -27,11 +28,11 @@ func intp(n int) *int       { return &n }
 
 type testBundle struct {
 	db     *db.DB
-	sv     *domain.Services
+	sv     *wiring.Services
 	ret    *retention.Service
 	owner  *domain.Principal
 	proj   *domain.Project
-	sender *domain.FeedSender
+	sender *feed.FeedSender
 	now    time.Time
 }
 
@@ -43,19 +44,16 @@ func setup(t testing.TB) *testBundle {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sv := domain.NewServices(d.Bun, d.Pool, keys, nil, domain.Options{})
-	client, err := river.NewClient(riverdatabasesql.New(d.SQL), &river.Config{})
-	if err != nil {
+	sv := wiring.NewServices(d, keys, nil, wiring.Options{})
+	if _, err := sv.Start(ctx, nil); err != nil {
 		t.Fatal(err)
 	}
-	sv.Store.UseJobs(client)
-	sv.Start(ctx)
 	t.Cleanup(func() {
 		if err := sv.Stop(context.Background()); err != nil {
 			t.Errorf("stop the services: %v", err)
 		}
 	})
-	b := &testBundle{db: d, sv: sv, ret: retention.For(sv), now: time.Now().UTC()}
+	b := &testBundle{db: d, sv: sv, ret: sv.Retention, now: time.Now().UTC()}
 	b.ret.SetNow(func() time.Time { return b.now })
 	res, err := sv.Accounts.Bootstrap(ctx, "acme", "owner@acme.test", "correct horse battery")
 	if err != nil {
@@ -64,7 +62,7 @@ func setup(t testing.TB) *testBundle {
 	if b.owner, err = sv.Accounts.Authenticate(ctx, res.Token); err != nil {
 		t.Fatal(err)
 	}
-	if b.proj, err = sv.Projects.Create(ctx, b.owner, domain.ProjectInput{Slug: strp("shop"), RepoURL: strp("https://git.example/shop.git"),
+	if b.proj, err = sv.Projects.Create(ctx, b.owner, project.ProjectInput{Slug: strp("shop"), RepoURL: strp("https://git.example/shop.git"),
 		DefaultBranch: strp("main"), RunCommand: strp("make test")}); err != nil {
 		t.Fatal(err)
 	}
