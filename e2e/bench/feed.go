@@ -170,9 +170,9 @@ func feedBenchPost(ctx context.Context, f *feedFixture, path, token string, body
 // noteCPU prints the CPU one timed request of load cost the server, its
 // Postgres backends and the bench's client, in milliseconds.
 func noteCPU(env *benchEnv, group, what string, load feedLoad) {
-	env.note(group, what+"_server_cpu_ms_per_req", load.CPUPerRequest(load.ServerCPU))
-	env.note(group, what+"_postgres_cpu_ms_per_req", load.CPUPerRequest(load.PostgresCPU))
-	env.note(group, what+"_client_cpu_ms_per_req", load.CPUPerRequest(load.ClientCPU))
+	env.note(group, what+"_server_cpu_ms_per_req", load.CPUPerRequest(load.Cost.Server))
+	env.note(group, what+"_postgres_cpu_ms_per_req", load.CPUPerRequest(load.Cost.Postgres))
+	env.note(group, what+"_client_cpu_ms_per_req", load.CPUPerRequest(load.Cost.Bench))
 }
 
 // checkpoint asks Postgres to write out what earlier work left dirty, so

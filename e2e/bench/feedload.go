@@ -2,21 +2,16 @@ package main
 
 // What the feed's sections (feed, issue18, alerts) share: a fresh database
 // with a running server, a project bound in production and one connection
-// per sender; and the concurrent senders, timed, with the CPU each request
-// costs the server, its Postgres backends and the bench's own client.
+// per sender; and the concurrent senders, timed, with what they cost
+// (cost.go): the CPU of the server, its Postgres backends and the bench's
+// own client, and Postgres' transactions and rows.
 
 import (
 	"context"
 	"fmt"
 	"net/http"
-	"os"
-	"strconv"
-	"strings"
 	"sync"
-	"syscall"
 	"time"
-
-	"github.com/jackc/pgx/v5"
 )
 
 // feedFixture is a fresh database with a running `anvil serve`, its
@@ -31,6 +26,8 @@ type feedFixture struct {
 	Tokens        []string
 	// Client posts the load: one idle connection per sender and door.
 	Client *http.Client
+	// Meter reads what the server and its database cost.
+	Meter *costMeter
 }
 
 // newFeedFixture builds the fixture with connections feed connections;
@@ -51,6 +48,10 @@ func (e *benchEnv) newFeedFixture(ctx context.Context, email string, connections
 		return nil, err
 	}
 	if err := f.Server.waitReady(ctx); err != nil {
+		f.Stop()
+		return nil, err
+	}
+	if f.Meter, err = newCostMeter(ctx, f.DBURL, f.Server.Pid()); err != nil {
 		f.Stop()
 		return nil, err
 	}
@@ -94,18 +95,24 @@ func (f *feedFixture) API(ctx context.Context, method, path string, body any, wa
 	return feedBenchAPI(ctx, method, f.Server.URL+path, f.PAT, body, want, out)
 }
 
-// Stop stops the server (the database goes with the bench's).
-func (f *feedFixture) Stop() { _ = f.Server.stop() }
+// Stop stops the meter and the server (the database goes with the
+// bench's).
+func (f *feedFixture) Stop() {
+	if f.Meter != nil {
+		f.Meter.close(context.Background())
+	}
+	_ = f.Server.stop()
+}
 
 // feedLoad is one timed load: how long it took, every request's latency
-// (sorted), the events accepted, and the CPU it cost.
+// (sorted), the events accepted, and what it cost.
 type feedLoad struct {
 	Elapsed   time.Duration
 	Latencies []time.Duration
 	Accepted  int64
-	// CPU time over the timed part: the server process, the Postgres
-	// backends of the bench database, and the bench process (the client).
-	ServerCPU, PostgresCPU, ClientCPU time.Duration
+	// Start is the meter's reading when the clock started; Cost, what the
+	// timed part cost (its transactions and rows up to costCountsLag short).
+	Start, Cost cost
 }
 
 // add is l and o together, as one load (its latencies sorted).
@@ -113,9 +120,7 @@ func (l feedLoad) add(o feedLoad) feedLoad {
 	l.Elapsed += o.Elapsed
 	l.Latencies = sortDurations(append(l.Latencies, o.Latencies...))
 	l.Accepted += o.Accepted
-	l.ServerCPU += o.ServerCPU
-	l.PostgresCPU += o.PostgresCPU
-	l.ClientCPU += o.ClientCPU
+	l.Cost = l.Cost.add(o.Cost)
 	return l
 }
 
@@ -144,15 +149,17 @@ func (f *feedFixture) Load(ctx context.Context, senders, requests int, post func
 		}
 	}
 	checkpoint(ctx, f.DBURL)
-	pg0 := backendCPU(ctx, f.DBURL)
-	server0, client0 := procCPU(f.Server.Pid()), selfCPU()
+	start, err := f.Meter.read(ctx)
+	if err != nil {
+		return feedLoad{}, fmt.Errorf("cost meter: %w", err)
+	}
 	var (
 		mu       sync.Mutex
 		firstErr error
 		wg       sync.WaitGroup
-		load     feedLoad
+		load     = feedLoad{Start: start}
 	)
-	start := time.Now()
+	began := time.Now()
 	for s := range senders {
 		wg.Add(1)
 		go func() {
@@ -180,72 +187,15 @@ func (f *feedFixture) Load(ctx context.Context, senders, requests int, post func
 		}()
 	}
 	wg.Wait()
-	load.Elapsed = time.Since(start)
-	load.ServerCPU = procCPU(f.Server.Pid()) - server0
-	for pid, d := range backendCPU(ctx, f.DBURL) {
-		load.PostgresCPU += d - pg0[pid] // a backend started meanwhile counts whole
-	}
-	load.ClientCPU = selfCPU() - client0
+	load.Elapsed = time.Since(began)
 	if firstErr != nil {
 		return feedLoad{}, fmt.Errorf("%w\n%s", firstErr, lastLines(f.Server.logs.String()))
 	}
+	end, err := f.Meter.read(ctx)
+	if err != nil {
+		return feedLoad{}, fmt.Errorf("cost meter: %w", err)
+	}
+	load.Cost = end.sub(start)
 	sortDurations(load.Latencies)
 	return load, nil
-}
-
-// backendCPU is the CPU time so far of each Postgres backend connected to
-// the database of dbURL (the server's pool), by pid; none when
-// pg_stat_activity cannot be read.
-func backendCPU(ctx context.Context, dbURL string) map[int]time.Duration {
-	conn, err := pgx.Connect(ctx, dbURL)
-	if err != nil {
-		return nil
-	}
-	defer conn.Close(ctx)
-	rows, err := conn.Query(ctx, `SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()`)
-	if err != nil {
-		return nil
-	}
-	pids, err := pgx.CollectRows(rows, pgx.RowTo[int32])
-	if err != nil {
-		return nil
-	}
-	out := make(map[int]time.Duration, len(pids))
-	for _, p := range pids {
-		out[int(p)] = procCPU(int(p))
-	}
-	return out
-}
-
-// clockTicks is the kernel's USER_HZ, the unit of /proc/<pid>/stat's times.
-const clockTicks = 100
-
-// procCPU is a process's user and system CPU time so far (0 when it is
-// gone).
-func procCPU(pid int) time.Duration {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return 0
-	}
-	// The fields after the command (which may hold spaces) start after its ')'.
-	i := strings.LastIndexByte(string(b), ')')
-	if i < 0 {
-		return 0
-	}
-	f := strings.Fields(string(b[i+1:]))
-	if len(f) < 13 {
-		return 0
-	}
-	utime, _ := strconv.ParseInt(f[11], 10, 64)
-	stime, _ := strconv.ParseInt(f[12], 10, 64)
-	return time.Duration(utime+stime) * time.Second / clockTicks
-}
-
-// selfCPU is the bench process's own CPU time so far.
-func selfCPU() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
