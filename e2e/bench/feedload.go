@@ -1,6 +1,6 @@
 package main
 
-// What the feed's sections (feed, issue18, alerts) share: a fresh database
+// What the feed's sections (feed, sentry, alerts) share: a fresh database
 // with a running server, a project bound in production and one connection
 // per sender; and the concurrent senders, timed, with what they cost
 // (cost.go): the CPU of the server, its Postgres backends and the bench's

@@ -20,7 +20,7 @@ import (
 )
 
 func init() {
-	register("issue18/sentry", sentryBench)
+	register("sentry/envelopes", sentryBench)
 }
 
 const (
@@ -108,16 +108,16 @@ func sentryBench(ctx context.Context, env *benchEnv) error {
 		*into = into.add(load)
 	}
 	nativeEPS, sentryEPS := nativeLoad.PerSecond(), sentryLoad.PerSecond()
-	env.note("issue18", "events_per_door", float64(sentryBenchSenders*sentryBenchRequests))
-	env.note("issue18", "native_single_events_per_s", float64(int(nativeEPS)))
-	env.note("issue18", "native_single_p50_ms", ms(percentile(nativeLoad.Latencies, 50)))
-	env.note("issue18", "native_single_p99_ms", ms(percentile(nativeLoad.Latencies, 99)))
-	noteCPU(env, "issue18", "native", nativeLoad)
-	env.note("issue18", "sentry_gzip_envelopes_per_s", float64(int(sentryEPS)))
-	env.reportAtLeast("issue18", "sentry_to_native_ratio", float64(int(sentryEPS/nativeEPS*100))/100, 0.8)
-	env.report("issue18", "sentry_p50_ms", ms(percentile(sentryLoad.Latencies, 50)), 50)
-	env.report("issue18", "sentry_p99_ms", ms(percentile(sentryLoad.Latencies, 99)), 50)
-	noteCPU(env, "issue18", "sentry", sentryLoad)
+	env.note("sentry", "events_per_door", float64(sentryBenchSenders*sentryBenchRequests))
+	env.note("sentry", "native_single_events_per_s", float64(int(nativeEPS)))
+	env.note("sentry", "native_single_p50_ms", ms(percentile(nativeLoad.Latencies, 50)))
+	env.note("sentry", "native_single_p99_ms", ms(percentile(nativeLoad.Latencies, 99)))
+	noteCPU(env, "sentry", "native", nativeLoad)
+	env.note("sentry", "sentry_gzip_envelopes_per_s", float64(int(sentryEPS)))
+	env.reportAtLeast("sentry", "sentry_to_native_ratio", float64(int(sentryEPS/nativeEPS*100))/100, 0.8)
+	env.report("sentry", "sentry_p50_ms", ms(percentile(sentryLoad.Latencies, 50)), 50)
+	env.report("sentry", "sentry_p99_ms", ms(percentile(sentryLoad.Latencies, 99)), 50)
+	noteCPU(env, "sentry", "sentry", sentryLoad)
 	return nil
 }
 
