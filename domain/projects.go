@@ -36,7 +36,10 @@ type Project struct {
 	Number int64 `bun:"number,nullzero,default:nextval('project_number_seq')"`
 	// BranchFilters are the branch globs whose pushes become runs; empty
 	// means the default branch alone (see BranchMatches).
-	BranchFilters []string  `bun:"branch_filters,array"`
+	BranchFilters []string `bun:"branch_filters,array"`
+	// StatusContext names the project's commit statuses on the forge
+	// (anvil/<slug> unless set; see statusContextProblem).
+	StatusContext string    `bun:"status_context"`
 	CreatedAt     time.Time `bun:"created_at,nullzero,default:now()"`
 	UpdatedAt     time.Time `bun:"updated_at,nullzero,default:now()"`
 	// Warnings are notes on the save that just happened (the repository
@@ -63,6 +66,9 @@ type ProjectInput struct {
 	RunTimeoutSeconds *int    `json:"run_timeout_seconds"`
 	// BranchFilters replaces the list of branch globs when given.
 	BranchFilters *[]string `json:"branch_filters"`
+	// StatusContext is the context of the project's commit statuses;
+	// left out on create, it is anvil/<slug>.
+	StatusContext *string `json:"status_context"`
 }
 
 var (
@@ -138,6 +144,7 @@ func (in *ProjectInput) apply(p *Project, creating bool, pre fieldErrors) error 
 			}
 			return "", ""
 		}},
+		{"status_context", in.StatusContext, &p.StatusContext, false, 1 << 16, statusContextProblem},
 	}
 	var errs fieldErrors
 	for _, f := range fields {
@@ -178,6 +185,9 @@ func (in *ProjectInput) apply(p *Project, creating bool, pre fieldErrors) error 
 	}
 	if p.Name == "" {
 		p.Name = p.Slug
+	}
+	if p.StatusContext == "" && p.Slug != "" {
+		p.StatusContext = DefaultStatusContext(p.Slug)
 	}
 	if in.RunTimeoutSeconds != nil {
 		if *in.RunTimeoutSeconds < 1 || *in.RunTimeoutSeconds > 86400 {
@@ -370,7 +380,7 @@ func (ps *Projects) Update(ctx context.Context, pr *Principal, id uuid.UUID, in 
 		p.UpdatedAt = ps.s.Now()
 		if _, err := tx.NewUpdate().Model(p).WherePK().
 			Column("slug", "name", "repo_url", "default_branch", "run_command", "repair_command", "provider",
-				"provider_api_url", "provider_repo", "provider_token_enc", "run_timeout_seconds", "branch_filters", "updated_at").
+				"provider_api_url", "provider_repo", "provider_token_enc", "run_timeout_seconds", "branch_filters", "status_context", "updated_at").
 			Exec(ctx); err != nil {
 			if isUnique(err, "projects_org_slug_key") {
 				return Conflict("slug_taken", "a project with slug %q already exists in this organisation", p.Slug)

@@ -593,6 +593,10 @@ type Delivery struct {
 	// Reason says why a delivery was ignored where the outcome alone does
 	// not (a pull request from a fork, say).
 	Reason string `bun:"reason" json:"reason,omitempty"`
+	// Payload is the delivery as the classifier read it, kept so that it
+	// can be evaluated again (Redeliver); nil for rows older than it and
+	// for bodies that could not be read.
+	Payload *forge.Payload `bun:"payload,type:jsonb" json:"payload"`
 }
 
 // DeliveryResult is what the public route answers: the stored outcome, the
