@@ -57,9 +57,10 @@ func (s *Server) apiWebhookRedeliver(c echo.Context) error {
 	return c.JSON(http.StatusOK, deliveryAnswer{Outcome: string(res.Outcome), RunID: res.RunID})
 }
 
-// webhookRedeliverSubmit is the page's button: the deliveries table again
-// (under htmx) with what the evaluation decided, or why it could not be
-// done; without htmx, back to the page.
+// webhookRedeliverSubmit is the page's button: under htmx, what the
+// evaluation decided or why it could not be done (answered 200, so that
+// htmx shows it in place, as the webhook cards' refusals are), with the
+// deliveries table again; without htmx, back to the page.
 func (s *Server) webhookRedeliverSubmit(c echo.Context) error {
 	id, provider, deliveryID, err := redeliverTarget(c)
 	if err != nil {
@@ -83,14 +84,13 @@ func (s *Server) webhookRedeliverSubmit(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	status := http.StatusOK
 	switch {
 	case de != nil:
-		d.Error, status = de.Message, statusOf(de.Kind)
+		d.Error = de.Message
 	case res.Outcome == forge.OutcomeAccepted:
 		d.Notice = "Evaluated again: accepted — the delivery is a run now."
 	default:
 		d.Notice = "Evaluated again: " + string(res.Outcome) + "."
 	}
-	return Render(c, status, views.Deliveries(d))
+	return Render(c, http.StatusOK, views.RedeliverAnswer(d))
 }
