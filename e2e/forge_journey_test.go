@@ -110,7 +110,7 @@ func TestForgeJourney(t *testing.T) {
 	}
 	gotoPage(t, page, s.URL+"/runs/"+runID)
 	must(t, expect.Locator(testID(page, "run-header")).ToHaveAttribute("data-status", "passed"), "the run passes")
-	must(t, expect.Locator(testID(page, "run-commit")).ToHaveText(repo.Head[:7]), "pinned to the branch's head")
+	must(t, expect.Locator(testID(page, "run-commit")).ToHaveText(repo.Head[:10]), "pinned to the branch's head")
 	must(t, expect.Locator(testID(page, "run-log")).ToContainText(repo.Head), "the head ran")
 	// The last report is written by its job after the run ends: the page
 	// shows it on the next load.
@@ -181,5 +181,18 @@ func TestForgeJourney(t *testing.T) {
 	must(t, expect.Locator(row.Locator("[data-testid=redeliver]")).ToHaveCount(0), "no button on an accepted delivery")
 	screenshot(t, page, "forge-redelivered")
 	must(t, row.Locator("[data-testid=delivery-run]").Click(), "open its run")
-	must(t, expect.Locator(testID(page, "run-commit")).ToHaveText(repo.Head[:7]), "the push's run, pinned")
+	must(t, expect.Locator(testID(page, "run-commit")).ToHaveText(repo.Head[:10]), "the push's run, pinned")
+
+	// Leave nothing sleeping: the server stops gracefully only once its
+	// runs have.
+	ds := apiJSON(t, s, "GET", "/api/private/projects/"+pid+"/webhooks/github/deliveries", nil)
+	for _, d := range ds["deliveries"].([]any) {
+		if id, ok := d.(map[string]any)["run_id"].(string); ok {
+			queued = append(queued, id)
+		}
+	}
+	for _, id := range queued {
+		anviltest.CallJSON(t, s.Token, "POST", s.URL+"/api/private/runs/"+id+"/cancel", nil)
+	}
+	must(t, expect.Locator(testID(page, "run-header")).ToHaveAttribute("data-status", "canceled"), "the push's run canceled")
 }
