@@ -9,6 +9,8 @@ import (
 
 	"anvil/domain"
 	"anvil/domain/forge"
+	"anvil/domain/run"
+	"anvil/domain/webhook"
 	"anvil/views"
 )
 
@@ -17,7 +19,7 @@ const pageDeliveries = 50
 
 var providerLabels = map[forge.Provider]string{forge.GitHub: "GitHub", forge.GitLab: "GitLab", forge.Gitea: "Gitea / Forgejo"}
 
-func (s *Server) webhookCard(c echo.Context, w domain.Webhook) views.WebhookCard {
+func (s *Server) webhookCard(c echo.Context, w webhook.Webhook) views.WebhookCard {
 	p := principal(c)
 	return views.WebhookCard{ProjectID: w.ProjectID.String(), Provider: string(w.Provider), Label: providerLabels[w.Provider],
 		Configured: w.Configured, Enabled: w.Enabled, SigningToken: w.Config.SigningToken,
@@ -44,9 +46,9 @@ func (s *Server) deliveriesProps(c echo.Context, projectID uuid.UUID) (views.Del
 }
 
 // canRedeliver says whether p may evaluate d again (the rule of
-// domain.Webhooks.Redeliver): a stored payload, and a member for a
+// webhook.Webhooks.Redeliver): a stored payload, and a member for a
 // queue_full delivery or an admin for any that was not accepted.
-func canRedeliver(p *domain.Principal, d domain.Delivery) bool {
+func canRedeliver(p *domain.Principal, d run.Delivery) bool {
 	switch {
 	case d.Payload == nil || d.Outcome == string(forge.OutcomeAccepted):
 		return false
@@ -161,7 +163,7 @@ func (s *Server) webhookAction(c echo.Context, creates bool, act func(id uuid.UU
 	return redirect(c, "/projects/"+id.String()+"/webhooks")
 }
 
-func revealOf(r domain.WebhookResult, rotated bool) *views.WebhookReveal {
+func revealOf(r webhook.WebhookResult, rotated bool) *views.WebhookReveal {
 	if r.Secrets.Secret == "" && r.Secrets.SigningToken == "" {
 		return nil
 	}
@@ -173,10 +175,10 @@ func revealOf(r domain.WebhookResult, rotated bool) *views.WebhookReveal {
 func (s *Server) webhookCreateSubmit(c echo.Context) error {
 	return s.webhookAction(c, true, func(id uuid.UUID, provider string) (*views.WebhookReveal, error) {
 		enabled := true
-		in := domain.WebhookInput{Enabled: &enabled}
+		in := webhook.WebhookInput{Enabled: &enabled}
 		if c.FormValue("signing_token") == "true" {
 			on := true
-			in.Config = &domain.WebhookConfigInput{SigningToken: &on}
+			in.Config = &webhook.WebhookConfigInput{SigningToken: &on}
 		}
 		res, err := s.Webhooks.Put(c.Request().Context(), principal(c), id, provider, in)
 		if err == nil && !res.Created {

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"anvil/domain"
+	"anvil/domain/run"
 )
 
 // person adds a member of the given role to acme and returns a token and a
@@ -37,7 +38,7 @@ func (b *testBundle) person(t *testing.T, role string) (string, *browser) {
 func (b *testBundle) fillQueue(t *testing.T, project string) []string {
 	t.Helper()
 	var runs []string
-	for range domain.MaxQueued {
+	for range run.MaxQueued {
 		status, out := b.api(t, b.owner.Token, "POST", "/api/private/projects/"+project+"/runs", map[string]any{})
 		if status != http.StatusAccepted {
 			t.Fatalf("manual run: %d %v", status, out)
