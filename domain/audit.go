@@ -26,6 +26,7 @@ const (
 	AuditWebhookCreated      = "webhook.created"
 	AuditWebhookDeleted      = "webhook.deleted"
 	AuditWebhookRotated      = "webhook.secret_rotated"
+	AuditDeliveryEvaluated   = "webhook.delivery_evaluated"
 	AuditConnectionCreated   = "connection.created"
 	AuditConnectionRevoked   = "connection.revoked"
 	AuditBindingChanged      = "binding.changed"

@@ -30,7 +30,10 @@ type Project struct {
 	Number int64 `bun:"number,nullzero,default:nextval('project_number_seq')"`
 	// BranchFilters are the branch globs whose pushes become runs; empty
 	// means the default branch alone (see BranchMatches).
-	BranchFilters []string  `bun:"branch_filters,array"`
+	BranchFilters []string `bun:"branch_filters,array"`
+	// StatusContext names the project's commit statuses on the forge
+	// (anvil/<slug> unless set; see StatusContextOf).
+	StatusContext string    `bun:"status_context"`
 	CreatedAt     time.Time `bun:"created_at,nullzero,default:now()"`
 	UpdatedAt     time.Time `bun:"updated_at,nullzero,default:now()"`
 	// Warnings are notes on the save that just happened (the repository

@@ -149,11 +149,12 @@ type idleWorker[T river.JobArgs] struct{ river.WorkerDefaults[T] }
 func (*idleWorker[T]) Work(context.Context, *river.Job[T]) error { return nil }
 
 type statusBundle struct {
-	db      *db.DB
-	store   *domain.Store
-	queue   *runs.Queue
-	owner   *domain.Principal
-	project *domain.Project
+	db       *db.DB
+	store    *domain.Store
+	queue    *runs.Queue
+	projects *project.Projects
+	owner    *domain.Principal
+	project  *domain.Project
 }
 
 // setupStatus starts a River client that works only report_status jobs
@@ -200,7 +201,7 @@ func setupStatus(t *testing.T, f *fakeForge) *statusBundle {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &statusBundle{db: d, store: sv.Store, queue: sv.Queue, owner: owner, project: p}
+	return &statusBundle{db: d, store: sv.Store, queue: sv.Queue, projects: sv.Projects, owner: owner, project: p}
 }
 
 // accept queues a webhook run pinned to testSHA.
@@ -500,5 +501,31 @@ func TestRunLatestCommitThroughEachForge(t *testing.T) {
 	_ = b.db.Bun.NewRaw(`SELECT count(*) FROM project_runs`).Scan(context.Background(), &n)
 	if n != 0 {
 		t.Fatalf("%d runs after a failed resolution", n)
+	}
+}
+
+// TestStatusContextReachesTheForge: a project's own status context is the
+// context of every status posted for its runs.
+func TestStatusContextReachesTheForge(t *testing.T) {
+	t.Parallel()
+	for _, provider := range []string{"github", "gitlab", "gitea"} {
+		t.Run(provider, func(t *testing.T) {
+			t.Parallel()
+			f := newFakeForge(t, provider)
+			b := setupStatus(t, f)
+			if _, err := b.projects.Update(context.Background(), b.owner, b.project.ID,
+				project.ProjectInput{StatusContext: strp("ci/anvil tests")}); err != nil {
+				t.Fatal(err)
+			}
+			run := b.accept(t)
+			b.settle(t)
+			got := f.requests()
+			if len(got) != 1 || got[0].Body["context"] != "ci/anvil tests" || got[0].status() != "pending: queued — 1st in line" {
+				t.Fatalf("requests %+v", got)
+			}
+			if rep := b.report(t, run.ID); rep == nil || rep.State != "pending" {
+				t.Fatalf("report %+v", rep)
+			}
+		})
 	}
 }

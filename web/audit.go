@@ -16,7 +16,7 @@ import (
 var auditKinds = []string{domain.AuditMemberAdded, domain.AuditMemberRemoved, domain.AuditMemberRoleChanged,
 	domain.AuditInvitationCreated, domain.AuditInvitationUsed, domain.AuditInvitationRevoked,
 	domain.AuditPasswordChanged, domain.AuditPasswordReset, domain.AuditTokenCreated, domain.AuditTokenRevoked,
-	domain.AuditWebhookCreated, domain.AuditWebhookDeleted, domain.AuditWebhookRotated,
+	domain.AuditWebhookCreated, domain.AuditWebhookDeleted, domain.AuditWebhookRotated, domain.AuditDeliveryEvaluated,
 	domain.AuditConnectionCreated, domain.AuditConnectionRevoked, domain.AuditBindingChanged,
 	domain.AuditCardExternal, domain.AuditProjectCreated, domain.AuditProjectDeleted, domain.AuditOrganizationCreated}
 

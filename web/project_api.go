@@ -28,6 +28,7 @@ type projectJSON struct {
 	HasProviderToken  bool      `json:"has_provider_token"`
 	RunTimeoutSeconds int       `json:"run_timeout_seconds"`
 	BranchFilters     []string  `json:"branch_filters"`
+	StatusContext     string    `json:"status_context"`
 	CreatedAt         time.Time `json:"created_at"`
 	UpdatedAt         time.Time `json:"updated_at"`
 	// Warnings are notes on a save that just happened (the repository did
@@ -39,7 +40,7 @@ func toProjectJSON(p *domain.Project) projectJSON {
 	return projectJSON{ID: p.ID, Number: p.Number, Slug: p.Slug, Name: p.Name, RepoURL: p.RepoURL, DefaultBranch: p.DefaultBranch,
 		RunCommand: p.RunCommand, RepairCommand: p.RepairCommand, Provider: p.Provider, ProviderAPIURL: p.ProviderAPIURL,
 		ProviderRepo: p.ProviderRepo, HasProviderToken: p.ProviderTokenEnc != "", RunTimeoutSeconds: p.RunTimeoutSeconds,
-		BranchFilters: append([]string{}, p.BranchFilters...), CreatedAt: p.CreatedAt.UTC(), UpdatedAt: p.UpdatedAt.UTC(), Warnings: p.Warnings}
+		BranchFilters: append([]string{}, p.BranchFilters...), StatusContext: domain.StatusContextOf(p), CreatedAt: p.CreatedAt.UTC(), UpdatedAt: p.UpdatedAt.UTC(), Warnings: p.Warnings}
 }
 
 func (s *Server) apiProjectList(c echo.Context) error {

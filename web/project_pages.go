@@ -53,12 +53,18 @@ func formInput(c echo.Context) (project.ProjectInput, views.ProjectForm) {
 		RepairCommand: c.FormValue("repair_command"), Provider: c.FormValue("provider"),
 		ProviderAPIURL: c.FormValue("provider_api_url"), ProviderRepo: c.FormValue("provider_repo"),
 		RunTimeoutMinutes: c.FormValue("run_timeout_minutes"), BranchFilters: c.FormValue("branch_filters"),
+		StatusContext: c.FormValue("status_context"),
 	}
 	in := project.ProjectInput{Slug: &f.Slug, Name: &f.Name, RepoURL: &f.RepoURL, DefaultBranch: &f.DefaultBranch,
 		RunCommand: &f.RunCommand, RepairCommand: &f.RepairCommand, Provider: &f.Provider,
 		ProviderAPIURL: &f.ProviderAPIURL, ProviderRepo: &f.ProviderRepo}
 	if tok := c.FormValue("provider_token"); tok != "" {
 		in.ProviderToken = &tok
+	}
+	// An empty status context keeps the one the project has (anvil/<slug>
+	// for a new project): the field's placeholder says so.
+	if strings.TrimSpace(f.StatusContext) != "" {
+		in.StatusContext = &f.StatusContext
 	}
 	if _, ok := c.Request().PostForm["branch_filters"]; ok {
 		filters := strings.Split(strings.ReplaceAll(f.BranchFilters, "\r\n", "\n"), "\n")
@@ -88,6 +94,7 @@ var formFields = map[string]struct{ field, label string }{
 	"provider_api_url":    {"provider_api_url", "API URL"},
 	"provider_token":      {"provider_token", "Access token"},
 	"run_timeout_seconds": {"run_timeout_minutes", "Run timeout (minutes)"},
+	"status_context":      {"status_context", "Status context"},
 }
 
 // formErrors turns a refusal into the form's messages, each in its field's
@@ -157,7 +164,7 @@ func projectForm(p *domain.Project) views.ProjectForm {
 	return views.ProjectForm{ID: p.ID.String(), Slug: p.Slug, Name: p.Name, RepoURL: p.RepoURL, DefaultBranch: p.DefaultBranch,
 		RunCommand: p.RunCommand, RepairCommand: p.RepairCommand, Provider: p.Provider, ProviderAPIURL: p.ProviderAPIURL,
 		ProviderRepo: p.ProviderRepo, HasProviderToken: p.ProviderTokenEnc != "", RunTimeoutMinutes: strconv.Itoa(p.RunTimeoutSeconds / 60),
-		BranchFilters: strings.Join(p.BranchFilters, "\n")}
+		BranchFilters: strings.Join(p.BranchFilters, "\n"), StatusContext: domain.StatusContextOf(p)}
 }
 
 func (s *Server) projectEditPage(c echo.Context) error {

@@ -9,6 +9,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"anvil/domain"
+	"anvil/domain/forge"
 	"anvil/domain/webhook"
 )
 
@@ -46,6 +47,9 @@ type deliveryJSON struct {
 	Attempts   int        `json:"attempts"`
 	ReceivedAt time.Time  `json:"received_at"`
 	UpdatedAt  time.Time  `json:"updated_at"`
+	// Payload is the delivery as the classifier read it (null when the
+	// ledger keeps none: the entry cannot be evaluated again).
+	Payload *forge.Payload `json:"payload"`
 }
 
 func (s *Server) apiWebhookList(c echo.Context) error {
@@ -127,7 +131,7 @@ func (s *Server) apiWebhookDeliveries(c echo.Context) error {
 	for _, d := range ds {
 		out = append(out, deliveryJSON{DeliveryID: d.DeliveryID, Provider: d.Provider, Outcome: d.Outcome, RunID: d.RunID,
 			Event: d.Event, Kind: d.Kind, Ref: d.Ref, Branch: d.Branch, CommitSHA: d.CommitSHA, Attempts: d.Attempts,
-			ReceivedAt: d.ReceivedAt.UTC(), UpdatedAt: d.UpdatedAt.UTC()})
+			ReceivedAt: d.ReceivedAt.UTC(), UpdatedAt: d.UpdatedAt.UTC(), Payload: d.Payload})
 	}
 	return c.JSON(http.StatusOK, map[string]any{"deliveries": out})
 }

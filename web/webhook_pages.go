@@ -9,6 +9,7 @@ import (
 
 	"anvil/domain"
 	"anvil/domain/forge"
+	"anvil/domain/run"
 	"anvil/domain/webhook"
 	"anvil/views"
 )
@@ -30,16 +31,31 @@ func (s *Server) deliveriesProps(c echo.Context, projectID uuid.UUID) (views.Del
 	if err != nil {
 		return views.DeliveriesProps{}, err
 	}
-	out := views.DeliveriesProps{ProjectID: projectID.String()}
+	p := principal(c)
+	out := views.DeliveriesProps{ProjectID: projectID.String(), CSRF: s.csrfToken(p)}
 	for _, d := range ds {
 		row := views.DeliveryRow{Provider: d.Provider, DeliveryID: d.DeliveryID, Outcome: d.Outcome, Event: d.Event,
-			Branch: d.Branch, CommitSHA: d.CommitSHA, Attempts: d.Attempts, ReceivedAt: d.ReceivedAt}
+			Branch: d.Branch, CommitSHA: d.CommitSHA, Attempts: d.Attempts, ReceivedAt: d.ReceivedAt,
+			CanRedeliver: canRedeliver(p, d)}
 		if d.RunID != nil {
 			row.RunID = d.RunID.String()
 		}
 		out.Rows = append(out.Rows, row)
 	}
 	return out, nil
+}
+
+// canRedeliver says whether p may evaluate d again (the rule of
+// webhook.Webhooks.Redeliver): a stored payload, and a member for a
+// queue_full delivery or an admin for any that was not accepted.
+func canRedeliver(p *domain.Principal, d run.Delivery) bool {
+	switch {
+	case d.Payload == nil || d.Outcome == string(forge.OutcomeAccepted):
+		return false
+	case d.Outcome == string(forge.OutcomeQueueFull):
+		return p.AtLeast(domain.RoleMember)
+	}
+	return p.AtLeast(domain.RoleAdmin)
 }
 
 // renderWebhooks renders the page, or the changed card alone for an htmx

@@ -16,6 +16,7 @@ func (s *Server) registerWebhooks(e *echo.Echo, pages, api *echo.Group) {
 	api.DELETE("/projects/:projectId/webhooks/:provider", s.apiWebhookDelete)
 	api.POST("/projects/:projectId/webhooks/:provider/rotate-secret", s.apiWebhookRotate)
 	api.GET("/projects/:projectId/webhooks/:provider/deliveries", s.apiWebhookDeliveries)
+	api.POST("/projects/:projectId/webhooks/:provider/deliveries/:deliveryId/redeliver", s.apiWebhookRedeliver)
 
 	pages.GET("/projects/:projectId/webhooks", s.webhooksPage)
 	pages.GET("/projects/:projectId/webhooks/deliveries-fragment", s.webhookDeliveriesFragment)
@@ -23,6 +24,7 @@ func (s *Server) registerWebhooks(e *echo.Echo, pages, api *echo.Group) {
 	pages.POST("/projects/:projectId/webhooks/:provider/enabled", s.webhookEnabledSubmit)
 	pages.POST("/projects/:projectId/webhooks/:provider/rotate", s.webhookRotateSubmit)
 	pages.POST("/projects/:projectId/webhooks/:provider/delete", s.webhookDeleteSubmit)
+	pages.POST("/projects/:projectId/webhooks/:provider/deliveries/:deliveryId/redeliver", s.webhookRedeliverSubmit)
 }
 
 // webhookURL is what a person pastes into the forge.

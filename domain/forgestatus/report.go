@@ -189,7 +189,7 @@ func (rp *Reporter) Report(ctx context.Context, runID uuid.UUID) error {
 			return err
 		}
 		st := Status{SHA: *run.CommitSHA, State: ForgeState(f.Provider, run), Description: Describe(run, facts),
-			Context: "anvil/" + proj.Slug, TargetURL: rp.PublicURL + "/runs/" + run.ID.String()}
+			Context: domain.StatusContextOf(proj), TargetURL: rp.PublicURL + "/runs/" + run.ID.String()}
 		// GitLab refuses a transition to the state it already has; the
 		// others take it, but a repeat says nothing new.
 		if st.State == posted.State && (f.Provider == "gitlab" || st.Description == posted.Description) {

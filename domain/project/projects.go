@@ -33,6 +33,9 @@ type ProjectInput struct {
 	RunTimeoutSeconds *int    `json:"run_timeout_seconds"`
 	// BranchFilters replaces the list of branch globs when given.
 	BranchFilters *[]string `json:"branch_filters"`
+	// StatusContext is the context of the project's commit statuses;
+	// left out on create, it is anvil/<slug>.
+	StatusContext *string `json:"status_context"`
 }
 
 var (
@@ -107,6 +110,7 @@ func (in *ProjectInput) apply(p *domain.Project, creating bool, pre domain.Field
 			}
 			return "", ""
 		}},
+		{"status_context", in.StatusContext, &p.StatusContext, false, 1 << 16, statusContextProblem},
 	}
 	var errs domain.FieldErrors
 	for _, f := range fields {
@@ -147,6 +151,9 @@ func (in *ProjectInput) apply(p *domain.Project, creating bool, pre domain.Field
 	}
 	if p.Name == "" {
 		p.Name = p.Slug
+	}
+	if p.StatusContext == "" && p.Slug != "" {
+		p.StatusContext = domain.DefaultStatusContext(p.Slug)
 	}
 	if in.RunTimeoutSeconds != nil {
 		if *in.RunTimeoutSeconds < 1 || *in.RunTimeoutSeconds > 86400 {
@@ -339,7 +346,7 @@ func (ps *Projects) Update(ctx context.Context, pr *domain.Principal, id uuid.UU
 		p.UpdatedAt = ps.s.Now()
 		if _, err := tx.NewUpdate().Model(p).WherePK().
 			Column("slug", "name", "repo_url", "default_branch", "run_command", "repair_command", "provider",
-				"provider_api_url", "provider_repo", "provider_token_enc", "run_timeout_seconds", "branch_filters", "updated_at").
+				"provider_api_url", "provider_repo", "provider_token_enc", "run_timeout_seconds", "branch_filters", "status_context", "updated_at").
 			Exec(ctx); err != nil {
 			if dbutil.IsUnique(err, "projects_org_slug_key") {
 				return domain.Conflict("slug_taken", "a project with slug %q already exists in this organisation", p.Slug)

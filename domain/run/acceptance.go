@@ -414,6 +414,9 @@ func (q *Queue) tryGroup(group []*acceptJob) error {
 		if err := ledger.record(ctx, tx, now); err != nil {
 			return err
 		}
+		if err := recordRedeliveries(ctx, tx, group, byID); err != nil {
+			return err
+		}
 		if err := publishDeliveries(ctx, tx, group, byID); err != nil {
 			return err
 		}

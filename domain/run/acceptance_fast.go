@@ -35,6 +35,9 @@ var errSlowPath = fmt.Errorf("domain: group needs the general path")
 // tryGroupFast stores group in two round trips, or returns errSlowPath
 // having changed nothing.
 func (q *Queue) tryGroupFast(ctx context.Context, group []*acceptJob) error {
+	if redelivers(group) {
+		return errSlowPath // its audit entry needs a transaction of bun's
+	}
 	ids := groupProjects(group)
 	lq := ledgerQuery(group)
 	conn, err := q.s.Pool.Acquire(ctx)

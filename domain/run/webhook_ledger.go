@@ -41,6 +41,7 @@ type deliveryJob struct {
 	pl       forge.Payload
 	sealed   SealedSecrets // the secrets it was verified with
 	res      DeliveryResult
+	again    *redelivery // an evaluation again from the ledger (Redeliver)
 }
 
 type ledgerKey struct {
@@ -62,6 +63,9 @@ type ledgerEntry struct {
 	expired  bool      // the stored row is past retention: deleted, decided anew
 	attempts int       // copies of this id seen by the group
 	row      *Delivery // a decision this group made, to store
+	// overwrite: an admin's evaluation again replaces a stored outcome
+	// other than queue_full (see redelivery.decidesAnew).
+	overwrite bool
 }
 
 // groupLedger is the ledger entries of a group's deliveries.
@@ -185,7 +189,7 @@ func (q *Queue) decideDelivery(j *acceptJob, p *domain.Project, st *queueState, 
 	if e.exists && e.row == nil && now.Sub(e.receivedAt) >= DeliveryRetention {
 		e.expired, e.exists = true, false
 	}
-	if e.exists && e.outcome != string(forge.OutcomeQueueFull) {
+	if e.exists && e.outcome != string(forge.OutcomeQueueFull) && !d.again.decidesAnew(e) {
 		// A duplicate: the stored decision stands (docs/contracts/webhooks.md).
 		e.attempts++
 		d.res = DeliveryResult{Outcome: forge.Outcome(e.outcome), RunID: e.runID, Replayed: true}
@@ -231,7 +235,7 @@ func (q *Queue) decideDelivery(j *acceptJob, p *domain.Project, st *queueState, 
 	e.attempts++
 	e.row = &Delivery{ProjectID: j.projectID, Provider: string(d.provider), DeliveryID: pl.DeliveryID, Outcome: string(outcome),
 		Event: pl.Event, Kind: string(pl.Kind), Ref: pl.Ref, Branch: branch, CommitSHA: pl.CommitSHA,
-		RunID: d.res.RunID, ReceivedAt: e.receivedAt, Reason: forge.IgnoredReason(pl, p.DefaultBranch)}
+		RunID: d.res.RunID, ReceivedAt: e.receivedAt, Reason: forge.IgnoredReason(pl, p.DefaultBranch), Payload: storedPayload(pl)}
 	return run
 }
 
@@ -272,14 +276,15 @@ const (
 		USING unnest($1::uuid[], $2::text[], $3::text[]) AS u(p, pr, id)
 		WHERE d.project_id = u.p AND d.provider = u.pr AND d.delivery_id = u.id`
 	upsertDeliveriesSQL = `INSERT INTO project_webhook_deliveries AS d
-			(project_id, provider, delivery_id, outcome, event, kind, ref, branch, commit_sha, run_id, received_at, updated_at, attempts, reason)
-		SELECT u.p, u.pr, u.id, u.o, u.ev, u.k, u.ref, u.b, u.sha, u.run, u.recv, $1, u.n, u.why
+			(project_id, provider, delivery_id, outcome, event, kind, ref, branch, commit_sha, run_id, received_at, updated_at, attempts, reason, payload)
+		SELECT u.p, u.pr, u.id, u.o, u.ev, u.k, u.ref, u.b, u.sha, u.run, u.recv, $1, u.n, u.why, u.pl::jsonb
 		FROM unnest($2::uuid[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[], $10::text[],
-			$11::uuid[], $12::timestamptz[], $13::int[], $14::text[]) AS u(p, pr, id, o, ev, k, ref, b, sha, run, recv, n, why)
+			$11::uuid[], $12::timestamptz[], $13::int[], $14::text[], $15::text[]) AS u(p, pr, id, o, ev, k, ref, b, sha, run, recv, n, why, pl)
 		ON CONFLICT (project_id, provider, delivery_id) DO UPDATE
 		SET outcome = CASE WHEN d.outcome = 'queue_full' THEN EXCLUDED.outcome ELSE d.outcome END,
 			reason = CASE WHEN d.outcome = 'queue_full' THEN EXCLUDED.reason ELSE d.reason END,
 			run_id = CASE WHEN d.outcome = 'queue_full' THEN EXCLUDED.run_id ELSE d.run_id END,
+			payload = COALESCE(d.payload, EXCLUDED.payload),
 			updated_at = EXCLUDED.updated_at, attempts = d.attempts + EXCLUDED.attempts`
 	countAttemptsSQL = `UPDATE project_webhook_deliveries d SET attempts = d.attempts + u.n, updated_at = $1
 		FROM unnest($2::uuid[], $3::text[], $4::text[], $5::int[]) AS u(p, pr, id, n)
@@ -289,8 +294,10 @@ const (
 // recordStmts is the statements that write the group's decisions: first
 // the deletion of stored rows past retention that the group decided anew
 // (the periodic sweep had not reached them yet); then the rows it decided
-// (new ids, and queue_full rows re-evaluated) in one upsert; then the
-// attempts of the duplicates it replayed. Only a queue_full row may be
+// (new ids, and queue_full rows re-evaluated) in one upsert, with the
+// normalized payload each was decided from; then the ignored rows an admin
+// had evaluated again (webhook_redeliver.go); then the attempts of the
+// duplicates it replayed. Only a queue_full row may be
 // overwritten: every other stored outcome is final, whatever happens to
 // the lock. Each statement meets its rows in key order, so concurrent
 // groups lock the ledger's rows in one order.
@@ -300,7 +307,7 @@ func (l groupLedger) recordStmts(now time.Time) []dbutil.Stmt {
 		projects, providers, ids := keyArrays(expired)
 		out = append(out, dbutil.Stmt{SQL: deleteExpiredSQL, Args: []any{projects, providers, ids}})
 	}
-	if decided := l.sortedKeys(func(e *ledgerEntry) bool { return e.row != nil }); len(decided) > 0 {
+	if decided := l.sortedKeys(func(e *ledgerEntry) bool { return e.row != nil && !e.overwrite }); len(decided) > 0 {
 		n := len(decided)
 		var (
 			projects, runs                      = make([]pgtype.UUID, n), make([]pgtype.UUID, n)
@@ -309,6 +316,7 @@ func (l groupLedger) recordStmts(now time.Time) []dbutil.Stmt {
 			received                            = make([]time.Time, n)
 			reasons                             = make([]string, n)
 			attempts                            = make([]int32, n)
+			payloads                            = make([]pgtype.Text, n)
 		)
 		for i, k := range decided {
 			e := l[k]
@@ -317,9 +325,13 @@ func (l groupLedger) recordStmts(now time.Time) []dbutil.Stmt {
 			events[i], kinds[i], refs[i], branches[i], shas[i] = d.Event, d.Kind, d.Ref, d.Branch, d.CommitSHA
 			runs[i] = dbutil.PgUUIDPtr(d.RunID)
 			received[i], attempts[i], reasons[i] = d.ReceivedAt, int32(e.attempts), d.Reason
+			payloads[i] = payloadText(d.Payload)
 		}
 		out = append(out, dbutil.Stmt{SQL: upsertDeliveriesSQL, Args: []any{now, projects, providers, ids, outcomes, events, kinds, refs, branches, shas,
-			runs, received, attempts, reasons}})
+			runs, received, attempts, reasons, payloads}})
+	}
+	if again := l.sortedKeys(func(e *ledgerEntry) bool { return e.row != nil && e.overwrite }); len(again) > 0 {
+		out = append(out, overwriteStmt(l, again, now))
 	}
 	if replayed := l.sortedKeys(func(e *ledgerEntry) bool { return e.row == nil && e.attempts > 0 }); len(replayed) > 0 {
 		projects, providers, ids := keyArrays(replayed)
@@ -398,6 +410,10 @@ type Delivery struct {
 	// Reason says why a delivery was ignored where the outcome alone does
 	// not (a pull request from a fork, say).
 	Reason string `bun:"reason" json:"reason,omitempty"`
+	// Payload is the delivery as the classifier read it, kept so that it
+	// can be evaluated again (Redeliver); nil for rows older than it and
+	// for bodies that could not be read.
+	Payload *forge.Payload `bun:"payload,type:jsonb" json:"payload"`
 }
 
 // DeliveryResult is what the public route answers: the stored outcome, the
