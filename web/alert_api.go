@@ -109,7 +109,7 @@ func (s *Server) apiAlertDeliveries(c echo.Context) error {
 }
 
 func (s *Server) apiAlertRules(c echo.Context) error {
-	id, err := pathUUID(c, "projectId", "project")
+	id, err := s.projectIDParam(c)
 	if err != nil {
 		return err
 	}
@@ -121,7 +121,7 @@ func (s *Server) apiAlertRules(c echo.Context) error {
 }
 
 func (s *Server) apiAlertRulesPut(c echo.Context) error {
-	id, err := pathUUID(c, "projectId", "project")
+	id, err := s.projectIDParam(c)
 	if err != nil {
 		return err
 	}

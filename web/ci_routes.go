@@ -33,7 +33,10 @@ func (s *Server) registerCI(_ *echo.Echo, pages, api *echo.Group) {
 func (s *Server) secrets() *runsecret.Service { return runsecret.New(s.Store) }
 
 // projectParam resolves :projectId, a project's id or its slug, within the
-// caller's organisation.
+// caller's organisation. Every /projects/:projectId route (pages and API)
+// shares the one segment: echo cannot tell two routes apart by the shape of
+// a parameter, and a slug can never look like an id or "new" (the domain
+// refuses those; docs/contracts/private-api.md, "Projects by slug").
 func (s *Server) projectParam(c echo.Context) (*domain.Project, error) {
 	ctx, org := c.Request().Context(), principal(c).OrgID
 	raw := c.Param("projectId")
@@ -41,6 +44,27 @@ func (s *Server) projectParam(c echo.Context) (*domain.Project, error) {
 		return s.Projects.Get(ctx, org, id)
 	}
 	return s.Projects.BySlug(ctx, org, raw)
+}
+
+// projectIDParam is projectParam for handlers that need only the id: an id
+// is taken as it is (the domain method it goes to checks the organisation),
+// a slug costs one lookup.
+func (s *Server) projectIDParam(c echo.Context) (uuid.UUID, error) {
+	if id, err := uuid.Parse(c.Param("projectId")); err == nil {
+		return id, nil
+	}
+	p, err := s.projectParam(c)
+	if err != nil {
+		return uuid.Nil, err
+	}
+	return p.ID, nil
+}
+
+// projectPath is the path of the project's page as the request named it
+// (its slug when the links were followed), for redirects back to a
+// subpage; the parameter was resolved before, so it is an id or a slug.
+func projectPath(c echo.Context) string {
+	return "/projects/" + url.PathEscape(c.Param("projectId"))
 }
 
 func (s *Server) apiRunRerun(c echo.Context) error {
@@ -86,7 +110,7 @@ func (s *Server) runByNumberPage(c echo.Context) error {
 }
 
 func (s *Server) apiSecretList(c echo.Context) error {
-	id, err := pathUUID(c, "projectId", "project")
+	id, err := s.projectIDParam(c)
 	if err != nil {
 		return err
 	}
@@ -98,7 +122,7 @@ func (s *Server) apiSecretList(c echo.Context) error {
 }
 
 func (s *Server) apiSecretGet(c echo.Context) error {
-	id, err := pathUUID(c, "projectId", "project")
+	id, err := s.projectIDParam(c)
 	if err != nil {
 		return err
 	}
@@ -111,7 +135,7 @@ func (s *Server) apiSecretGet(c echo.Context) error {
 
 // apiSecretPut stores {value}; the answer never repeats it.
 func (s *Server) apiSecretPut(c echo.Context) error {
-	id, err := pathUUID(c, "projectId", "project")
+	id, err := s.projectIDParam(c)
 	if err != nil {
 		return err
 	}
@@ -136,7 +160,7 @@ func (s *Server) apiSecretPut(c echo.Context) error {
 }
 
 func (s *Server) apiSecretDelete(c echo.Context) error {
-	id, err := pathUUID(c, "projectId", "project")
+	id, err := s.projectIDParam(c)
 	if err != nil {
 		return err
 	}
@@ -152,7 +176,7 @@ func (s *Server) secretsProps(c echo.Context, p *domain.Project) (views.SecretsP
 	if err != nil {
 		return views.SecretsProps{}, err
 	}
-	props := views.SecretsProps{Page: s.page(c, "Secrets · "+p.Name, "projects"), ProjectID: p.ID.String(), ProjectName: p.Name,
+	props := views.SecretsProps{Page: s.page(c, "Secrets · "+p.Name, "projects"), ProjectID: p.ID.String(), ProjectSlug: p.Slug, ProjectName: p.Name,
 		CSRF: s.csrfToken(pr), Saved: c.QueryParam("saved")}
 	for _, sc := range list {
 		props.Secrets = append(props.Secrets, views.SecretRow{Name: sc.Name, UpdatedAt: sc.UpdatedAt, UpdatedBy: sc.UpdatedByEmail})
@@ -196,7 +220,7 @@ func (s *Server) secretSaveSubmit(c echo.Context) error {
 	if perr != nil {
 		return perr
 	}
-	return redirect(c, "/projects/"+p.ID.String()+"/secrets?saved="+url.QueryEscape(name))
+	return redirect(c, "/projects/"+p.Slug+"/secrets?saved="+url.QueryEscape(name))
 }
 
 func (s *Server) secretDeleteSubmit(c echo.Context) error {
@@ -207,5 +231,5 @@ func (s *Server) secretDeleteSubmit(c echo.Context) error {
 	if err := s.secrets().Delete(c.Request().Context(), principal(c), p.ID, c.Param("name")); err != nil {
 		return err
 	}
-	return redirect(c, "/projects/"+p.ID.String()+"/secrets")
+	return redirect(c, "/projects/"+p.Slug+"/secrets")
 }

@@ -25,7 +25,7 @@ func incidentRow(v domain.IncidentView) views.IncidentRow {
 func (s *Server) inboxProps(c echo.Context) (views.InboxProps, error) {
 	p := principal(c)
 	ctx := c.Request().Context()
-	f, err := incidentFilter(c)
+	f, err := s.incidentFilter(c)
 	if err != nil {
 		return views.InboxProps{}, err
 	}

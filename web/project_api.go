@@ -75,7 +75,7 @@ func (s *Server) apiProjectCreate(c echo.Context) error {
 }
 
 func (s *Server) apiProjectGet(c echo.Context) error {
-	id, err := pathUUID(c, "projectId", "project")
+	id, err := s.projectIDParam(c)
 	if err != nil {
 		return err
 	}
@@ -87,7 +87,7 @@ func (s *Server) apiProjectGet(c echo.Context) error {
 }
 
 func (s *Server) apiProjectUpdate(c echo.Context) error {
-	id, err := pathUUID(c, "projectId", "project")
+	id, err := s.projectIDParam(c)
 	if err != nil {
 		return err
 	}

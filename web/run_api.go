@@ -10,7 +10,7 @@ import (
 )
 
 func (s *Server) apiQueue(c echo.Context) error {
-	id, err := pathUUID(c, "projectId", "project")
+	id, err := s.projectIDParam(c)
 	if err != nil {
 		return err
 	}
@@ -22,7 +22,7 @@ func (s *Server) apiQueue(c echo.Context) error {
 }
 
 func (s *Server) apiRunCreate(c echo.Context) error {
-	id, err := pathUUID(c, "projectId", "project")
+	id, err := s.projectIDParam(c)
 	if err != nil {
 		return err
 	}

@@ -81,7 +81,7 @@ func (s *Server) queueProps(c echo.Context, projectID uuid.UUID) (views.QueuePro
 }
 
 func (s *Server) projectQueueFragment(c echo.Context) error {
-	id, err := pathUUID(c, "projectId", "project")
+	id, err := s.projectIDParam(c)
 	if err != nil {
 		return err
 	}
@@ -95,7 +95,7 @@ func (s *Server) projectQueueFragment(c echo.Context) error {
 // runNowSubmit accepts a manual run and answers with the fresh queue; a full
 // queue is shown in place.
 func (s *Server) runNowSubmit(c echo.Context) error {
-	id, err := pathUUID(c, "projectId", "project")
+	id, err := s.projectIDParam(c)
 	if err != nil {
 		return err
 	}
@@ -113,7 +113,7 @@ func (s *Server) runNowSubmit(c echo.Context) error {
 		return aerr
 	}
 	if !isHTMX(c) {
-		return redirect(c, "/projects/"+id.String())
+		return redirect(c, projectPath(c))
 	}
 	q, err := s.queueProps(c, id)
 	if err != nil {
@@ -163,7 +163,7 @@ func (s *Server) runProps(c echo.Context, id uuid.UUID, withLog bool) (views.Run
 	if err != nil {
 		return views.RunProps{}, err
 	}
-	props := views.RunProps{Page: s.page(c, fmt.Sprintf("Run #%d · %s", r.Number, proj.Name), "projects"), Run: runRow(r.View()), ProjectID: proj.ID.String(),
+	props := views.RunProps{Page: s.page(c, fmt.Sprintf("Run #%d · %s", r.Number, proj.Name), "projects"), Run: runRow(r.View()), ProjectID: proj.ID.String(), ProjectSlug: proj.Slug,
 		ProjectName: proj.Name, CanWrite: p.CanWrite(), Unsandboxed: r.Sandboxed != nil && !*r.Sandboxed,
 		CanRerun: p.CanWrite() && domain.IsTerminal(r.State) && r.Trigger != domain.TriggerRepair, CSRF: s.csrfToken(p)}
 	rep, err := forgestatus.Last(ctx, s.db.Bun, r.ID)
@@ -186,7 +186,7 @@ func (s *Server) runProps(c echo.Context, id uuid.UUID, withLog bool) (views.Run
 		props.TriggeredBy = "Started by a push"
 		if r.Provider != nil && r.DeliveryID != nil {
 			props.TriggeredBy = "Started by a " + *r.Provider + " push:"
-			props.TriggerHref, props.TriggerLink = "/projects/"+proj.ID.String()+"/webhooks#delivery-"+*r.DeliveryID, "delivery "+*r.DeliveryID
+			props.TriggerHref, props.TriggerLink = "/projects/"+proj.Slug+"/webhooks#delivery-"+*r.DeliveryID, "delivery "+*r.DeliveryID
 		}
 	case r.Trigger == domain.TriggerRepair:
 		props.TriggeredBy = "A repair"

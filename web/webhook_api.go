@@ -48,7 +48,7 @@ type deliveryJSON struct {
 }
 
 func (s *Server) apiWebhookList(c echo.Context) error {
-	id, err := pathUUID(c, "projectId", "project")
+	id, err := s.projectIDParam(c)
 	if err != nil {
 		return err
 	}
@@ -65,7 +65,7 @@ func (s *Server) apiWebhookList(c echo.Context) error {
 
 // apiWebhookPut creates (201, with the secret once) or updates (200).
 func (s *Server) apiWebhookPut(c echo.Context) error {
-	id, err := pathUUID(c, "projectId", "project")
+	id, err := s.projectIDParam(c)
 	if err != nil {
 		return err
 	}
@@ -85,7 +85,7 @@ func (s *Server) apiWebhookPut(c echo.Context) error {
 }
 
 func (s *Server) apiWebhookDelete(c echo.Context) error {
-	id, err := pathUUID(c, "projectId", "project")
+	id, err := s.projectIDParam(c)
 	if err != nil {
 		return err
 	}
@@ -96,7 +96,7 @@ func (s *Server) apiWebhookDelete(c echo.Context) error {
 }
 
 func (s *Server) apiWebhookRotate(c echo.Context) error {
-	id, err := pathUUID(c, "projectId", "project")
+	id, err := s.projectIDParam(c)
 	if err != nil {
 		return err
 	}
@@ -108,7 +108,7 @@ func (s *Server) apiWebhookRotate(c echo.Context) error {
 }
 
 func (s *Server) apiWebhookDeliveries(c echo.Context) error {
-	id, err := pathUUID(c, "projectId", "project")
+	id, err := s.projectIDParam(c)
 	if err != nil {
 		return err
 	}

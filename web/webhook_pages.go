@@ -17,9 +17,9 @@ const pageDeliveries = 50
 
 var providerLabels = map[forge.Provider]string{forge.GitHub: "GitHub", forge.GitLab: "GitLab", forge.Gitea: "Gitea / Forgejo"}
 
-func (s *Server) webhookCard(c echo.Context, w domain.Webhook) views.WebhookCard {
+func (s *Server) webhookCard(c echo.Context, w domain.Webhook, slug string) views.WebhookCard {
 	p := principal(c)
-	return views.WebhookCard{ProjectID: w.ProjectID.String(), Provider: string(w.Provider), Label: providerLabels[w.Provider],
+	return views.WebhookCard{ProjectID: w.ProjectID.String(), ProjectSlug: slug, Provider: string(w.Provider), Label: providerLabels[w.Provider],
 		Configured: w.Configured, Enabled: w.Enabled, SigningToken: w.Config.SigningToken,
 		URL: s.webhookURL(w.ProjectID.String(), string(w.Provider)), CanWrite: p.AtLeast(domain.RoleAdmin), CSRF: s.csrfToken(p)}
 }
@@ -58,9 +58,9 @@ func (s *Server) renderWebhooks(c echo.Context, projectID uuid.UUID, changed for
 	if err != nil {
 		return err
 	}
-	props := views.WebhooksProps{Page: s.page(c, "Webhooks · "+proj.Name, "projects"), ProjectID: projectID.String(), ProjectName: proj.Name}
+	props := views.WebhooksProps{Page: s.page(c, "Webhooks · "+proj.Name, "projects"), ProjectID: projectID.String(), ProjectSlug: proj.Slug, ProjectName: proj.Name}
 	for _, w := range ws {
-		card := s.webhookCard(c, w)
+		card := s.webhookCard(c, w, proj.Slug)
 		for _, r := range refused {
 			if r.Provider == string(w.Provider) {
 				card.Refusals = append(card.Refusals, views.RefusalRow{Reason: r.Reason, Count: r.Refusals, LastAt: r.LastAt, LastDetail: r.LastDetail})
@@ -81,7 +81,7 @@ func (s *Server) renderWebhooks(c echo.Context, projectID uuid.UUID, changed for
 }
 
 func (s *Server) webhooksPage(c echo.Context) error {
-	id, err := pathUUID(c, "projectId", "project")
+	id, err := s.projectIDParam(c)
 	if err != nil {
 		return err
 	}
@@ -100,7 +100,7 @@ type webhookReveal struct {
 }
 
 func (s *Server) webhookDeliveriesFragment(c echo.Context) error {
-	id, err := pathUUID(c, "projectId", "project")
+	id, err := s.projectIDParam(c)
 	if err != nil {
 		return err
 	}
@@ -117,7 +117,7 @@ func (s *Server) webhookDeliveriesFragment(c echo.Context) error {
 // Refusals a person can act on (invalid, conflict) are shown on the card,
 // the rest go to the error handler.
 func (s *Server) webhookAction(c echo.Context, creates bool, act func(id uuid.UUID, provider string) (*views.WebhookReveal, error)) error {
-	id, err := pathUUID(c, "projectId", "project")
+	id, err := s.projectIDParam(c)
 	if err != nil {
 		return err
 	}
@@ -143,7 +143,7 @@ func (s *Server) webhookAction(c echo.Context, creates bool, act func(id uuid.UU
 			return err
 		}
 	}
-	return redirect(c, "/projects/"+id.String()+"/webhooks")
+	return redirect(c, projectPath(c)+"/webhooks")
 }
 
 func revealOf(r domain.WebhookResult, rotated bool) *views.WebhookReveal {
