@@ -241,7 +241,11 @@ func (in *Incidents) Decide(ctx context.Context, pr *Principal, id uuid.UUID, de
 		// still waits in the queue (the incident has moved first, so the
 		// run's end does not move it again).
 		if pending != nil && (decision == DecisionClose || decision == DecisionIgnore) {
-			if _, err := in.queue.cancelQueuedTx(ctx, tx, p, *pending, "incident_"+decision+"d"); err != nil {
+			reason := ReasonIncidentClosed
+			if decision == DecisionIgnore {
+				reason = ReasonIncidentIgnored
+			}
+			if _, err := in.queue.cancelQueuedTx(ctx, tx, p, *pending, reason); err != nil {
 				return fmt.Errorf("withdraw repair run: %w", err)
 			}
 		}

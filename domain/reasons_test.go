@@ -22,6 +22,8 @@ func TestEveryFailureReasonInWords(t *testing.T) {
 		domain.ReasonRepairNoOp:          "the repair changed nothing",
 		domain.ReasonRepairForge:         "the forge refused the repair's pull request: exit status 128",
 		domain.ReasonCanceledWhileQueued: "canceled before it started",
+		domain.ReasonIncidentClosed:      "withdrawn before it started: its incident was closed",
+		domain.ReasonIncidentIgnored:     "withdrawn before it started: its incident was ignored",
 	}
 	code := 1
 	for _, reason := range domain.FailureReasons {
