@@ -3,11 +3,15 @@
 package e2e
 
 import (
+	"bytes"
+	"encoding/json"
+	"net/http"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/playwright-community/playwright-go"
 
 	"anvil/jobs/jobstest"
@@ -108,4 +112,62 @@ func waitLeftQueue(t *testing.T, s *server, runID string) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// TestRepairLogOpensAtItsEnd: the incident page shows a failed repair's log
+// at its end, where the failure is, with the reason in words — also after
+// the live part of the page was fetched again (it is, on every change of
+// the incident or its run), which used to reopen the log at its top.
+func TestRepairLogOpensAtItsEnd(t *testing.T) {
+	t.Parallel()
+	s := startServer(t)
+	repo := jobstest.GitRepo(t)
+	p := apiJSON(t, s, "POST", "/api/private/projects", map[string]any{
+		"slug": "tail", "name": "Tail", "repo_url": repo.URL, "default_branch": "main", "run_command": "true",
+		"repair_command": `for i in $(seq 1 150); do echo "step $i"; done; echo "error: the repair broke here"; exit 3`,
+	})
+	pid := p["id"].(string)
+	conn := apiJSON(t, s, "POST", "/api/private/projects/"+pid+"/connections", map[string]any{"name": "tail-api"})
+	apiJSON(t, s, "PUT", "/api/private/projects/"+pid+"/bindings/production", map[string]any{"repair_policy": "auto"})
+	ev := map[string]any{"schema_version": "1.0", "event_id": uuid.NewString(), "timestamp": time.Now().UTC().Format(time.RFC3339),
+		"title": "TypeError in Cart", "level": "error", "environment": "production", "service": "tail-api",
+		"sdk": map[string]any{"name": "anvil-feed-js", "version": "0.1.0"}, "exception": map[string]any{"type": "TypeError", "message": "cart is undefined"}}
+	raw, _ := json.Marshal(ev)
+	req, _ := http.NewRequest("POST", s.URL+"/api/feed/events", bytes.NewReader(raw))
+	req.Header.Set("Authorization", "Bearer "+conn["token"].(string))
+	req.Header.Set("Content-Type", "application/json")
+	res, err := http.DefaultClient.Do(req)
+	must(t, err, "send the event")
+	var answer struct{ Accepted []string }
+	must(t, json.NewDecoder(res.Body).Decode(&answer), "the feed's answer")
+	res.Body.Close()
+	if res.StatusCode != http.StatusAccepted || len(answer.Accepted) != 1 {
+		t.Fatalf("feed answered %d %+v", res.StatusCode, answer)
+	}
+
+	page := loggedIn(t, s)
+	gotoPage(t, page, s.URL+"/inbox?project=tail")
+	must(t, page.Locator("[data-testid=incident-link]").Click(), "open the incident")
+	repair := testID(page, "repair-run")
+	must(t, expect.Locator(repair).ToHaveAttribute("data-status", "failed", playwright.LocatorAssertionsToHaveAttributeOptions{Timeout: playwright.Float(60000)}), "the repair failed")
+	must(t, expect.Locator(testID(page, "repair-why")).ToHaveText("the command exited with code 3"), "why, in words")
+	log := testID(page, "repair-log")
+	atEnd := func(what string) {
+		t.Helper()
+		must(t, expect.Locator(log).ToContainText("error: the repair broke here"), what+": the whole log")
+		must(t, expect.Locator(log.Locator(".log-line").Last()).ToBeInViewport(), what+": the last line in view")
+		must(t, expect.Locator(log.Locator(".log-line").First()).Not().ToBeInViewport(), what+": the first line out of view")
+	}
+	atEnd("after the live updates")
+
+	// Fetch the live part again, as the next change would, and wait for
+	// the new log element.
+	_, err = log.Evaluate(`el => { el.dataset.old = "1"; htmx.trigger("#incident-live", "sse:run") }`, nil)
+	must(t, err, "refetch the live part")
+	must(t, expect.Locator(page.Locator("[data-testid=repair-log]:not([data-old])")).ToHaveCount(1), "a new log element")
+	atEnd("after a refetch")
+	screenshot(t, page, "repair-log-end")
+
+	gotoPage(t, page, s.URL+"/incidents/"+page.URL()[strings.LastIndex(page.URL(), "/")+1:])
+	atEnd("after a reload")
 }

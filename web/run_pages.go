@@ -1,6 +1,7 @@
 package web
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -241,6 +242,19 @@ func orSomeone(email string) string {
 
 // failureDetail is what the log's own narration said went wrong (the
 // checkout's error, the sandbox's), for the reason in words.
+// whyEnded says in words why the run ended, from its stored log.
+func (s *Server) whyEnded(ctx context.Context, orgID, runID uuid.UUID, log string) (string, error) {
+	r, err := s.Queue.RunGet(ctx, orgID, runID)
+	if err != nil {
+		return "", err
+	}
+	proj, err := s.Projects.Get(ctx, orgID, r.ProjectID)
+	if err != nil {
+		return "", err
+	}
+	return domain.WhyEnded(r, failureDetail(log, r), proj.RunTimeout(), s.Queue.HeartbeatTimeout()), nil
+}
+
 func failureDetail(log string, r *domain.Run) string {
 	if r.FailureReason == nil {
 		return ""
