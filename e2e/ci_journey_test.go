@@ -38,7 +38,9 @@ func TestCIJourney(t *testing.T) {
 	waitLeftQueue(t, s, first["run_id"].(string))
 	apiJSON(t, s, "PATCH", "/api/private/projects/"+pid, map[string]any{"run_command": `printf '\033[31mred words\033[0m <b>not bold</b>\n'
 echo "warming up"
+seq 1 120
 echo "error: the first failure"
+seq 121 240
 echo needle-one
 echo haystack
 echo needle-two
@@ -80,9 +82,14 @@ echo done`})
 	must(t, expect.Locator(testID(page, "log-count")).ToContainText("2 of"), "count shown")
 	screenshot(t, page, "ci-search")
 	must(t, testID(page, "log-search").Fill(""), "clear the search")
+	firstError := log.Locator(".log-error").First()
+	must(t, expect.Locator(firstError).ToContainText("error: the first failure"), "first error line")
+	must(t, expect.Locator(firstError).Not().ToBeInViewport(), "the first error is out of view at first")
 	must(t, testID(page, "log-first-error").Click(), "jump to the first error")
-	must(t, expect.Locator(log.Locator(".log-error").First()).ToContainText("error: the first failure"), "first error line")
-	must(t, expect.Locator(log.Locator(".log-error").First()).ToBeInViewport(), "scrolled to it")
+	must(t, expect.Locator(firstError).ToBeInViewport(), "scrolled to it")
+	must(t, testID(page, "log-end").Click(), "jump to the end")
+	must(t, expect.Locator(log.Locator(".log-line").Last()).ToBeInViewport(), "the last line in view")
+	must(t, expect.Locator(firstError).Not().ToBeInViewport(), "the first error out of view again")
 	must(t, expect.Locator(testID(page, "raw-log")).ToHaveAttribute("href", "/runs/"+second["run_id"].(string)+"/log.txt"), "raw download")
 
 	// The canceled run says who canceled it; re-run from its page.
