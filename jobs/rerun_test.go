@@ -9,6 +9,7 @@ import (
 	"github.com/uptrace/bun"
 
 	"anvil/domain"
+	"anvil/domain/run"
 )
 
 // TestRerunExecutesTheSameCommit: a re-run of a run pinned to an older
@@ -19,15 +20,15 @@ func TestRerunExecutesTheSameCommit(t *testing.T) {
 	ctx := context.Background()
 	repo, old, head := gitRepo(t)
 	p := b.project(t, "again", repo, "git rev-parse HEAD", 0)
-	var first *domain.Run
+	var first *run.Run
 	if err := b.store.WithProject(ctx, p.ID, func(ctx context.Context, tx bun.Tx, proj *domain.Project) error {
 		var err error
-		first, err = b.queue.AcceptTx(ctx, tx, proj, domain.AcceptSpec{Trigger: domain.TriggerWebhook, Branch: "main", CommitSHA: &old})
+		first, err = b.queue.AcceptTx(ctx, tx, proj, run.AcceptSpec{Trigger: run.TriggerWebhook, Branch: "main", CommitSHA: &old})
 		return err
 	}); err != nil {
 		t.Fatal(err)
 	}
-	if r := b.waitTerminal(t, first.ID, 60*time.Second); r.Status() != domain.StatusPassed {
+	if r := b.waitTerminal(t, first.ID, 60*time.Second); r.Status() != run.StatusPassed {
 		t.Fatalf("first run %s:\n%s", r.Status(), b.logText(t, first.ID))
 	}
 	again, err := b.queue.Rerun(ctx, b.owner, first.ID)
@@ -36,7 +37,7 @@ func TestRerunExecutesTheSameCommit(t *testing.T) {
 	}
 	got := b.waitTerminal(t, again.ID, 60*time.Second)
 	log := b.logText(t, again.ID)
-	if got.Status() != domain.StatusPassed || got.CommitSHA == nil || *got.CommitSHA != old || got.RerunOf == nil || *got.RerunOf != first.ID {
+	if got.Status() != run.StatusPassed || got.CommitSHA == nil || *got.CommitSHA != old || got.RerunOf == nil || *got.RerunOf != first.ID {
 		t.Fatalf("re-run %s %v of %v:\n%s", got.Status(), got.CommitSHA, got.RerunOf, log)
 	}
 	if !strings.Contains(log, "\n"+old+"\n") || strings.Contains(log, head) {

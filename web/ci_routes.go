@@ -7,7 +7,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/google/uuid"
 	"github.com/labstack/echo/v4"
 
 	"anvil/domain"
@@ -16,14 +15,12 @@ import (
 )
 
 // registerCI adds re-runs, run secrets and run numbers (issue 20).
-func (s *Server) registerCI(_ *echo.Echo, pages, api *echo.Group) {
-	pages.POST("/runs/:runId/rerun", s.runRerunSubmit)
-	pages.GET("/projects/:projectId/runs/:number", s.runByNumberPage)
+// registerRunSecrets adds the secrets a project's runs receive (domain/runsecret).
+func (s *Server) registerRunSecrets(_ *echo.Echo, pages, api *echo.Group) {
 	pages.GET("/projects/:projectId/secrets", s.secretsPage)
 	pages.POST("/projects/:projectId/secrets", s.secretSaveSubmit)
 	pages.POST("/projects/:projectId/secrets/:name/delete", s.secretDeleteSubmit)
 
-	api.POST("/runs/:runId/rerun", s.apiRunRerun)
 	api.GET("/projects/:projectId/secrets", s.apiSecretList)
 	api.GET("/projects/:projectId/secrets/:name", s.apiSecretGet)
 	api.PUT("/projects/:projectId/secrets/:name", s.apiSecretPut)
@@ -31,41 +28,6 @@ func (s *Server) registerCI(_ *echo.Echo, pages, api *echo.Group) {
 }
 
 func (s *Server) secrets() *runsecret.Service { return runsecret.New(s.Store) }
-
-// projectParam resolves :projectId, a project's id or its slug, within the
-// caller's organisation. Every /projects/:projectId route (pages and API)
-// shares the one segment: echo cannot tell two routes apart by the shape of
-// a parameter, and a slug can never look like an id or "new" (the domain
-// refuses those; docs/contracts/private-api.md, "Projects by slug").
-func (s *Server) projectParam(c echo.Context) (*domain.Project, error) {
-	ctx, org := c.Request().Context(), principal(c).OrgID
-	raw := c.Param("projectId")
-	if id, err := uuid.Parse(raw); err == nil {
-		return s.Projects.Get(ctx, org, id)
-	}
-	return s.Projects.BySlug(ctx, org, raw)
-}
-
-// projectIDParam is projectParam for handlers that need only the id: an id
-// is taken as it is (the domain method it goes to checks the organisation),
-// a slug costs one lookup.
-func (s *Server) projectIDParam(c echo.Context) (uuid.UUID, error) {
-	if id, err := uuid.Parse(c.Param("projectId")); err == nil {
-		return id, nil
-	}
-	p, err := s.projectParam(c)
-	if err != nil {
-		return uuid.Nil, err
-	}
-	return p.ID, nil
-}
-
-// projectPath is the path of the project's page as the request named it
-// (its slug when the links were followed), for redirects back to a
-// subpage; the parameter was resolved before, so it is an id or a slug.
-func projectPath(c echo.Context) string {
-	return "/projects/" + url.PathEscape(c.Param("projectId"))
-}
 
 func (s *Server) apiRunRerun(c echo.Context) error {
 	id, err := pathUUID(c, "runId", "run")

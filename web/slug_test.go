@@ -39,7 +39,7 @@ func TestProjectsBySlugEverywhere(t *testing.T) {
 		if res.StatusCode != http.StatusFound || res.Header.Get("Location") != "/runs/"+r.ID.String() {
 			t.Errorf("run #1 of %s: %d %s", ref, res.StatusCode, res.Header.Get("Location"))
 		}
-		for _, api := range []string{"", "/queue", "/secrets", "/webhooks", "/connections", "/bindings", "/alert-rules", "/card"} {
+		for _, api := range []string{"", "/queue", "/secrets", "/webhooks", "/connections", "/bindings", "/alert-rules", "/card", "/retention"} {
 			if st, out := b.api(t, b.owner.Token, "GET", "/api/private/projects/"+ref+api, nil); st != http.StatusOK {
 				t.Errorf("GET /api/private/projects/%s%s: %d %v", ref, api, st, out)
 			}
@@ -93,6 +93,16 @@ func TestProjectsBySlugEverywhere(t *testing.T) {
 	res, _ = br.post("/projects/shop/secrets", url.Values{"_csrf": {csrf}, "name": {"NPM_TOKEN"}, "value": {"npm_abcdefgh"}})
 	if res.StatusCode != http.StatusSeeOther || res.Header.Get("Location") != "/projects/shop/secrets?saved=NPM_TOKEN" {
 		t.Errorf("secret by slug: %d %s", res.StatusCode, res.Header.Get("Location"))
+	}
+	if st, out := b.api(t, b.owner.Token, "PUT", "/api/private/projects/shop/retention", map[string]any{"daily_event_budget": 500}); st != http.StatusOK || out["project_id"] != pid {
+		t.Errorf("retention by slug through the API: %d %v", st, out)
+	}
+	res, _ = br.post("/settings/retention/projects/shop", url.Values{"_csrf": {csrf}, "daily_event_budget": {"700"}})
+	if res.StatusCode != http.StatusSeeOther || res.Header.Get("Location") != "/settings/retention" {
+		t.Errorf("retention form by slug: %d %s", res.StatusCode, res.Header.Get("Location"))
+	}
+	if st, out := b.api(t, b.owner.Token, "GET", "/api/private/projects/"+pid+"/retention", nil); st != http.StatusOK || out["daily_event_budget"] != float64(700) {
+		t.Errorf("retention after the form by slug: %d %v", st, out)
 	}
 	if st, _ := b.api(t, b.owner.Token, "PUT", "/api/private/projects/shop/secrets/DEPLOY_KEY", map[string]any{"value": "key-abcdefgh"}); st != http.StatusCreated {
 		t.Errorf("secret by slug through the API: %d", st)
