@@ -87,6 +87,14 @@ document.addEventListener("submit", (ev) => {
   });
   document.addEventListener("htmx:afterSwap", (ev) => {
     const el = ev.target;
-    if (el && el.hasAttribute && el.hasAttribute("data-scroll-end") && el.dataset.follow) el.scrollTop = el.scrollHeight;
+    if (!el || !el.hasAttribute) return;
+    if (el.hasAttribute("data-scroll-end")) {
+      if (el.dataset.follow) el.scrollTop = el.scrollHeight;
+      return;
+    }
+    // A fragment that brings a log of its own (the incident's live part,
+    // fetched again on every change of the incident or its run) opens it
+    // at the end too, as the page did.
+    for (const log of el.querySelectorAll("[data-scroll-end]")) log.scrollTop = log.scrollHeight;
   });
 })();

@@ -96,7 +96,7 @@ func (s *Server) apiAlertDeliveries(c echo.Context) error {
 }
 
 func (s *Server) apiAlertRules(c echo.Context) error {
-	id, err := pathUUID(c, "projectId", "project")
+	id, err := s.projectIDParam(c)
 	if err != nil {
 		return err
 	}
@@ -108,7 +108,7 @@ func (s *Server) apiAlertRules(c echo.Context) error {
 }
 
 func (s *Server) apiAlertRulesPut(c echo.Context) error {
-	id, err := pathUUID(c, "projectId", "project")
+	id, err := s.projectIDParam(c)
 	if err != nil {
 		return err
 	}

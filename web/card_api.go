@@ -15,7 +15,7 @@ import (
 
 // apiCardGet: GET /api/private/projects/:projectId/card → {source, incidents}.
 func (s *Server) apiCardGet(c echo.Context) error {
-	id, err := pathUUID(c, "projectId", "project")
+	id, err := s.projectIDParam(c)
 	if err != nil {
 		return err
 	}
@@ -30,7 +30,7 @@ func (s *Server) apiCardGet(c echo.Context) error {
 // {external: bool} → {config_id, external, token?}. The token of an external
 // config is in this answer only.
 func (s *Server) apiDashboardPut(c echo.Context) error {
-	id, err := pathUUID(c, "projectId", "project")
+	id, err := s.projectIDParam(c)
 	if err != nil {
 		return err
 	}

@@ -72,7 +72,7 @@ func (s *Server) runByNumberPage(c echo.Context) error {
 }
 
 func (s *Server) apiSecretList(c echo.Context) error {
-	id, err := pathUUID(c, "projectId", "project")
+	id, err := s.projectIDParam(c)
 	if err != nil {
 		return err
 	}
@@ -84,7 +84,7 @@ func (s *Server) apiSecretList(c echo.Context) error {
 }
 
 func (s *Server) apiSecretGet(c echo.Context) error {
-	id, err := pathUUID(c, "projectId", "project")
+	id, err := s.projectIDParam(c)
 	if err != nil {
 		return err
 	}
@@ -97,7 +97,7 @@ func (s *Server) apiSecretGet(c echo.Context) error {
 
 // apiSecretPut stores {value}; the answer never repeats it.
 func (s *Server) apiSecretPut(c echo.Context) error {
-	id, err := pathUUID(c, "projectId", "project")
+	id, err := s.projectIDParam(c)
 	if err != nil {
 		return err
 	}
@@ -122,7 +122,7 @@ func (s *Server) apiSecretPut(c echo.Context) error {
 }
 
 func (s *Server) apiSecretDelete(c echo.Context) error {
-	id, err := pathUUID(c, "projectId", "project")
+	id, err := s.projectIDParam(c)
 	if err != nil {
 		return err
 	}
@@ -138,7 +138,7 @@ func (s *Server) secretsProps(c echo.Context, p *domain.Project) (views.SecretsP
 	if err != nil {
 		return views.SecretsProps{}, err
 	}
-	props := views.SecretsProps{Page: s.page(c, "Secrets · "+p.Name, "projects"), ProjectID: p.ID.String(), ProjectName: p.Name,
+	props := views.SecretsProps{Page: s.page(c, "Secrets · "+p.Name, "projects"), ProjectID: p.ID.String(), ProjectSlug: p.Slug, ProjectName: p.Name,
 		CSRF: s.csrfToken(pr), Saved: c.QueryParam("saved")}
 	for _, sc := range list {
 		props.Secrets = append(props.Secrets, views.SecretRow{Name: sc.Name, UpdatedAt: sc.UpdatedAt, UpdatedBy: sc.UpdatedByEmail})
@@ -182,7 +182,7 @@ func (s *Server) secretSaveSubmit(c echo.Context) error {
 	if perr != nil {
 		return perr
 	}
-	return redirect(c, "/projects/"+p.ID.String()+"/secrets?saved="+url.QueryEscape(name))
+	return redirect(c, "/projects/"+p.Slug+"/secrets?saved="+url.QueryEscape(name))
 }
 
 func (s *Server) secretDeleteSubmit(c echo.Context) error {
@@ -193,5 +193,5 @@ func (s *Server) secretDeleteSubmit(c echo.Context) error {
 	if err := s.secrets().Delete(c.Request().Context(), principal(c), p.ID, c.Param("name")); err != nil {
 		return err
 	}
-	return redirect(c, "/projects/"+p.ID.String()+"/secrets")
+	return redirect(c, "/projects/"+p.Slug+"/secrets")
 }

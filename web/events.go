@@ -90,6 +90,15 @@ func (s *Server) events(c echo.Context) error {
 	if err := sendLog(); err != nil {
 		return nil
 	}
+	if runID != uuid.Nil {
+		// The page was rendered before this subscription: a change of the
+		// run in between (it started, it passed) would never be streamed.
+		// One "run" now makes the page fetch the run's state again, as a
+		// resync does; the log needs none, it resumes from ?after=
+		// (docs/architecture.md, "One writer per project").
+		writeEvent(w, "run", "")
+		w.Flush()
+	}
 	ping := time.NewTicker(15 * time.Second)
 	defer ping.Stop()
 	for {

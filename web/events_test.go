@@ -132,3 +132,35 @@ func TestEventsStreamRunChangesAndLogs(t *testing.T) {
 	}
 	_ = runs.StatusCanceled
 }
+
+// TestRunStreamOpensWithARunEvent: a run page is rendered before its stream
+// connects, and a change of the run in between (it started, it passed) was
+// never streamed — the page stayed "queued" for good. The stream now opens
+// with one empty "run" event, which makes the page fetch the run again.
+func TestRunStreamOpensWithARunEvent(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	_, p := b.api(t, b.owner.Token, "POST", "/api/private/projects", validProject("resync"))
+	pid := uuid.MustParse(p["id"].(string))
+	br := b.browser(t)
+	br.login("owner@acme.test", testPassword)
+	owner, _ := b.accounts.Authenticate(context.Background(), b.owner.Token)
+	r, err := b.queue.AcceptManual(context.Background(), owner, pid, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Nothing changes after the subscription: the only event is the resync.
+	run := b.stream(t, br, "run="+r.ID.String()+"&after=0")
+	if name, data := run.next(10 * time.Second); name != "run" || data != "" {
+		t.Fatalf("first event of a run stream: %s %q, want an empty run event", name, data)
+	}
+	// A project's stream does not get one (its pages hold forms a refetch
+	// would reset); its first event is the next change.
+	proj := b.stream(t, br, "project="+pid.String())
+	if _, err := b.queue.RequestCancel(context.Background(), owner, r.ID); err != nil {
+		t.Fatal(err)
+	}
+	if name, data := proj.next(10 * time.Second); name != "run" || !strings.Contains(data, `"status":"canceled"`) {
+		t.Fatalf("first event of a project stream: %s %q", name, data)
+	}
+}

@@ -14,7 +14,7 @@ import (
 // apiConnectionCreate: POST /api/private/projects/:projectId/connections
 // {name} → 201 {connection_id, token, …}. The token is in this answer only.
 func (s *Server) apiConnectionCreate(c echo.Context) error {
-	id, err := pathUUID(c, "projectId", "project")
+	id, err := s.projectIDParam(c)
 	if err != nil {
 		return err
 	}
@@ -39,7 +39,7 @@ func (s *Server) apiConnectionCreate(c echo.Context) error {
 
 // apiConnectionList: GET /api/private/projects/:projectId/connections.
 func (s *Server) apiConnectionList(c echo.Context) error {
-	id, err := pathUUID(c, "projectId", "project")
+	id, err := s.projectIDParam(c)
 	if err != nil {
 		return err
 	}
@@ -75,7 +75,7 @@ func bindingEnv(c echo.Context) string {
 // apiBindingPut: PUT /api/private/projects/:projectId/bindings/:environment
 // {repair_policy} → 200 the binding.
 func (s *Server) apiBindingPut(c echo.Context) error {
-	id, err := pathUUID(c, "projectId", "project")
+	id, err := s.projectIDParam(c)
 	if err != nil {
 		return err
 	}
@@ -94,7 +94,7 @@ func (s *Server) apiBindingPut(c echo.Context) error {
 
 // apiBindingList: GET /api/private/projects/:projectId/bindings.
 func (s *Server) apiBindingList(c echo.Context) error {
-	id, err := pathUUID(c, "projectId", "project")
+	id, err := s.projectIDParam(c)
 	if err != nil {
 		return err
 	}
@@ -107,7 +107,7 @@ func (s *Server) apiBindingList(c echo.Context) error {
 
 // apiBindingDelete: DELETE /api/private/projects/:projectId/bindings/:environment → 204.
 func (s *Server) apiBindingDelete(c echo.Context) error {
-	id, err := pathUUID(c, "projectId", "project")
+	id, err := s.projectIDParam(c)
 	if err != nil {
 		return err
 	}

@@ -16,7 +16,7 @@ import (
 
 // feedProps reads a project's connections and bindings for its feed page.
 func (s *Server) feedProps(c echo.Context) (views.FeedProps, error) {
-	id, err := pathUUID(c, "projectId", "project")
+	id, err := s.projectIDParam(c)
 	if err != nil {
 		return views.FeedProps{}, err
 	}
@@ -34,7 +34,7 @@ func (s *Server) feedProps(c echo.Context) (views.FeedProps, error) {
 	if err != nil {
 		return views.FeedProps{}, err
 	}
-	props := views.FeedProps{Page: s.page(c, pr.Name+" · Feed", "projects"), ProjectID: pr.ID.String(), ProjectName: pr.Name,
+	props := views.FeedProps{Page: s.page(c, pr.Name+" · Feed", "projects"), ProjectID: pr.ID.String(), ProjectSlug: pr.Slug, ProjectName: pr.Name,
 		IngestURL: strings.TrimRight(s.opts.PublicURL, "/") + "/api/feed/events", CanWrite: p.AtLeast(domain.RoleAdmin)}
 	outcomes, err := s.connectionOutcomes(ctx, cs)
 	if err != nil {
@@ -75,7 +75,7 @@ func (s *Server) cardIngestURL(orgSlug string, configID uuid.UUID) string {
 // incident store, and answers with a redirect to the feed page, which shows
 // the token once.
 func (s *Server) feedCardSubmit(c echo.Context) error {
-	id, err := pathUUID(c, "projectId", "project")
+	id, err := s.projectIDParam(c)
 	if err != nil {
 		return err
 	}
@@ -97,7 +97,7 @@ func (s *Server) feedCardSubmit(c echo.Context) error {
 			return err
 		}
 	}
-	return redirect(c, "/projects/"+id.String()+"/feed")
+	return redirect(c, projectPath(c)+"/feed")
 }
 
 // tokenReveal is a token kept for the page that shows it once.
@@ -173,7 +173,7 @@ func refusal(err error) (*domain.Error, error) {
 // feedConnectionCreateSubmit creates a connection and redirects to the feed
 // page, which shows its token once: a reload creates nothing.
 func (s *Server) feedConnectionCreateSubmit(c echo.Context) error {
-	id, err := pathUUID(c, "projectId", "project")
+	id, err := s.projectIDParam(c)
 	if err != nil {
 		return err
 	}
@@ -197,12 +197,13 @@ func (s *Server) feedConnectionCreateSubmit(c echo.Context) error {
 	if err := s.stashReveal(c, revealSlot("feed-connection", id.String()), tokenReveal{Token: tok, DSN: dsn}); err != nil {
 		return err
 	}
-	return redirect(c, "/projects/"+id.String()+"/feed")
+	return redirect(c, projectPath(c)+"/feed")
 }
 
 // feedConnectionRevokeSubmit revokes (htmx with hx-confirm, or a plain form).
 func (s *Server) feedConnectionRevokeSubmit(c echo.Context) error {
-	if _, err := pathUUID(c, "projectId", "project"); err != nil {
+	pid, err := s.projectIDParam(c)
+	if err != nil {
 		return err
 	}
 	cid, err := pathUUID(c, "connectionId", "connection")
@@ -213,13 +214,17 @@ func (s *Server) feedConnectionRevokeSubmit(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return redirect(c, "/projects/"+projectID.String()+"/feed")
+	back := projectPath(c)
+	if projectID != pid { // the connection's own project, whatever the path said
+		back = "/projects/" + projectID.String()
+	}
+	return redirect(c, back+"/feed")
 }
 
 // feedBindingSubmit adds a binding (the add form: never over an existing
 // one) or changes one (its row's form).
 func (s *Server) feedBindingSubmit(c echo.Context) error {
-	id, err := pathUUID(c, "projectId", "project")
+	id, err := s.projectIDParam(c)
 	if err != nil {
 		return err
 	}
@@ -244,17 +249,17 @@ func (s *Server) feedBindingSubmit(c echo.Context) error {
 		}
 		return Render(c, statusOf(de.Kind), views.FeedPage(props))
 	}
-	return redirect(c, "/projects/"+id.String()+"/feed")
+	return redirect(c, projectPath(c)+"/feed")
 }
 
 // feedBindingDeleteSubmit removes a binding.
 func (s *Server) feedBindingDeleteSubmit(c echo.Context) error {
-	id, err := pathUUID(c, "projectId", "project")
+	id, err := s.projectIDParam(c)
 	if err != nil {
 		return err
 	}
 	if err := s.Feed.DeleteBinding(c.Request().Context(), principal(c), id, c.FormValue("environment")); err != nil {
 		return err
 	}
-	return redirect(c, "/projects/"+id.String()+"/feed")
+	return redirect(c, projectPath(c)+"/feed")
 }

@@ -798,7 +798,7 @@ func TestFeedPage(t *testing.T) {
 	f := newFeedFix(t, b)
 	br := b.browser(t)
 	br.login("owner@acme.test", testPassword)
-	if _, body := br.get("/projects/" + f.projectID); !strings.Contains(body, `data-testid="project-feed"`) || !strings.Contains(body, "/projects/"+f.projectID+"/feed") {
+	if _, body := br.get("/projects/" + f.projectID); !strings.Contains(body, `data-testid="project-feed"`) || !strings.Contains(body, `href="/projects/shop/feed"`) {
 		t.Fatal("no Feed link on the project page")
 	}
 	res, body := br.get("/projects/" + f.projectID + "/feed")

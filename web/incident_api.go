@@ -12,9 +12,9 @@ import (
 )
 
 // incidentFilter reads the inbox filters from the query (?project_id= or
-// ?project=, ?status=, ?environment=, ?page=); a malformed value is a
-// specific 4xx, never silently "all".
-func incidentFilter(c echo.Context) (incident.IncidentFilter, error) {
+// ?project=, a project's id or its slug; ?status=, ?environment=, ?page=);
+// a malformed value is a specific 4xx, never silently "all".
+func (s *Server) incidentFilter(c echo.Context) (incident.IncidentFilter, error) {
 	var f incident.IncidentFilter
 	pid := c.QueryParam("project_id")
 	if pid == "" {
@@ -23,7 +23,11 @@ func incidentFilter(c echo.Context) (incident.IncidentFilter, error) {
 	if pid != "" {
 		id, err := uuid.Parse(pid)
 		if err != nil {
-			return f, domain.Invalid("invalid_project_id", "project_id must be a UUID")
+			p, serr := s.Projects.BySlug(c.Request().Context(), principal(c).OrgID, pid)
+			if serr != nil {
+				return f, domain.Invalid("invalid_project_id", "project_id must be a project's id or slug")
+			}
+			id = p.ID
 		}
 		f.ProjectID = id
 	}
@@ -47,7 +51,7 @@ func incidentFilter(c echo.Context) (incident.IncidentFilter, error) {
 
 // apiIncidentList: GET /api/private/incidents?project_id=&status=&environment=&page=.
 func (s *Server) apiIncidentList(c echo.Context) error {
-	f, err := incidentFilter(c)
+	f, err := s.incidentFilter(c)
 	if err != nil {
 		return err
 	}

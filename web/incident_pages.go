@@ -26,7 +26,7 @@ func incidentRow(v incident.IncidentView) views.IncidentRow {
 func (s *Server) inboxProps(c echo.Context) (views.InboxProps, error) {
 	p := principal(c)
 	ctx := c.Request().Context()
-	f, err := incidentFilter(c)
+	f, err := s.incidentFilter(c)
 	if err != nil {
 		return views.InboxProps{}, err
 	}
@@ -187,19 +187,22 @@ func (s *Server) incidentProps(c echo.Context, id uuid.UUID) (views.IncidentProp
 	}
 	if r := d.RepairRun; r != nil {
 		rr := &views.RepairRow{ID: r.RunID.String(), Status: r.Status}
-		if r.FailureReason != nil {
-			rr.FailureReason = *r.FailureReason
-		}
 		chunks, err := s.Logs.Chunks(ctx, r.RunID, 0)
 		if err != nil {
 			return views.IncidentProps{}, err
 		}
-		var b strings.Builder
+		var raw, b strings.Builder
 		for _, ch := range chunks {
+			raw.WriteString(ch.Body)
 			b.WriteString(views.LogHTML(ch.Body, ch.Offset))
 			rr.LogSeq = ch.Seq
 		}
 		rr.Log = b.String()
+		if r.FailureReason != nil { // in words, as the run page says it
+			if rr.FailureReason, err = s.whyEnded(ctx, p.OrgID, r.RunID, raw.String()); err != nil {
+				return views.IncidentProps{}, err
+			}
+		}
 		props.Repair = rr
 	}
 	return props, nil

@@ -68,7 +68,7 @@ func (s *Server) apiProjectCreate(c echo.Context) error {
 }
 
 func (s *Server) apiProjectGet(c echo.Context) error {
-	id, err := pathUUID(c, "projectId", "project")
+	id, err := s.projectIDParam(c)
 	if err != nil {
 		return err
 	}
@@ -80,7 +80,7 @@ func (s *Server) apiProjectGet(c echo.Context) error {
 }
 
 func (s *Server) apiProjectUpdate(c echo.Context) error {
-	id, err := pathUUID(c, "projectId", "project")
+	id, err := s.projectIDParam(c)
 	if err != nil {
 		return err
 	}

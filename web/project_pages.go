@@ -156,7 +156,7 @@ func (s *Server) projectCreateSubmit(c echo.Context) error {
 		return s.savedWithWarnings(c, p)
 	}
 	s.flash(c, "project_created")
-	return redirect(c, "/projects/"+p.ID.String())
+	return redirect(c, "/projects/"+p.Slug)
 }
 
 // projectForm is a stored project as the form shows it.
@@ -168,7 +168,7 @@ func projectForm(p *domain.Project) views.ProjectForm {
 }
 
 func (s *Server) projectEditPage(c echo.Context) error {
-	id, err := pathUUID(c, "projectId", "project")
+	id, err := s.projectIDParam(c)
 	if err != nil {
 		return err
 	}
@@ -183,7 +183,7 @@ func (s *Server) projectEditPage(c echo.Context) error {
 }
 
 func (s *Server) projectEditSubmit(c echo.Context) error {
-	id, err := pathUUID(c, "projectId", "project")
+	id, err := s.projectIDParam(c)
 	if err != nil {
 		return err
 	}
@@ -197,7 +197,7 @@ func (s *Server) projectEditSubmit(c echo.Context) error {
 		return s.savedWithWarnings(c, p)
 	}
 	s.flash(c, "project_saved")
-	return redirect(c, "/projects/"+id.String())
+	return redirect(c, "/projects/"+p.Slug)
 }
 
 func (s *Server) projectPage(c echo.Context) error {

@@ -45,7 +45,7 @@ func (s *Server) apiRetentionPut(c echo.Context) error {
 }
 
 func (s *Server) apiProjectRetentionGet(c echo.Context) error {
-	id, err := pathUUID(c, "projectId", "project")
+	id, err := s.projectIDParam(c)
 	if err != nil {
 		return err
 	}
@@ -57,7 +57,7 @@ func (s *Server) apiProjectRetentionGet(c echo.Context) error {
 }
 
 func (s *Server) apiProjectRetentionPut(c echo.Context) error {
-	id, err := pathUUID(c, "projectId", "project")
+	id, err := s.projectIDParam(c)
 	if err != nil {
 		return err
 	}

@@ -61,7 +61,7 @@ func (s *Server) retentionSubmit(c echo.Context) error {
 }
 
 func (s *Server) retentionProjectSubmit(c echo.Context) error {
-	id, err := pathUUID(c, "projectId", "project")
+	id, err := s.projectIDParam(c)
 	if err != nil {
 		return err
 	}

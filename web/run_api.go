@@ -11,7 +11,7 @@ import (
 )
 
 func (s *Server) apiQueue(c echo.Context) error {
-	id, err := pathUUID(c, "projectId", "project")
+	id, err := s.projectIDParam(c)
 	if err != nil {
 		return err
 	}
@@ -23,7 +23,7 @@ func (s *Server) apiQueue(c echo.Context) error {
 }
 
 func (s *Server) apiRunCreate(c echo.Context) error {
-	id, err := pathUUID(c, "projectId", "project")
+	id, err := s.projectIDParam(c)
 	if err != nil {
 		return err
 	}

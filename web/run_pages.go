@@ -1,6 +1,7 @@
 package web
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -82,7 +83,7 @@ func (s *Server) queueProps(c echo.Context, projectID uuid.UUID) (views.QueuePro
 }
 
 func (s *Server) projectQueueFragment(c echo.Context) error {
-	id, err := pathUUID(c, "projectId", "project")
+	id, err := s.projectIDParam(c)
 	if err != nil {
 		return err
 	}
@@ -96,7 +97,7 @@ func (s *Server) projectQueueFragment(c echo.Context) error {
 // runNowSubmit accepts a manual run and answers with the fresh queue; a full
 // queue is shown in place.
 func (s *Server) runNowSubmit(c echo.Context) error {
-	id, err := pathUUID(c, "projectId", "project")
+	id, err := s.projectIDParam(c)
 	if err != nil {
 		return err
 	}
@@ -114,7 +115,7 @@ func (s *Server) runNowSubmit(c echo.Context) error {
 		return aerr
 	}
 	if !isHTMX(c) {
-		return redirect(c, "/projects/"+id.String())
+		return redirect(c, projectPath(c))
 	}
 	q, err := s.queueProps(c, id)
 	if err != nil {
@@ -164,7 +165,7 @@ func (s *Server) runProps(c echo.Context, id uuid.UUID, withLog bool) (views.Run
 	if err != nil {
 		return views.RunProps{}, err
 	}
-	props := views.RunProps{Page: s.page(c, fmt.Sprintf("Run #%d · %s", r.Number, proj.Name), "projects"), Run: runRow(r.View()), ProjectID: proj.ID.String(),
+	props := views.RunProps{Page: s.page(c, fmt.Sprintf("Run #%d · %s", r.Number, proj.Name), "projects"), Run: runRow(r.View()), ProjectID: proj.ID.String(), ProjectSlug: proj.Slug,
 		ProjectName: proj.Name, CanWrite: p.CanWrite(), Unsandboxed: r.Sandboxed != nil && !*r.Sandboxed,
 		CanRerun: p.CanWrite() && run.IsTerminal(r.State) && r.Trigger != run.TriggerRepair, CSRF: s.csrfToken(p)}
 	rep, err := forgestatus.Last(ctx, s.db.Bun, r.ID)
@@ -187,7 +188,7 @@ func (s *Server) runProps(c echo.Context, id uuid.UUID, withLog bool) (views.Run
 		props.TriggeredBy = "Started by a push"
 		if r.Provider != nil && r.DeliveryID != nil {
 			props.TriggeredBy = "Started by a " + *r.Provider + " push:"
-			props.TriggerHref, props.TriggerLink = "/projects/"+proj.ID.String()+"/webhooks#delivery-"+*r.DeliveryID, "delivery "+*r.DeliveryID
+			props.TriggerHref, props.TriggerLink = "/projects/"+proj.Slug+"/webhooks#delivery-"+*r.DeliveryID, "delivery "+*r.DeliveryID
 		}
 	case r.Trigger == run.TriggerRepair:
 		props.TriggeredBy = "A repair"
@@ -242,6 +243,19 @@ func orSomeone(email string) string {
 
 // failureDetail is what the log's own narration said went wrong (the
 // checkout's error, the sandbox's), for the reason in words.
+// whyEnded says in words why the run ended, from its stored log.
+func (s *Server) whyEnded(ctx context.Context, orgID, runID uuid.UUID, log string) (string, error) {
+	r, err := s.Queue.RunGet(ctx, orgID, runID)
+	if err != nil {
+		return "", err
+	}
+	proj, err := s.Projects.Get(ctx, orgID, r.ProjectID)
+	if err != nil {
+		return "", err
+	}
+	return run.WhyEnded(r, failureDetail(log, r), proj.RunTimeout(), s.Queue.HeartbeatTimeout()), nil
+}
+
 func failureDetail(log string, r *run.Run) string {
 	if r.FailureReason == nil {
 		return ""

@@ -53,7 +53,7 @@ type deliveryJSON struct {
 }
 
 func (s *Server) apiWebhookList(c echo.Context) error {
-	id, err := pathUUID(c, "projectId", "project")
+	id, err := s.projectIDParam(c)
 	if err != nil {
 		return err
 	}
@@ -70,7 +70,7 @@ func (s *Server) apiWebhookList(c echo.Context) error {
 
 // apiWebhookPut creates (201, with the secret once) or updates (200).
 func (s *Server) apiWebhookPut(c echo.Context) error {
-	id, err := pathUUID(c, "projectId", "project")
+	id, err := s.projectIDParam(c)
 	if err != nil {
 		return err
 	}
@@ -90,7 +90,7 @@ func (s *Server) apiWebhookPut(c echo.Context) error {
 }
 
 func (s *Server) apiWebhookDelete(c echo.Context) error {
-	id, err := pathUUID(c, "projectId", "project")
+	id, err := s.projectIDParam(c)
 	if err != nil {
 		return err
 	}
@@ -101,7 +101,7 @@ func (s *Server) apiWebhookDelete(c echo.Context) error {
 }
 
 func (s *Server) apiWebhookRotate(c echo.Context) error {
-	id, err := pathUUID(c, "projectId", "project")
+	id, err := s.projectIDParam(c)
 	if err != nil {
 		return err
 	}
@@ -113,7 +113,7 @@ func (s *Server) apiWebhookRotate(c echo.Context) error {
 }
 
 func (s *Server) apiWebhookDeliveries(c echo.Context) error {
-	id, err := pathUUID(c, "projectId", "project")
+	id, err := s.projectIDParam(c)
 	if err != nil {
 		return err
 	}

@@ -19,9 +19,9 @@ const pageDeliveries = 50
 
 var providerLabels = map[forge.Provider]string{forge.GitHub: "GitHub", forge.GitLab: "GitLab", forge.Gitea: "Gitea / Forgejo"}
 
-func (s *Server) webhookCard(c echo.Context, w webhook.Webhook) views.WebhookCard {
+func (s *Server) webhookCard(c echo.Context, w webhook.Webhook, slug string) views.WebhookCard {
 	p := principal(c)
-	return views.WebhookCard{ProjectID: w.ProjectID.String(), Provider: string(w.Provider), Label: providerLabels[w.Provider],
+	return views.WebhookCard{ProjectID: w.ProjectID.String(), ProjectSlug: slug, Provider: string(w.Provider), Label: providerLabels[w.Provider],
 		Configured: w.Configured, Enabled: w.Enabled, SigningToken: w.Config.SigningToken,
 		URL: s.webhookURL(w.ProjectID.String(), string(w.Provider)), CanWrite: p.AtLeast(domain.RoleAdmin), CSRF: s.csrfToken(p)}
 }
@@ -75,9 +75,9 @@ func (s *Server) renderWebhooks(c echo.Context, projectID uuid.UUID, changed for
 	if err != nil {
 		return err
 	}
-	props := views.WebhooksProps{Page: s.page(c, "Webhooks · "+proj.Name, "projects"), ProjectID: projectID.String(), ProjectName: proj.Name}
+	props := views.WebhooksProps{Page: s.page(c, "Webhooks · "+proj.Name, "projects"), ProjectID: projectID.String(), ProjectSlug: proj.Slug, ProjectName: proj.Name}
 	for _, w := range ws {
-		card := s.webhookCard(c, w)
+		card := s.webhookCard(c, w, proj.Slug)
 		for _, r := range refused {
 			if r.Provider == string(w.Provider) {
 				card.Refusals = append(card.Refusals, views.RefusalRow{Reason: r.Reason, Count: r.Refusals, LastAt: r.LastAt, LastDetail: r.LastDetail})
@@ -98,7 +98,7 @@ func (s *Server) renderWebhooks(c echo.Context, projectID uuid.UUID, changed for
 }
 
 func (s *Server) webhooksPage(c echo.Context) error {
-	id, err := pathUUID(c, "projectId", "project")
+	id, err := s.projectIDParam(c)
 	if err != nil {
 		return err
 	}
@@ -117,7 +117,7 @@ type webhookReveal struct {
 }
 
 func (s *Server) webhookDeliveriesFragment(c echo.Context) error {
-	id, err := pathUUID(c, "projectId", "project")
+	id, err := s.projectIDParam(c)
 	if err != nil {
 		return err
 	}
@@ -134,7 +134,7 @@ func (s *Server) webhookDeliveriesFragment(c echo.Context) error {
 // Refusals a person can act on (invalid, conflict) are shown on the card,
 // the rest go to the error handler.
 func (s *Server) webhookAction(c echo.Context, creates bool, act func(id uuid.UUID, provider string) (*views.WebhookReveal, error)) error {
-	id, err := pathUUID(c, "projectId", "project")
+	id, err := s.projectIDParam(c)
 	if err != nil {
 		return err
 	}
@@ -160,7 +160,7 @@ func (s *Server) webhookAction(c echo.Context, creates bool, act func(id uuid.UU
 			return err
 		}
 	}
-	return redirect(c, "/projects/"+id.String()+"/webhooks")
+	return redirect(c, projectPath(c)+"/webhooks")
 }
 
 func revealOf(r webhook.WebhookResult, rotated bool) *views.WebhookReveal {

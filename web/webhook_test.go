@@ -772,7 +772,7 @@ func TestWebhookSettingsPage(t *testing.T) {
 	br.login("owner@acme.test", testPassword)
 
 	_, body := br.get("/projects/" + p)
-	if !strings.Contains(body, `data-testid="project-webhooks"`) || !strings.Contains(body, "/projects/"+p+"/webhooks") {
+	if !strings.Contains(body, `data-testid="project-webhooks"`) || !strings.Contains(body, `href="/projects/page/webhooks"`) {
 		t.Fatal("project page lacks the webhooks link")
 	}
 	res, body := br.get("/projects/" + p + "/webhooks")

@@ -246,7 +246,11 @@ func (in *Incidents) Decide(ctx context.Context, pr *domain.Principal, id uuid.U
 		// still waits in the queue (the incident has moved first, so the
 		// run's end does not move it again).
 		if pending != nil && (decision == DecisionClose || decision == DecisionIgnore) {
-			if _, err := in.queue.CancelQueuedTx(ctx, tx, p, *pending, "incident_"+decision+"d"); err != nil {
+			reason := run.ReasonIncidentClosed
+			if decision == DecisionIgnore {
+				reason = run.ReasonIncidentIgnored
+			}
+			if _, err := in.queue.CancelQueuedTx(ctx, tx, p, *pending, reason); err != nil {
 				return fmt.Errorf("withdraw repair run: %w", err)
 			}
 		}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -560,6 +561,9 @@ func TestClosingWithdrawsTheQueuedRepair(t *testing.T) {
 		run := ib.Run(t, *approved.RepairRunID)
 		if run.Status() != runs.StatusCanceled || run.FailureReason == nil || *run.FailureReason != "incident_"+decision+"d" {
 			t.Fatalf("%s: repair run %s %v", decision, run.Status(), run.FailureReason)
+		}
+		if why := runs.WhyEnded(run, "", 0, 0); !strings.Contains(why, "its incident was") || strings.Contains(why, "_") {
+			t.Fatalf("%s: the run page would say %q", decision, why)
 		}
 		if got := ib.Incident(t, inc.ID); got.Status != done.Status || (got.Status != domain.IncidentClosed && got.Status != domain.IncidentIgnored) {
 			t.Fatalf("%s: incident ended %s", decision, got.Status)

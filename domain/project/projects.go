@@ -75,6 +75,11 @@ func (in *ProjectInput) apply(p *domain.Project, creating bool, pre domain.Field
 			if !domain.ValidSlug(s) {
 				return "invalid_slug", fmt.Sprintf("%q must match ^[a-z0-9][a-z0-9-]{0,62}$ (lower-case letters, digits and dashes)", s)
 			}
+			// /projects/:slug shares its segment with /projects/new and
+			// /projects/:id (docs/contracts/private-api.md, "Projects by slug").
+			if _, err := uuid.Parse(s); s == "new" || err == nil {
+				return "reserved_slug", fmt.Sprintf("%q cannot be a project's slug: it would be read as a page or a project id in /projects/%s", s, s)
+			}
 			return "", ""
 		}},
 		{"name", in.Name, &p.Name, false, 200, nil},

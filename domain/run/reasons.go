@@ -9,9 +9,16 @@ import (
 // ReasonCanceledWhileQueued is a run canceled before it started.
 const ReasonCanceledWhileQueued = "canceled_while_queued"
 
+// A repair run still queued when a person closes or ignores its incident
+// is withdrawn with one of these.
+const (
+	ReasonIncidentClosed  = "incident_closed"
+	ReasonIncidentIgnored = "incident_ignored"
+)
+
 // FailureReasons are every failure reason a run can end with.
 var FailureReasons = []string{ReasonExitCode, ReasonTimeout, ReasonRunnerLost, ReasonCheckout, ReasonSandbox, ReasonInfra,
-	ReasonRepairPush, ReasonRepairNoOp, ReasonRepairForge, ReasonCanceledWhileQueued}
+	ReasonRepairPush, ReasonRepairNoOp, ReasonRepairForge, ReasonCanceledWhileQueued, ReasonIncidentClosed, ReasonIncidentIgnored}
 
 // WhyEnded says in words why a run ended the way it did ("" while it runs
 // or when it passed). detail is what the log said about it (the checkout's
@@ -55,6 +62,10 @@ func WhyEnded(r *Run, detail string, runTimeout, heartbeat time.Duration) string
 		return with("the forge refused the repair's pull request")
 	case ReasonCanceledWhileQueued:
 		return "canceled before it started"
+	case ReasonIncidentClosed:
+		return "withdrawn before it started: its incident was closed"
+	case ReasonIncidentIgnored:
+		return "withdrawn before it started: its incident was ignored"
 	}
 	return *r.FailureReason
 }

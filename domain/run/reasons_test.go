@@ -22,6 +22,8 @@ func TestEveryFailureReasonInWords(t *testing.T) {
 		run.ReasonRepairNoOp:          "the repair changed nothing",
 		run.ReasonRepairForge:         "the forge refused the repair's pull request: exit status 128",
 		run.ReasonCanceledWhileQueued: "canceled before it started",
+		run.ReasonIncidentClosed:      "withdrawn before it started: its incident was closed",
+		run.ReasonIncidentIgnored:     "withdrawn before it started: its incident was ignored",
 	}
 	code := 1
 	for _, reason := range run.FailureReasons {
