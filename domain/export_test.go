@@ -9,3 +9,12 @@ func (snd *FeedSender) PolicyFor(env string) (string, bool) { return snd.policyF
 
 // LostRunsSQL is the lost-runner sweep's query, for the test of its plan.
 const LostRunsSQL = lostRunsSQL
+
+// TakeGeneralPath sends every group of the feed down its general path
+// (storeBatch), for the differential test; call it before the first ingest.
+func (f *Feed) TakeGeneralPath() { f.generalOnly = true }
+
+// TakeGeneralPath sends every acceptance group down its general path (the
+// bun transaction of tryGroup), for the differential test; call it before
+// the first acceptance.
+func (q *Queue) TakeGeneralPath() { q.generalOnly = true }
