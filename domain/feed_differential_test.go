@@ -56,7 +56,9 @@ func (f *feedRun) ev(name, env, title, release string, upper bool) json.RawMessa
 }
 
 // e is a plain event: no release, spelled as generated.
-func (f *feedRun) e(name, env, title string) json.RawMessage { return f.ev(name, env, title, "", false) }
+func (f *feedRun) e(name, env, title string) json.RawMessage {
+	return f.ev(name, env, title, "", false)
+}
 
 // ingest sends one batch and returns its answer with ids as names.
 func (f *feedRun) ingest(t *testing.T, batch ...json.RawMessage) string {
@@ -142,7 +144,6 @@ func (f *feedRun) decide(t *testing.T, eventName, decision string) {
 	}
 	f.record("%s the incident of %s: %s", decision, eventName, inc.Status)
 }
-
 
 // feedScript is the feed's inputs; it returns the names of its events.
 func feedScript(t *testing.T, b *diffBundle) []string {
