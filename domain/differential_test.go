@@ -53,6 +53,10 @@ type diffBundle struct {
 	clock   *clock
 	owner   *domain.Principal
 	commits *commitCounter
+	// lookups counts the feed's groups by the path they looked their
+	// incidents up on: [0] fast, [1] general (a fallback, in the fast
+	// bundle).
+	lookups [2]atomic.Int64
 	// log is every answer the script got, in script order: the two
 	// databases must also have answered alike.
 	log []string
@@ -87,6 +91,13 @@ func setupDiff(t *testing.T, general bool) *diffBundle {
 		sv.Feed.TakeGeneralPath()
 		sv.Queue.TakeGeneralPath()
 	}
+	sv.Feed.SetAfterLookup(func(general bool) {
+		if general {
+			b.lookups[1].Add(1)
+		} else {
+			b.lookups[0].Add(1)
+		}
+	})
 	client, err := river.NewClient(riverdatabasesql.New(d.SQL), &river.Config{})
 	if err != nil {
 		t.Fatal(err)
@@ -296,6 +307,7 @@ func runDifferential(t *testing.T, minFast int64, script func(t *testing.T, b *d
 		snap    *dbdiff.Snapshot
 		log     []string
 		commits int64
+		lookups [2]int64
 	}
 	var res [2]result
 	t.Run("paths", func(t *testing.T) {
@@ -309,7 +321,8 @@ func runDifferential(t *testing.T, minFast int64, script func(t *testing.T, b *d
 				if err := b.sv.Stop(context.Background()); err != nil {
 					t.Fatal(err)
 				}
-				res[i] = result{snap: b.snapshot(t, events), log: b.log, commits: b.commits.n.Load()}
+				res[i] = result{snap: b.snapshot(t, events), log: b.log, commits: b.commits.n.Load(),
+					lookups: [2]int64{b.lookups[0].Load(), b.lookups[1].Load()}}
 			})
 		}
 	})
@@ -318,6 +331,13 @@ func runDifferential(t *testing.T, minFast int64, script func(t *testing.T, b *d
 	}
 	fast, general := res[0], res[1]
 	t.Logf("the fast paths committed %d transactions; the general bundle's %d", fast.commits, general.commits)
+	if n := fast.lookups[0] + fast.lookups[1]; n > 0 {
+		t.Logf("feed groups: the fast bundle's tried the fast path %d times and took the general path %d times; the general bundle's took it %d times",
+			fast.lookups[0], fast.lookups[1], general.lookups[1])
+	}
+	if general.lookups[0] != 0 {
+		t.Errorf("the general bundle's feed looked up %d groups on the fast path: the switch does not hold", general.lookups[0])
+	}
 	if general.commits != 0 {
 		t.Errorf("the general bundle committed %d transactions on a fast path: the switch does not hold", general.commits)
 	}

@@ -212,10 +212,12 @@ func feedScript(t *testing.T, b *diffBundle) []string {
 	stormA := storm("a", "production", "storm")
 	f.storm(t, "storm (approve, observe)", stormA...)
 	f.storm(t, "storm (auto, observe)", storm("b", "canary", "canary-storm")...)
+	f.storm(t, "another storm (approve, observe)", storm("d", "production", "surge")...)
 	f.storm(t, "storm resent", stormA...)
 	f.storm(t, "storm, known", storm("c", "production", "storm")...)
 	f.send(t, "after the storms", f.e("last-a", "production", "storm"), f.e("last-a2", "staging", "storm-too"),
-		f.e("last-b", "canary", "canary-storm"), f.e("last-b2", "staging", "canary-storm-too"))
+		f.e("last-b", "canary", "canary-storm"), f.e("last-b2", "staging", "canary-storm-too"),
+		f.e("last-d", "production", "surge"), f.e("last-d2", "staging", "surge-too"))
 	// A batch of everything at once: a resend, known incidents, a new one
 	// queued by auto.
 	f.send(t, "mixed", f.e("a0", "production", "storm"), f.e("m1", "staging", "slow"), f.e("m2", "canary", "canary-late"),
@@ -228,7 +230,7 @@ func feedScript(t *testing.T, b *diffBundle) []string {
 		Scan(ctx, &incidents, &events, &dispatches, &alerts); err != nil {
 		t.Fatal(err)
 	}
-	if incidents != 10 || dispatches < 3 || alerts == 0 {
+	if incidents != 12 || dispatches < 3 || alerts == 0 {
 		t.Errorf("%s: %d incidents, %d events, %d repair dispatches, %d alerts: the script went wrong", b.name, incidents, events, dispatches, alerts)
 	}
 	return f.events
