@@ -6,3 +6,7 @@ func (f *Feed) SetAfterLookup(hook func(general bool)) { f.afterLookup = hook }
 
 // PolicyFor exposes a sender's binding lookup to the external tests.
 func (snd *FeedSender) PolicyFor(env string) (string, bool) { return snd.policyFor(env) }
+
+// TakeGeneralPath sends every group of the feed down its general path
+// (storeBatch), for the differential test; call it before the first ingest.
+func (f *Feed) TakeGeneralPath() { f.generalOnly = true }

@@ -53,6 +53,10 @@ type Feed struct {
 	// before it stores its events (general: on the general path); a test
 	// seam for the races with other processes that the paths must survive.
 	afterLookup func(general bool)
+	// generalOnly sends every group down the general path (storeBatch),
+	// never storeFast: a test seam for the differential test that holds
+	// the fast path to its slow twin. Never set in production.
+	generalOnly bool
 }
 
 // NewFeed builds the service; Start starts its card-refresh requests.

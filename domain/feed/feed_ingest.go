@@ -244,7 +244,7 @@ func (f *Feed) storeGroup(ctx context.Context, projectID uuid.UUID, q *projectQu
 	}
 	switch {
 	case err != nil: // no copy slot within the store timeout
-	case f.s.Pool != nil:
+	case f.s.Pool != nil && !f.generalOnly:
 		err = f.storeFast(sctx, planBatch(group[0].snd, all, now), release)
 	default:
 		release()

@@ -378,7 +378,7 @@ func (q *Queue) tryGroup(group []*acceptJob) error {
 	for _, j := range group {
 		j.reset()
 	}
-	if q.s.Pool != nil {
+	if q.s.Pool != nil && !q.generalOnly {
 		if err := q.tryGroupFast(ctx, group); !errors.Is(err, errSlowPath) {
 			return err
 		}

@@ -27,6 +27,11 @@ type Queue struct {
 	heartbeatTimeout time.Duration
 	hooks            []TerminalHook
 	latest           LatestResolver
+	// generalOnly sends every group down the general path (tryGroup's bun
+	// transaction), never tryGroupFast: a test seam for the differential
+	// test that holds the fast path to its slow twin. Never set in
+	// production.
+	generalOnly bool
 }
 
 // TerminalHook is called inside the transaction that terminalizes a run
