@@ -71,7 +71,7 @@ type rowSource interface {
 
 // lockProjectsSQL locks a group's projects ($1) in id order, reading what
 // its decisions need.
-const lockProjectsSQL = `SELECT id, org_id, default_branch, provider, branch_filters FROM projects WHERE id = ANY($1::uuid[]) ORDER BY id FOR UPDATE`
+const lockProjectsSQL = `SELECT id, org_id, default_branch, provider, branch_filters FROM projects WHERE id = ANY($1::uuid[]) AND deleted_at IS NULL ORDER BY id FOR UPDATE`
 
 // queueStateSQL reads the queue state of locked projects ($1).
 const queueStateSQL = `SELECT project_id, count(*) FILTER (WHERE position IS NOT NULL) AS queued,
@@ -398,7 +398,7 @@ func (q *Queue) tryGroup(group []*acceptJob) error {
 	return q.s.inTx(ctx, func(ctx context.Context, tx bun.Tx) error {
 		ids := groupProjects(group)
 		var projects []*Project
-		if err := tx.NewSelect().Model(&projects).Where("id IN (?)", bun.List(ids)).OrderExpr("id").For("UPDATE").Scan(ctx); err != nil {
+		if err := tx.NewSelect().Model(&projects).Where("id IN (?) AND deleted_at IS NULL", bun.List(ids)).OrderExpr("id").For("UPDATE").Scan(ctx); err != nil {
 			return fmt.Errorf("lock projects: %w", err)
 		}
 		byID := make(map[uuid.UUID]*Project, len(projects))

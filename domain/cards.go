@@ -316,7 +316,7 @@ func (r *cardRow) card() (*Card, error) {
 // shows the incident store's empty card.
 func (c *Cards) Get(ctx context.Context, orgID, projectID uuid.UUID) (*Card, error) {
 	var exists bool
-	if err := c.s.DB.NewRaw(`SELECT EXISTS (SELECT 1 FROM projects WHERE id = ? AND org_id = ?)`, projectID, orgID).Scan(ctx, &exists); err != nil {
+	if err := c.s.DB.NewRaw(`SELECT EXISTS (SELECT 1 FROM projects WHERE id = ? AND org_id = ? AND deleted_at IS NULL)`, projectID, orgID).Scan(ctx, &exists); err != nil {
 		return nil, fmt.Errorf("cards: project: %w", err)
 	}
 	if !exists {

@@ -143,7 +143,7 @@ func clipString(s string, n int) string {
 // project returns a project of the caller's organisation (404 otherwise).
 func (f *Feed) project(ctx context.Context, p *Principal, id uuid.UUID) (*Project, error) {
 	pr := new(Project)
-	err := f.s.DB.NewSelect().Model(pr).Where("id = ? AND org_id = ?", id, p.OrgID).Scan(ctx)
+	err := f.s.DB.NewSelect().Model(pr).Where("id = ? AND org_id = ? AND deleted_at IS NULL", id, p.OrgID).Scan(ctx)
 	if isNoRows(err) {
 		return nil, NotFound("project")
 	}

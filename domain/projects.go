@@ -39,6 +39,9 @@ type Project struct {
 	BranchFilters []string  `bun:"branch_filters,array"`
 	CreatedAt     time.Time `bun:"created_at,nullzero,default:now()"`
 	UpdatedAt     time.Time `bun:"updated_at,nullzero,default:now()"`
+	// DeletedAt is set when the project was deleted: it is hidden
+	// everywhere and being erased (docs/erasure.md).
+	DeletedAt *time.Time `bun:"deleted_at"`
 	// Warnings are notes on the save that just happened (the repository
 	// did not answer, …): the project was saved all the same. Not stored.
 	Warnings []string `bun:"-"`
@@ -358,7 +361,7 @@ func (ps *Projects) Update(ctx context.Context, pr *Principal, id uuid.UUID, in 
 	// The policy resolves the host: before the project's lock, not under it.
 	pre, warnings := ps.checkRepoURL(ctx, &in)
 	err := ps.s.WithProject(ctx, id, func(ctx context.Context, tx bun.Tx, p *Project) error {
-		if p.OrgID != pr.OrgID {
+		if p.OrgID != pr.OrgID || p.DeletedAt != nil {
 			return NotFound("project")
 		}
 		if err := in.apply(p, false, pre); err != nil {
@@ -393,7 +396,7 @@ func (ps *Projects) Update(ctx context.Context, pr *Principal, id uuid.UUID, in 
 // Get returns a project of the caller's organisation.
 func (ps *Projects) Get(ctx context.Context, orgID, id uuid.UUID) (*Project, error) {
 	p := new(Project)
-	err := ps.s.DB.NewSelect().Model(p).Where("id = ? AND org_id = ?", id, orgID).Scan(ctx)
+	err := ps.s.DB.NewSelect().Model(p).Where("id = ? AND org_id = ? AND deleted_at IS NULL", id, orgID).Scan(ctx)
 	if isNoRows(err) {
 		return nil, NotFound("project")
 	}
@@ -413,7 +416,7 @@ func (ps *Projects) ByID(ctx context.Context, id uuid.UUID) (*Project, error) {
 // List returns the organisation's projects by slug.
 func (ps *Projects) List(ctx context.Context, orgID uuid.UUID) ([]Project, error) {
 	var out []Project
-	err := ps.s.DB.NewSelect().Model(&out).Where("org_id = ?", orgID).Order("slug").Scan(ctx)
+	err := ps.s.DB.NewSelect().Model(&out).Where("org_id = ? AND deleted_at IS NULL", orgID).Order("slug").Scan(ctx)
 	return out, err
 }
 
@@ -432,14 +435,14 @@ func (ps *Projects) Summaries(ctx context.Context, orgID uuid.UUID) ([]ProjectSu
 		SELECT p.*,
 		       COALESCE((SELECT ri.status FROM run_index ri WHERE ri.project_id = p.id ORDER BY ri.queued_at DESC LIMIT 1), '') AS last_status,
 		       (SELECT count(*) FROM project_runs r WHERE r.project_id = p.id AND r.position IS NOT NULL) AS queue_depth
-		FROM projects p WHERE p.org_id = ? ORDER BY p.slug`, orgID).Scan(ctx, &out)
+		FROM projects p WHERE p.org_id = ? AND p.deleted_at IS NULL ORDER BY p.slug`, orgID).Scan(ctx, &out)
 	return out, err
 }
 
 // BySlug returns a project of the caller's organisation by its slug.
 func (ps *Projects) BySlug(ctx context.Context, orgID uuid.UUID, slug string) (*Project, error) {
 	p := new(Project)
-	err := ps.s.DB.NewSelect().Model(p).Where("slug = ? AND org_id = ?", slug, orgID).Scan(ctx)
+	err := ps.s.DB.NewSelect().Model(p).Where("slug = ? AND org_id = ? AND deleted_at IS NULL", slug, orgID).Scan(ctx)
 	if isNoRows(err) {
 		return nil, NotFound("project")
 	}

@@ -422,7 +422,8 @@ func (q *Queue) RequestCancel(ctx context.Context, pr *Principal, runID uuid.UUI
 // RunGet returns a run of the caller's organisation.
 func (q *Queue) RunGet(ctx context.Context, orgID, runID uuid.UUID) (*Run, error) {
 	r := new(Run)
-	err := q.s.DB.NewSelect().Model(r).Where("id = ? AND org_id = ?", runID, orgID).Scan(ctx)
+	err := q.s.DB.NewSelect().Model(r).Where("id = ? AND org_id = ?", runID, orgID).
+		Where("project_id NOT IN (SELECT id FROM projects WHERE org_id = ? AND deleted_at IS NOT NULL)", orgID).Scan(ctx)
 	if isNoRows(err) {
 		return nil, NotFound("run")
 	}

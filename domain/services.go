@@ -28,6 +28,7 @@ type Services struct {
 	Incidents *Incidents
 	Cards     *Cards
 	Audit     *Audit
+	Erasure   *Erasure
 }
 
 // Options tune the services.
@@ -57,6 +58,7 @@ func NewServices(bdb *bun.DB, pool *pgxpool.Pool, keys *secret.Keyring, log *slo
 	sv.Webhooks = NewWebhooks(s, sv.Queue)
 	sv.Incidents = NewIncidents(s, sv.Queue)
 	sv.Feed.OnQueued = sv.Incidents.RequestRepairs
+	sv.Erasure = NewErasure(s, sv.Queue, sv.Feed, sv.Webhooks)
 	return sv
 }
 

@@ -51,6 +51,9 @@ func Register(w *river.Workers, d Deps) {
 	river.AddWorker(w, &RefreshCardAgainWorker{cards: d.Cards})
 	river.AddWorker(w, &DispatchRepairWorker{incidents: d.Incidents})
 	river.AddWorker(w, &CardSweepWorker{cards: d.Cards, log: d.Log})
+	river.AddWorker(w, &EraseProjectWorker{erasure: d.Erasure, log: d.Log})
+	river.AddWorker(w, &EraseOrganizationWorker{erasure: d.Erasure, log: d.Log})
+	river.AddWorker(w, &EraseSweepWorker{erasure: d.Erasure, log: d.Log})
 	alerts := alert.For(d.Services, d.PublicURL)
 	river.AddWorker(w, &DeliverAlertWorker{alerts: alerts})
 	river.AddWorker(w, &AlertDigestWorker{alerts: alerts})
@@ -75,6 +78,9 @@ func Periodic(heartbeatTimeout time.Duration) []*river.PeriodicJob {
 		river.NewPeriodicJob(river.PeriodicInterval(time.Hour),
 			func() (river.JobArgs, *river.InsertOpts) { return domain.WebhookRetentionArgs{}, nil },
 			&river.PeriodicJobOpts{ID: "webhook_retention", RunOnStart: true}),
+		river.NewPeriodicJob(river.PeriodicInterval(eraseSweepEvery),
+			func() (river.JobArgs, *river.InsertOpts) { return domain.EraseSweepArgs{}, nil },
+			&river.PeriodicJobOpts{ID: "erase_sweep", RunOnStart: true}),
 	}
 }
 
