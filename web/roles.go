@@ -51,6 +51,8 @@ var routeRoles = map[string]string{
 	"POST /settings/alerts":                                           domain.RoleAdmin,
 	"POST /settings/alerts/:destinationId/test":                       domain.RoleAdmin,
 	"POST /settings/alerts/:destinationId/delete":                     domain.RoleAdmin,
+	"POST /projects/:projectId/delete":                                domain.RoleAdmin,
+	"POST /settings/organization/delete":                              domain.RoleOwner,
 	// private API
 	"POST /api/private/projects":                                             domain.RoleAdmin,
 	"PATCH /api/private/projects/:projectId":                                 domain.RoleAdmin,
@@ -77,6 +79,8 @@ var routeRoles = map[string]string{
 	"DELETE /api/private/alerts/destinations/:destinationId":                 domain.RoleAdmin,
 	"POST /api/private/alerts/destinations/:destinationId/test":              domain.RoleAdmin,
 	"PUT /api/private/projects/:projectId/alert-rules":                       domain.RoleAdmin,
+	"DELETE /api/private/projects/:projectId":                                domain.RoleAdmin,
+	"DELETE /api/private/orgs/:orgId":                                        domain.RoleOwner,
 }
 
 // RouteRoles returns a copy of the table (for tests and documentation).

@@ -32,6 +32,8 @@ var wantRoles = map[string]string{
 	"POST /settings/alerts":                       domain.RoleAdmin,
 	"POST /settings/alerts/:destinationId/test":   domain.RoleAdmin,
 	"POST /settings/alerts/:destinationId/delete": domain.RoleAdmin,
+	"POST /projects/:projectId/delete":            domain.RoleAdmin,
+	"POST /settings/organization/delete":          domain.RoleOwner,
 
 	"POST /projects/:projectId/runs":                    domain.RoleMember,
 	"POST /runs/:runId/cancel":                          domain.RoleMember,
@@ -77,6 +79,8 @@ var wantRoles = map[string]string{
 	"DELETE /api/private/alerts/destinations/:destinationId":                 domain.RoleAdmin,
 	"POST /api/private/alerts/destinations/:destinationId/test":              domain.RoleAdmin,
 	"PUT /api/private/projects/:projectId/alert-rules":                       domain.RoleAdmin,
+	"DELETE /api/private/projects/:projectId":                                domain.RoleAdmin,
+	"DELETE /api/private/orgs/:orgId":                                        domain.RoleOwner,
 	"POST /projects/:projectId/secrets":                                      domain.RoleAdmin,
 	"POST /projects/:projectId/secrets/:name/delete":                         domain.RoleAdmin,
 	"PUT /api/private/projects/:projectId/secrets/:name":                     domain.RoleAdmin,

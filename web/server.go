@@ -141,6 +141,7 @@ func New(d Deps) *echo.Echo {
 	s.registerAlerts(api)
 	s.registerAlertPages(pages)
 	s.registerCI(e, pages, api)
+	s.registerErasure(pages, api)
 
 	// A group with middleware claims every unknown path under its prefix, so
 	// that its middleware runs: an anonymous GET /no/such/page was sent to
