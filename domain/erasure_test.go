@@ -531,6 +531,3 @@ func TestPurgeUser(t *testing.T) {
 		t.Errorf("purge twice: %v", err)
 	}
 }
-
-
-
