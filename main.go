@@ -8,6 +8,7 @@
 //	anvil admin bootstrap --org SLUG --email EMAIL [--password-file F]
 //	anvil admin rotate-key
 //	anvil admin reset-password --email EMAIL
+//	anvil admin purge-user --email EMAIL
 //	anvil dev     (what `make run` starts: a local database, a key, a demo owner)
 package main
 
@@ -35,6 +36,7 @@ Usage:
                                                        create an organisation, its owner and an API token
   anvil admin rotate-key                               re-encrypt every stored secret under ANVIL_SECRET_KEY
   anvil admin reset-password --email EMAIL             end the user's sessions and password; print a one-time reset link
+  anvil admin purge-user --email EMAIL                 remove a person, their access and invitations; the audit keeps a pseudonym
   anvil dev                                            local development: own Postgres, key and demo login
 
 Configuration is read from the environment (ANVIL_DATABASE_URL, ANVIL_SECRET_KEY,
@@ -158,7 +160,7 @@ func cmdMigrate(ctx context.Context, args []string, stderr io.Writer) error {
 
 func cmdAdmin(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" {
-		fmt.Fprint(stdout, "Usage:\n  anvil admin bootstrap --org SLUG --email EMAIL [--password-file F]\n  anvil admin rotate-key\n  anvil admin reset-password --email EMAIL\n")
+		fmt.Fprint(stdout, "Usage:\n  anvil admin bootstrap --org SLUG --email EMAIL [--password-file F]\n  anvil admin rotate-key\n  anvil admin reset-password --email EMAIL\n  anvil admin purge-user --email EMAIL\n")
 		if len(args) == 0 {
 			return errUsage
 		}
@@ -246,6 +248,8 @@ func cmdAdmin(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		fmt.Fprintf(stdout, "%s/reset/%s\n", cfg.PublicURL, tok)
 		fmt.Fprintf(stderr, "the link is valid until %s and works once; the old password no longer works\n", expires.UTC().Format(time.RFC3339))
 		return nil
+	case "purge-user":
+		return cmdPurgeUser(ctx, cfg, cerr, args[1:], stdout, stderr)
 	}
 	return fmt.Errorf("%w: unknown admin command %q", errUsage, args[0])
 }
