@@ -71,7 +71,7 @@ type EraseOrganizationArgs struct {
 // Kind implements river.JobArgs.
 func (EraseOrganizationArgs) Kind() string { return "erase_organization" }
 
-// InsertOpts: as EraseProjectArgs.
+// InsertOpts is EraseProjectArgs.InsertOpts: one erase at a time, long retries.
 func (EraseOrganizationArgs) InsertOpts() river.InsertOpts { return eraseInsertOpts() }
 
 // EraseSweepArgs is the periodic job that inserts the erase job of every
@@ -95,7 +95,7 @@ func eraseInsertOpts() river.InsertOpts {
 // job that names an erased object is River's own record and expires with it.
 const pendingJobStates = `('available', 'scheduled', 'retryable', 'pending')`
 
-// ErrConfirmation is a deletion whose typed confirmation is not the
+// errConfirmation refuses a deletion whose typed confirmation is not the
 // object's slug; nothing changes.
 func errConfirmation(what, slug string) error {
 	return Invalid("confirmation_mismatch", "type the %s's slug %q to confirm its deletion", what, slug)
