@@ -16,14 +16,12 @@ import (
 
 	"github.com/labstack/echo/v4"
 	"github.com/riverqueue/river"
-	"github.com/riverqueue/river/riverdriver/riverdatabasesql"
 
 	"anvil/db"
-	"anvil/domain"
-	"anvil/domain/alert"
 	"anvil/domain/forgestatus"
 	"anvil/domain/repourl"
 	"anvil/domain/secret"
+	"anvil/domain/wiring"
 	"anvil/jobs"
 	"anvil/jobs/sandbox"
 	"anvil/web"
@@ -35,7 +33,7 @@ type app struct {
 	log  *slog.Logger
 	db   *db.DB
 	keys *secret.Keyring
-	*domain.Services
+	*wiring.Services
 	river   *river.Client[*sql.Tx]
 	sweeper *jobs.LostRunnerSweeper // nil without workers
 	metrics *web.Metrics
@@ -90,7 +88,9 @@ func newApp(ctx context.Context, cfg *Config, logOut io.Writer, withWorkers bool
 	// runs are (ANVIL_SANDBOX=process).
 	policy := repourl.Policy{AllowLocal: cfg.CheckoutAllowLocal}
 	git, gitErr := sandbox.NewGit(cfg.Sandbox != "process", policy)
-	opts := domain.Options{HeartbeatTimeout: cfg.HeartbeatTimeout, LogMaxBytes: cfg.LogMaxBytes, CheckoutPolicy: policy}
+	opts := wiring.Options{HeartbeatTimeout: cfg.HeartbeatTimeout, LogMaxBytes: cfg.LogMaxBytes, CheckoutPolicy: policy,
+		PublicURL: cfg.PublicURL, AlertsPerMinute: cfg.AlertsPerMinute,
+		AlertsAllowPrivate: cfg.AlertsAllowPrivate, EventRetention: cfg.EventRetention}
 	var gitHead forgestatus.GitHead
 	if gitErr == nil {
 		opts.ProbeRepo, gitHead = git.Probe, git.Head
@@ -101,9 +101,11 @@ func newApp(ctx context.Context, cfg *Config, logOut io.Writer, withWorkers bool
 	if cfg.CheckoutAllowLocal {
 		log.Warn("local checkouts are allowed (ANVIL_CHECKOUT_ALLOW_LOCAL=true): projects may read this machine's repositories and private network")
 	}
-	a.Services = domain.NewServices(d.Bun, d.Pool, keys, log, opts)
+	a.Services = wiring.NewServices(d, keys, log, opts)
 	a.metrics = web.NewMetrics(d)
-	alert.For(a.Services, cfg.PublicURL).PerMinute = cfg.AlertsPerMinute
+	if cfg.AlertsAllowPrivate {
+		log.Warn("alert destinations may reach private addresses (ANVIL_ALERTS_ALLOW_PRIVATE=true)")
+	}
 
 	rcfg := &river.Config{ID: riverClientID(), Logger: riverLogger(cfg, logOut), FetchCooldown: 10 * time.Millisecond, FetchPollInterval: 100 * time.Millisecond}
 	if withWorkers {
@@ -126,21 +128,19 @@ func newApp(ctx context.Context, cfg *Config, logOut io.Writer, withWorkers bool
 		limits.TmpBytes = uint64(cfg.SandboxTmpMax)
 		log.Info("run executor ready", "executor", exec.Name(), "sandboxed", exec.Sandboxed(), "checkout_confined", git.Confined(),
 			"checkout_allow_local", cfg.CheckoutAllowLocal, "tmp_max", cfg.SandboxTmpMax, "workspaces", root)
-		jobs.Register(workers, jobs.Deps{Services: a.Services, Executor: exec, Git: git, Limits: limits, WorkRoot: root, Log: log, PublicURL: cfg.PublicURL,
+		jobs.Register(workers, jobs.Deps{Services: a.Services, Executor: exec, Git: git, Limits: limits, WorkRoot: root, Log: log,
 			Reporter: forgestatus.NewReporter(a.Store, a.Projects, cfg.PublicURL)})
 		rcfg.Workers = workers
-		rcfg.Queues = map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: 10}, domain.RunsQueue: {MaxWorkers: cfg.RunConcurrency}, alert.Queue: alert.QueueConfig}
+		rcfg.Queues = wiring.Queues(cfg.RunConcurrency)
 		rcfg.PeriodicJobs = jobs.Periodic(cfg.HeartbeatTimeout)
 		a.sweeper = jobs.NewLostRunnerSweeper(a.Queue, log)
 	}
-	client, err := river.NewClient(riverdatabasesql.NewWithPgxListener(d.SQL, d.Pool), rcfg)
+	client, err := a.Services.Start(ctx, rcfg)
 	if err != nil {
 		d.Close()
-		return nil, fmt.Errorf("river client: %w", err)
+		return nil, err
 	}
 	a.river = client
-	a.Store.UseJobs(client)
-	a.Services.Start(ctx)
 	return a, nil
 }
 

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"anvil/domain/retention"
 	"anvil/domain/secret"
 )
 
@@ -43,6 +44,12 @@ type Config struct {
 	// AlertsPerMinute is how many alerts one destination receives in a
 	// minute before the rest fold into a digest.
 	AlertsPerMinute int
+	// AlertsAllowPrivate lets alert destinations reach loopback, private,
+	// link-local and unique-local addresses.
+	AlertsAllowPrivate bool
+	// EventRetention is the default age of stored feed events and the most
+	// any retention policy may set (docs/retention.md).
+	EventRetention time.Duration
 }
 
 // configError is a refusal of the configuration: exit code 2.
@@ -106,6 +113,13 @@ func loadConfig(getenv func(string) string) (*Config, error) {
 	default:
 		bad("ANVIL_CHECKOUT_ALLOW_LOCAL must be true or false")
 	}
+	switch v := strings.ToLower(str("ANVIL_ALERTS_ALLOW_PRIVATE", "false")); v {
+	case "true", "1", "yes":
+		c.AlertsAllowPrivate = true
+	case "false", "0", "no":
+	default:
+		bad("ANVIL_ALERTS_ALLOW_PRIVATE must be true or false")
+	}
 	c.SandboxTmpMax = 512 << 20
 	if v := str("ANVIL_SANDBOX_TMP_MAX", ""); v != "" {
 		n, err := parseBytes(v)
@@ -153,6 +167,15 @@ func loadConfig(getenv func(string) string) (*Config, error) {
 			bad("ANVIL_HEARTBEAT_TIMEOUT must be a duration between 1s and 24h, such as 60s")
 		} else {
 			c.HeartbeatTimeout = d
+		}
+	}
+	c.EventRetention = 90 * 24 * time.Hour
+	if v := str("ANVIL_EVENT_RETENTION", ""); v != "" {
+		d, err := retention.ParseDuration(v)
+		if err != nil || d > 3650*24*time.Hour {
+			bad("ANVIL_EVENT_RETENTION must be a duration such as 90d, 12h, 30m or 45s, at most 3650d")
+		} else {
+			c.EventRetention = d
 		}
 	}
 	c.BodyTimeout = 30 * time.Second

@@ -15,7 +15,11 @@ func TestParseBytes(t *testing.T) {
 		}
 	}
 	cfg, err := loadConfig(func(k string) string { return map[string]string{"ANVIL_CHECKOUT_ALLOW_LOCAL": "true"}[k] })
-	if err != nil || !cfg.CheckoutAllowLocal || cfg.SandboxTmpMax != 512<<20 {
+	if err != nil || !cfg.CheckoutAllowLocal || cfg.SandboxTmpMax != 512<<20 || cfg.AlertsAllowPrivate {
 		t.Fatalf("defaults: %+v, %v", cfg, err)
+	}
+	cfg, err = loadConfig(func(k string) string { return map[string]string{"ANVIL_ALERTS_ALLOW_PRIVATE": "true"}[k] })
+	if err != nil || !cfg.AlertsAllowPrivate {
+		t.Fatalf("ANVIL_ALERTS_ALLOW_PRIVATE=true: %+v, %v", cfg, err)
 	}
 }

@@ -8,6 +8,7 @@
 //	anvil admin bootstrap --org SLUG --email EMAIL [--password-file F]
 //	anvil admin rotate-key
 //	anvil admin reset-password --email EMAIL
+//	anvil admin retention --now
 //	anvil admin purge-user --email EMAIL
 //	anvil dev     (what `make run` starts: a local database, a key, a demo owner)
 package main
@@ -24,6 +25,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"anvil/jobs"
 )
 
 const usage = `anvil — a self-hostable cockpit for software teams
@@ -36,6 +39,7 @@ Usage:
                                                        create an organisation, its owner and an API token
   anvil admin rotate-key                               re-encrypt every stored secret under ANVIL_SECRET_KEY
   anvil admin reset-password --email EMAIL             end the user's sessions and password; print a one-time reset link
+  anvil admin retention --now                          run one retention clean-up at once and print what it removed
   anvil admin purge-user --email EMAIL                 remove a person, their access and invitations; the audit keeps a pseudonym
   anvil dev                                            local development: own Postgres, key and demo login
 
@@ -160,7 +164,7 @@ func cmdMigrate(ctx context.Context, args []string, stderr io.Writer) error {
 
 func cmdAdmin(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" {
-		fmt.Fprint(stdout, "Usage:\n  anvil admin bootstrap --org SLUG --email EMAIL [--password-file F]\n  anvil admin rotate-key\n  anvil admin reset-password --email EMAIL\n  anvil admin purge-user --email EMAIL\n")
+		fmt.Fprint(stdout, "Usage:\n  anvil admin bootstrap --org SLUG --email EMAIL [--password-file F]\n  anvil admin rotate-key\n  anvil admin reset-password --email EMAIL\n  anvil admin retention --now\n  anvil admin purge-user --email EMAIL\n")
 		if len(args) == 0 {
 			return errUsage
 		}
@@ -248,10 +252,54 @@ func cmdAdmin(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		fmt.Fprintf(stdout, "%s/reset/%s\n", cfg.PublicURL, tok)
 		fmt.Fprintf(stderr, "the link is valid until %s and works once; the old password no longer works\n", expires.UTC().Format(time.RFC3339))
 		return nil
+	case "retention":
+		return cmdRetention(ctx, cfg, cerr, args[1:], stdout, stderr)
 	case "purge-user":
 		return cmdPurgeUser(ctx, cfg, cerr, args[1:], stdout, stderr)
 	}
 	return fmt.Errorf("%w: unknown admin command %q", errUsage, args[0])
+}
+
+// cmdRetention is "anvil admin retention --now": one clean-up of every
+// organisation at once (docs/retention.md), in this process, printing what
+// it removed per project and in all.
+func cmdRetention(ctx context.Context, cfg *Config, cerr error, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("retention", "anvil admin retention --now\n\nRuns one retention clean-up of every organisation at once (the periodic job's\nwork, in the same bounded batches) and prints what it removed.", stdout)
+	now := fs.Bool("now", false, "run the clean-up now (required)")
+	asJSON := fs.Bool("json", false, "print the report as one JSON object")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if !*now {
+		return fmt.Errorf("%w: --now is required (the clean-up otherwise runs every %s in the workers)", errUsage, jobs.RetentionCleanupEvery)
+	}
+	if cerr != nil {
+		return cerr
+	}
+	if err := cfg.validate(true); err != nil {
+		return err
+	}
+	a, err := newApp(ctx, cfg, stderr, false)
+	if err != nil {
+		return err
+	}
+	defer a.close()
+	rep, err := a.Services.Retention.Cleanup(ctx)
+	if *asJSON {
+		if jerr := json.NewEncoder(stdout).Encode(rep); jerr != nil {
+			return jerr
+		}
+		return err
+	}
+	for _, sc := range rep.Scopes {
+		name := sc.OrgSlug
+		if sc.ProjectSlug != "" {
+			name += "/" + sc.ProjectSlug
+		}
+		fmt.Fprintf(stdout, "%s: %s\n", name, sc.Removed)
+	}
+	fmt.Fprintf(stdout, "removed in all: %s (%s)\n", rep.Total, time.Since(rep.Started).Round(time.Millisecond))
+	return err
 }
 
 func readPassword(file string) (string, error) {

@@ -31,7 +31,7 @@ func cmdPurgeUser(ctx context.Context, cfg *Config, cerr error, args []string, s
 		return err
 	}
 	defer a.close()
-	rep, err := a.Erasure.PurgeUser(ctx, *email)
+	rep, err := a.Accounts.PurgeUser(ctx, *email)
 	if err != nil {
 		return err
 	}

@@ -2,6 +2,7 @@ package domain
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/google/uuid"
@@ -63,8 +64,8 @@ type FastJobInserter interface {
 // UseFastJobs sets the inserter of the feed's fast path.
 func (s *Store) UseFastJobs(j FastJobInserter) { s.fastJobs = j }
 
-// enqueueAlerts enqueues the alerts of causes in tx.
-func (s *Store) enqueueAlerts(ctx context.Context, tx bun.Tx, causes []AlertCause) error {
+// EnqueueAlerts enqueues the alerts of causes in tx.
+func (s *Store) EnqueueAlerts(ctx context.Context, tx bun.Tx, causes []AlertCause) error {
 	read := func(ctx context.Context, q string, args ...any) (v string, err error) {
 		err = tx.Tx.QueryRowContext(ctx, q, args...).Scan(&v)
 		return v, err
@@ -79,9 +80,13 @@ func (s *Store) enqueueAlerts(ctx context.Context, tx bun.Tx, causes []AlertCaus
 	return nil
 }
 
-// enqueueAlertsFast is enqueueAlerts in the transaction the feed's fast
+// ErrNoFastJobs says that alerts are due but no inserter for the fast
+// path is set: the caller takes its general path.
+var ErrNoFastJobs = errors.New("domain: alerts need the general path (no fast job inserter)")
+
+// EnqueueAlertsFast is EnqueueAlerts in the transaction the feed's fast
 // path holds open on c: one statement, only when a destination wants it.
-func (s *Store) enqueueAlertsFast(ctx context.Context, c *pgx.Conn, causes []AlertCause) error {
+func (s *Store) EnqueueAlertsFast(ctx context.Context, c *pgx.Conn, causes []AlertCause) error {
 	read := func(ctx context.Context, q string, args ...any) (v string, err error) {
 		err = c.QueryRow(ctx, q, args...).Scan(&v)
 		return v, err
@@ -91,7 +96,7 @@ func (s *Store) enqueueAlertsFast(ctx context.Context, c *pgx.Conn, causes []Ale
 		return err
 	}
 	if s.fastJobs == nil {
-		return errSlowStore // the general path inserts through database/sql
+		return ErrNoFastJobs // the general path inserts through database/sql
 	}
 	if err := s.fastJobs.InsertManyTx(ctx, pgxTx{c}, params); err != nil {
 		return fmt.Errorf("enqueue alerts: %w", err)
@@ -104,43 +109,6 @@ func (s *Store) alertJobs(ctx context.Context, read AlertRead, causes []AlertCau
 		return nil, nil
 	}
 	return s.alerts.Jobs(ctx, read, causes)
-}
-
-// feedAlertCauses are the alerts of a stored group's transitions: a new
-// incident, a regression, and an incident the policy sends to approval.
-// Both of the feed's paths call it on the same transitions.
-func feedAlertCauses(snd *FeedSender, trs []transition) []AlertCause {
-	var out []AlertCause
-	for _, t := range trs {
-		kind := ""
-		switch {
-		case t.from == nil:
-			kind = AlertIncidentNew
-		case *t.from == IncidentClosed:
-			kind = AlertIncidentRegressed
-		case t.to == IncidentWaitingApproval:
-			kind = AlertIncidentApproval
-		}
-		if kind != "" {
-			out = append(out, AlertCause{Kind: kind, OrgID: snd.OrgID, ProjectID: snd.ProjectID, IncidentID: t.incident})
-		}
-	}
-	return out
-}
-
-// moveAlertCause is the alert of an incident's lifecycle move, if any.
-func moveAlertCause(inc *Incident, to string) []AlertCause {
-	kind := map[string]string{IncidentWaitingApproval: AlertIncidentApproval, IncidentPROpen: AlertRepairPROpened,
-		IncidentNeedsHuman: AlertRepairNeedsHuman}[to]
-	if kind == "" {
-		return nil
-	}
-	return []AlertCause{{Kind: kind, OrgID: inc.OrgID, ProjectID: inc.ProjectID, IncidentID: inc.ID}}
-}
-
-// RecordAudit writes an audit entry in tx for capability packages (alerts).
-func RecordAudit(ctx context.Context, tx bun.IDB, p *Principal, kind, target string, detail map[string]any) error {
-	return recordAudit(ctx, tx, p, kind, target, detail)
 }
 
 // pgxTx presents the transaction open on a connection as a pgx.Tx, for
@@ -172,12 +140,6 @@ func (t pgxTx) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
 	return t.c.QueryRow(ctx, sql, args...)
 }
 func (t pgxTx) Conn() *pgx.Conn { return t.c }
-
-// EnqueueAlerts enqueues the alerts of causes in tx (a capability's
-// hook inside a base transaction: the run terminal hook of domain/alert).
-func (s *Store) EnqueueAlerts(ctx context.Context, tx bun.Tx, causes []AlertCause) error {
-	return s.enqueueAlerts(ctx, tx, causes)
-}
 
 // EnqueueJobsTx inserts jobs in tx (capability packages).
 func (s *Store) EnqueueJobsTx(ctx context.Context, tx bun.Tx, params []river.InsertManyParams) error {

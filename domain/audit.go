@@ -33,24 +33,24 @@ const (
 	AuditProjectCreated      = "project.created"
 	AuditProjectDeleted      = "project.deleted"
 	AuditOrganizationCreated = "organization.created"
-	operatorActor            = "operator (anvil admin)"
+	OperatorActor            = "operator (anvil admin)"
 	auditPageSize            = 50
 )
 
-// recordAudit writes one audit entry in tx, the transaction of the change it
+// RecordAudit writes one audit entry in tx, the transaction of the change it
 // describes, so that the entry exists exactly when the change does. p is the
 // actor (nil for the operator's command line). detail must never hold a
 // secret: callers pass names, roles and ids only.
-func recordAudit(ctx context.Context, tx bun.IDB, p *Principal, kind, target string, detail map[string]any) error {
+func RecordAudit(ctx context.Context, tx bun.IDB, p *Principal, kind, target string, detail map[string]any) error {
 	if p == nil {
 		return fmt.Errorf("audit %s: no actor", kind)
 	}
-	return recordAuditIn(ctx, tx, p.OrgID, &p.UserID, p.Email, kind, target, detail)
+	return RecordAuditIn(ctx, tx, p.OrgID, &p.UserID, p.Email, kind, target, detail)
 }
 
-// recordAuditIn is recordAudit for an explicit organisation and actor (an
+// RecordAuditIn is RecordAudit for an explicit organisation and actor (an
 // invitation accepted by someone who is not a member yet, an operator's reset).
-func recordAuditIn(ctx context.Context, tx bun.IDB, orgID uuid.UUID, actorID *uuid.UUID, actorEmail, kind, target string, detail map[string]any) error {
+func RecordAuditIn(ctx context.Context, tx bun.IDB, orgID uuid.UUID, actorID *uuid.UUID, actorEmail, kind, target string, detail map[string]any) error {
 	if detail == nil {
 		detail = map[string]any{}
 	}
@@ -99,7 +99,7 @@ func NewAudit(s *Store) *Audit { return &Audit{s: s} }
 // List returns one page of the log.
 func (a *Audit) List(ctx context.Context, p *Principal, q AuditQuery) (AuditPage, error) {
 	var out AuditPage
-	if err := requireRole(p, RoleAdmin); err != nil {
+	if err := RequireRole(p, RoleAdmin); err != nil {
 		return out, err
 	}
 	if len(q.Actor) > 254 || len(q.Kind) > 64 {

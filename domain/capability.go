@@ -9,8 +9,5 @@ const (
 	AuditRunSecretDeleted = "run_secret.deleted"
 )
 
-// RecordAudit (domain/alert_hook.go) writes an audit entry in the change's
-// transaction for them.
-
-// RequireRole refuses a principal below min (ErrForbidden).
-func RequireRole(p *Principal, min string) error { return requireRole(p, min) }
+// RecordAudit (domain/audit.go) writes an audit entry in the change's
+// transaction for them, and RequireRole (domain/roles.go) checks the role.

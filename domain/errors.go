@@ -47,14 +47,16 @@ type FieldError struct {
 	Problem string
 }
 
-// fieldErrors collects the refusals of one input.
-type fieldErrors []FieldError
+// FieldErrors collects the refusals of one input.
+type FieldErrors []FieldError
 
-func (fe *fieldErrors) add(field, code, format string, args ...any) {
+// Add refuses field with code and a problem.
+func (fe *FieldErrors) Add(field, code, format string, args ...any) {
 	*fe = append(*fe, FieldError{Field: field, Code: code, Problem: fmt.Sprintf(format, args...)})
 }
 
-func (fe fieldErrors) has(field string) bool {
+// Has reports whether field was refused.
+func (fe FieldErrors) Has(field string) bool {
 	for _, f := range fe {
 		if f.Field == field {
 			return true
@@ -63,8 +65,8 @@ func (fe fieldErrors) has(field string) bool {
 	return false
 }
 
-// err is nil when nothing was refused, else one Invalid error holding all.
-func (fe fieldErrors) err() error {
+// Err is nil when nothing was refused, else one Invalid error holding all.
+func (fe FieldErrors) Err() error {
 	if len(fe) == 0 {
 		return nil
 	}
@@ -78,26 +80,53 @@ func (fe fieldErrors) err() error {
 func (e *Error) Error() string { return e.Message }
 func (e *Error) Unwrap() error { return e.Kind }
 
-func newError(kind error, code, format string, args ...any) *Error {
+// NewError is an *Error of kind with a code and a message.
+func NewError(kind error, code, format string, args ...any) *Error {
 	return &Error{Kind: kind, Code: code, Message: fmt.Sprintf(format, args...)}
 }
 
 // Invalid is a validation refusal.
 func Invalid(code, format string, args ...any) error {
-	return newError(ErrInvalid, code, format, args...)
+	return NewError(ErrInvalid, code, format, args...)
 }
 
 // NotFound names what was not found.
 func NotFound(what string) error {
-	return newError(ErrNotFound, "not_found", "%s not found", what)
+	return NewError(ErrNotFound, "not_found", "%s not found", what)
 }
 
 // Conflict is a refusal because of the current state.
 func Conflict(code, format string, args ...any) error {
-	return newError(ErrConflict, code, format, args...)
+	return NewError(ErrConflict, code, format, args...)
 }
 
 // Forbidden is a refusal because of the caller's role.
 func Forbidden(format string, args ...any) error {
-	return newError(ErrForbidden, "forbidden", format, args...)
+	return NewError(ErrForbidden, "forbidden", format, args...)
 }
+
+// ClipString cuts s to n bytes, marking the cut, for quoting input in
+// an error message.
+func ClipString(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}
+
+// Errors of VerificationMaterial and Deliver that the public route answers
+// without recording anything.
+var (
+	// ErrWebhookNotConfigured: no (or a deleted) webhook for this provider.
+	ErrWebhookNotConfigured = &Error{Kind: ErrUnauthorized, Code: "webhook_not_configured",
+		Message: "no webhook for this provider is configured on this project"}
+	// ErrWebhookDisabled: the webhook exists but is disabled; a disabled
+	// webhook accepts nothing.
+	ErrWebhookDisabled = &Error{Kind: ErrForbidden, Code: "webhook_disabled",
+		Message: "this webhook is disabled in anvil; a disabled webhook accepts nothing (enable it in the project's webhook settings)"}
+	// ErrStaleMaterial: the delivery was verified with secrets the webhook
+	// no longer has (rotated or replaced since they were read). Nothing was
+	// recorded; verify again with fresh material.
+	ErrStaleMaterial = &Error{Kind: ErrUnauthorized, Code: "invalid_signature",
+		Message: "the delivery could not be verified: the webhook's secret changed while it was being verified"}
+)

@@ -5,26 +5,6 @@ import (
 	"fmt"
 )
 
-// PurgeSessionsArgs is the periodic job that deletes expired sessions.
-type PurgeSessionsArgs struct{}
-
-// Kind implements river.JobArgs.
-func (PurgeSessionsArgs) Kind() string { return "purge_sessions" }
-
-// PurgeExpiredSessions deletes sessions past their expiry, and the reveals
-// past theirs.
-func (a *Accounts) PurgeExpiredSessions(ctx context.Context) (int64, error) {
-	res, err := a.s.DB.NewRaw(`DELETE FROM sessions WHERE expires_at < ?`, a.s.Now()).Exec(ctx)
-	if err != nil {
-		return 0, fmt.Errorf("purge sessions: %w", err)
-	}
-	// Secrets nobody came back for (see StashReveal).
-	if _, err := a.s.DB.NewRaw(`DELETE FROM session_reveals WHERE expires_at < ?`, a.s.Now()).Exec(ctx); err != nil {
-		return 0, fmt.Errorf("purge reveals: %w", err)
-	}
-	return res.RowsAffected()
-}
-
 // RotateSecrets re-encrypts every stored secret that is not sealed under the
 // current key (provider tokens, webhook secrets), returning how many changed.
 func (s *Store) RotateSecrets(ctx context.Context) (int, error) {

@@ -1,6 +1,7 @@
 package domain
 
 import (
+	"anvil/domain/internal/dbutil"
 	"context"
 	"database/sql"
 	"fmt"
@@ -29,7 +30,7 @@ type JobInserter interface {
 type Store struct {
 	DB *bun.DB
 	// Pool, when set, is the pgx pool under DB; acceptance groups use it to
-	// send their statements together (acceptance_fast.go).
+	// send their statements together (domain/run/acceptance_fast.go).
 	Pool *pgxpool.Pool
 	Keys *secret.Keyring
 	Log  *slog.Logger
@@ -71,8 +72,8 @@ func (s *Store) Stop(ctx context.Context) error {
 // UseJobs sets the River client used to enqueue work in transactions.
 func (s *Store) UseJobs(j JobInserter) { s.jobs = j }
 
-// insertJob enqueues args in tx.
-func (s *Store) insertJob(ctx context.Context, tx bun.Tx, args river.JobArgs) error {
+// InsertJob enqueues args in tx.
+func (s *Store) InsertJob(ctx context.Context, tx bun.Tx, args river.JobArgs) error {
 	if s.jobs == nil {
 		return fmt.Errorf("domain: no job inserter configured for %s", args.Kind())
 	}
@@ -82,16 +83,16 @@ func (s *Store) insertJob(ctx context.Context, tx bun.Tx, args river.JobArgs) er
 	return nil
 }
 
-// inTx runs fn in a transaction. Live events that fn publishes with notify
+// InTx runs fn in a transaction. Live events that fn publishes with notify
 // are sent once the transaction has committed (see publisher).
-func (s *Store) inTx(ctx context.Context, fn func(ctx context.Context, tx bun.Tx) error) error {
-	return s.publishAfter(ctx, func(ctx context.Context) error { return s.DB.RunInTx(ctx, nil, fn) })
+func (s *Store) InTx(ctx context.Context, fn func(ctx context.Context, tx bun.Tx) error) error {
+	return s.PublishAfter(ctx, func(ctx context.Context) error { return s.DB.RunInTx(ctx, nil, fn) })
 }
 
-// publishAfter runs commit, a transaction (or its rest) through its COMMIT, with a ctx
+// PublishAfter runs commit, a transaction (or its rest) through its COMMIT, with a ctx
 // in which notify collects the live events, and publishes them once commit
 // has returned without error.
-func (s *Store) publishAfter(ctx context.Context, commit func(ctx context.Context) error) error {
+func (s *Store) PublishAfter(ctx context.Context, commit func(ctx context.Context) error) error {
 	ev := &pendingEvents{}
 	err := commit(context.WithValue(ctx, pendingEventsKey{}, ev))
 	if err == nil && len(ev.payloads) > 0 {
@@ -103,15 +104,15 @@ func (s *Store) publishAfter(ctx context.Context, commit func(ctx context.Contex
 // WithProject is THE helper for every per-project mutation: one transaction
 // that first locks the project row (SELECT … FOR UPDATE), so a project's
 // queue, webhooks and incidents change one writer at a time across every
-// process. fn enqueues the work it implies with s.insertJob on the same tx.
+// process. fn enqueues the work it implies with s.InsertJob on the same tx.
 // (Acceptance groups take the same row locks for several projects at once,
-// in id order; see acceptance.go.)
+// in id order; see domain/run/acceptance.go.)
 func (s *Store) WithProject(ctx context.Context, projectID uuid.UUID, fn func(ctx context.Context, tx bun.Tx, p *Project) error) error {
-	return s.inTx(ctx, func(ctx context.Context, tx bun.Tx) error {
+	return s.InTx(ctx, func(ctx context.Context, tx bun.Tx) error {
 		p := new(Project)
 		err := tx.NewSelect().Model(p).Where("id = ?", projectID).For("UPDATE").Scan(ctx)
 		if err != nil {
-			if isNoRows(err) {
+			if dbutil.IsNoRows(err) {
 				return NotFound("project")
 			}
 			return fmt.Errorf("lock project %s: %w", projectID, err)
@@ -120,14 +121,14 @@ func (s *Store) WithProject(ctx context.Context, projectID uuid.UUID, fn func(ct
 	})
 }
 
-// notify publishes a live event to every web and worker process through
+// Notify publishes a live event to every web and worker process through
 // Postgres NOTIFY, once (and only if) the transaction commits.
 //
 // The NOTIFY is not sent inside the transaction: Postgres serializes the
 // commits of notifying transactions behind one lock held across the WAL
 // flush, which would cap every write path at one commit per fsync. Events
 // are queued and sent after the commit, batched, by the store's publisher.
-func notify(ctx context.Context, tx bun.IDB, payload string) error {
+func Notify(ctx context.Context, tx bun.IDB, payload string) error {
 	if ev, ok := ctx.Value(pendingEventsKey{}).(*pendingEvents); ok {
 		ev.payloads = append(ev.payloads, payload)
 		return nil
@@ -149,3 +150,7 @@ func (s *Store) sendEvents(ctx context.Context, payloads []string) error {
 
 // EventsChannel is the NOTIFY channel of live events.
 const EventsChannel = "anvil_events"
+
+// Jobs is the River client set by UseJobs (nil before), for capability
+// packages that insert several jobs at once in their transaction.
+func (s *Store) Jobs() JobInserter { return s.jobs }

@@ -122,6 +122,7 @@ func startServer(t *testing.T, extraEnv ...string) *server {
 		"ANVIL_WORK_DIR=" + t.TempDir(),
 		// The journeys' repositories are local (jobstest.GitRepo).
 		"ANVIL_CHECKOUT_ALLOW_LOCAL=true",
+		"ANVIL_ALERTS_ALLOW_PRIVATE=true", // the receivers are httptest servers on 127.0.0.1
 	}
 	env = append(env, extraEnv...) // os/exec keeps the last of duplicate names
 	addr := freeAddr(t)

@@ -8,12 +8,13 @@ import (
 	"github.com/riverqueue/river"
 
 	"anvil/domain"
+	"anvil/domain/card"
 )
 
 // CardSweepWorker enqueues the card refreshes a crash may have lost.
 type CardSweepWorker struct {
 	river.WorkerDefaults[domain.CardSweepArgs]
-	cards *domain.Cards
+	cards *card.Cards
 	log   *slog.Logger
 }
 

@@ -7,24 +7,24 @@ import (
 
 	"github.com/riverqueue/river"
 
-	"anvil/domain"
+	"anvil/domain/erasure"
 )
 
 // EraseOrganizationWorker removes a deleted organisation: its projects,
 // then its own rows (docs/erasure.md).
 type EraseOrganizationWorker struct {
-	river.WorkerDefaults[domain.EraseOrganizationArgs]
-	erasure *domain.Erasure
+	river.WorkerDefaults[erasure.EraseOrganizationArgs]
+	erasure *erasure.Service
 	log     *slog.Logger
 }
 
 // Timeout bounds one attempt beyond the erasure's own budget per pass.
-func (w *EraseOrganizationWorker) Timeout(*river.Job[domain.EraseOrganizationArgs]) time.Duration {
+func (w *EraseOrganizationWorker) Timeout(*river.Job[erasure.EraseOrganizationArgs]) time.Duration {
 	return 5 * time.Minute
 }
 
 // Work runs one pass and snoozes until the organisation is gone.
-func (w *EraseOrganizationWorker) Work(ctx context.Context, job *river.Job[domain.EraseOrganizationArgs]) error {
+func (w *EraseOrganizationWorker) Work(ctx context.Context, job *river.Job[erasure.EraseOrganizationArgs]) error {
 	rep, err := w.erasure.EraseOrganization(ctx, job.Args.OrgID)
-	return eraseOutcome(w.log, "organization", job.Args.OrgID.String(), rep, err, domain.ErrLiveOrganization)
+	return eraseOutcome(w.log, "organization", job.Args.OrgID.String(), rep, err, erasure.ErrLiveOrganization)
 }

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"anvil/domain"
+	"anvil/domain/run"
 )
 
 // TestDeletingAProjectStopsItsRunningRun deletes a project while a run of
@@ -25,7 +25,7 @@ func TestDeletingAProjectStopsItsRunningRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, 60*time.Second, "the run to start", func() bool {
-		return b.run(t, r.ID).State == domain.StateRunning && strings.Contains(b.logText(t, r.ID), "started")
+		return b.run(t, r.ID).State == run.StateRunning && strings.Contains(b.logText(t, r.ID), "started")
 	})
 	queued, err := b.queue.AcceptManual(ctx, b.owner, p.ID, "")
 	if err != nil {
@@ -34,7 +34,7 @@ func TestDeletingAProjectStopsItsRunningRun(t *testing.T) {
 	if _, err := b.services.Erasure.DeleteProject(ctx, b.owner, p.ID, "doomed"); err != nil {
 		t.Fatal(err)
 	}
-	if got := b.run(t, queued.ID); got.State != domain.StateCanceled {
+	if got := b.run(t, queued.ID); got.State != run.StateCanceled {
 		t.Errorf("the queued run after the deletion: %s", got.State)
 	}
 	// Within a minute: half the command's own time, so the run was stopped.

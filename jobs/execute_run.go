@@ -16,6 +16,8 @@ import (
 	"github.com/riverqueue/river"
 
 	"anvil/domain"
+	"anvil/domain/project"
+	runs "anvil/domain/run"
 	"anvil/jobs/sandbox"
 )
 
@@ -23,8 +25,8 @@ import (
 // environment to run, and what to do with the working tree afterwards
 // (commit, push, pull request). Manual and webhook runs need none.
 type RepairHandler interface {
-	Prepare(ctx context.Context, run *domain.Run, proj *domain.Project, workspace string) (RepairPlan, error)
-	Finish(ctx context.Context, run *domain.Run, proj *domain.Project, workspace string, res sandbox.Result, log *domain.LogWriter) (domain.TerminalReport, error)
+	Prepare(ctx context.Context, run *runs.Run, proj *domain.Project, workspace string) (RepairPlan, error)
+	Finish(ctx context.Context, run *runs.Run, proj *domain.Project, workspace string, res sandbox.Result, log *runs.LogWriter) (runs.TerminalReport, error)
 }
 
 // RepairPlan is what a repair run executes.
@@ -41,9 +43,9 @@ type RepairPlan struct {
 // everything; this worker only calls it.
 type ExecuteRunWorker struct {
 	river.WorkerDefaults[domain.ExecuteRunArgs]
-	Queue     *domain.Queue
-	Projects  *domain.Projects
-	Logs      *domain.Logs
+	Queue     *runs.Queue
+	Projects  *project.Projects
+	Logs      *runs.Logs
 	Hub       *domain.Hub
 	Executor  sandbox.Executor
 	Git       *sandbox.Git   // checks repositories out under the checkout policy
@@ -55,7 +57,7 @@ type ExecuteRunWorker struct {
 	ID        string        // executor id recorded on claimed runs
 	// Secrets returns the environment of a run's command: the project's
 	// run secrets (none for a run from a fork). Nil: none.
-	Secrets func(ctx context.Context, r *domain.Run) (map[string]string, error)
+	Secrets func(ctx context.Context, r *runs.Run) (map[string]string, error)
 }
 
 // Timeout disables River's job timeout: a run is bounded by its project's
@@ -66,7 +68,7 @@ func (w *ExecuteRunWorker) Timeout(*river.Job[domain.ExecuteRunArgs]) time.Durat
 // Work executes one run.
 func (w *ExecuteRunWorker) Work(ctx context.Context, job *river.Job[domain.ExecuteRunArgs]) error {
 	run, proj, err := w.Queue.Claim(ctx, job.Args.RunID, w.ID)
-	if errors.Is(err, domain.ErrNotExecutable) || errors.Is(err, domain.ErrNotFound) {
+	if errors.Is(err, runs.ErrNotExecutable) || errors.Is(err, domain.ErrNotFound) {
 		return nil // canceled while queued, or already handled: nothing to do
 	}
 	if err != nil {
@@ -88,7 +90,7 @@ func (w *ExecuteRunWorker) Work(ctx context.Context, job *river.Job[domain.Execu
 
 // execute runs everything between claim and terminal report and returns
 // the report; every path ends with the workspace removed.
-func (w *ExecuteRunWorker) execute(ctx context.Context, run *domain.Run, proj *domain.Project) domain.TerminalReport {
+func (w *ExecuteRunWorker) execute(ctx context.Context, run *runs.Run, proj *domain.Project) runs.TerminalReport {
 	logw := w.Logs.Writer(ctx, run)
 	defer logw.Close(context.WithoutCancel(ctx))
 
@@ -100,7 +102,7 @@ func (w *ExecuteRunWorker) execute(ctx context.Context, run *domain.Run, proj *d
 		if secrets, err = w.Secrets(ctx, run); err != nil {
 			w.Log.Error("read run secrets", "run_id", run.ID, "error", err)
 			logw.Printf("could not read the project's secrets")
-			return failed(domain.ReasonInfra, nil)
+			return failed(runs.ReasonInfra, nil)
 		}
 		vals := make([]string, 0, len(secrets))
 		for _, v := range secrets {
@@ -121,7 +123,7 @@ func (w *ExecuteRunWorker) execute(ctx context.Context, run *domain.Run, proj *d
 	ws, cleanup, err := sandbox.NewWorkspace(w.WorkRoot)
 	if err != nil {
 		logw.Printf("could not prepare a workspace: %v", err)
-		return failed(domain.ReasonSandbox, nil)
+		return failed(runs.ReasonSandbox, nil)
 	}
 	defer func() {
 		if err := cleanup(); err != nil {
@@ -132,7 +134,7 @@ func (w *ExecuteRunWorker) execute(ctx context.Context, run *domain.Run, proj *d
 	token, err := w.Projects.ProviderToken(proj)
 	if err != nil {
 		logw.Printf("could not decrypt the project's provider token")
-		return failed(domain.ReasonInfra, nil)
+		return failed(runs.ReasonInfra, nil)
 	}
 	sha := ""
 	if run.CommitSHA != nil {
@@ -147,7 +149,7 @@ func (w *ExecuteRunWorker) execute(ctx context.Context, run *domain.Run, proj *d
 			return r
 		}
 		logw.Printf("checkout failed: %v", err)
-		return failed(domain.ReasonCheckout, nil)
+		return failed(runs.ReasonCheckout, nil)
 	}
 	if run.CommitSHA == nil {
 		if err := w.Queue.BackfillCommit(ctx, run.ID, got); err != nil {
@@ -161,15 +163,15 @@ func (w *ExecuteRunWorker) execute(ctx context.Context, run *domain.Run, proj *d
 		limits = sandbox.DefaultLimits()
 	}
 	spec := sandbox.Spec{Workspace: ws, Command: proj.RunCommand, Limits: limits, Env: secrets}
-	if run.Trigger == domain.TriggerRepair {
+	if run.Trigger == runs.TriggerRepair {
 		if w.Repair == nil {
 			logw.Printf("this anvil cannot run repairs (no repair handler)")
-			return failed(domain.ReasonInfra, nil)
+			return failed(runs.ReasonInfra, nil)
 		}
 		plan, err := w.Repair.Prepare(runCtx, run, proj, ws)
 		if err != nil {
 			logw.Printf("could not prepare the repair: %v", err)
-			return failed(domain.ReasonInfra, nil)
+			return failed(runs.ReasonInfra, nil)
 		}
 		// Repair runs get the secrets too; the repair's own variables win.
 		for k, v := range plan.Env {
@@ -181,9 +183,9 @@ func (w *ExecuteRunWorker) execute(ctx context.Context, run *domain.Run, proj *d
 	state, err := w.Queue.Start(ctx, run.ID, w.Executor.Sandboxed())
 	if err != nil {
 		logw.Printf("could not start: %v", err)
-		return failed(domain.ReasonInfra, nil)
+		return failed(runs.ReasonInfra, nil)
 	}
-	if state == domain.StateCancelRequested {
+	if state == runs.StateCancelRequested {
 		stop(sandbox.ErrCanceled)
 		if r, ok := w.stopped(runCtx, logw); ok {
 			return r
@@ -200,47 +202,47 @@ func (w *ExecuteRunWorker) execute(ctx context.Context, run *domain.Run, proj *d
 	switch {
 	case err != nil:
 		logw.Printf("the sandbox failed: %v", err)
-		return failed(domain.ReasonSandbox, nil)
+		return failed(runs.ReasonSandbox, nil)
 	case res.TimedOut || errors.Is(context.Cause(execCtx), sandbox.ErrTimeout) && res.Canceled:
 		logw.Printf("timed out after %s", proj.RunTimeout())
-		return failed(domain.ReasonTimeout, &res.ExitCode)
+		return failed(runs.ReasonTimeout, &res.ExitCode)
 	case res.Canceled:
 		if r, ok := w.stopped(runCtx, logw); ok {
 			return r
 		}
 	}
 	logw.Printf("exit code %d", res.ExitCode)
-	if run.Trigger == domain.TriggerRepair {
+	if run.Trigger == runs.TriggerRepair {
 		rep, err := w.Repair.Finish(ctx, run, proj, ws, res, logw)
 		if err != nil {
 			logw.Printf("repair: %v", err)
-			return failed(domain.ReasonInfra, &res.ExitCode)
+			return failed(runs.ReasonInfra, &res.ExitCode)
 		}
 		return rep
 	}
 	code := res.ExitCode
 	if code == 0 {
-		return domain.TerminalReport{State: domain.StatePassed, ExitCode: &code}
+		return runs.TerminalReport{State: runs.StatePassed, ExitCode: &code}
 	}
-	return failed(domain.ReasonExitCode, &code)
+	return failed(runs.ReasonExitCode, &code)
 }
 
 // stopped turns a canceled run context into its report.
-func (w *ExecuteRunWorker) stopped(runCtx context.Context, logw *domain.LogWriter) (domain.TerminalReport, bool) {
+func (w *ExecuteRunWorker) stopped(runCtx context.Context, logw *runs.LogWriter) (runs.TerminalReport, bool) {
 	switch cause := context.Cause(runCtx); {
 	case errors.Is(cause, sandbox.ErrCanceled):
 		logw.Printf("canceled")
-		return domain.TerminalReport{State: domain.StateCanceled}, true
+		return runs.TerminalReport{State: runs.StateCanceled}, true
 	case cause != nil:
 		logw.Printf("stopped: this runner is shutting down")
-		return failed(domain.ReasonRunnerLost, nil), true
+		return failed(runs.ReasonRunnerLost, nil), true
 	}
-	return domain.TerminalReport{}, false
+	return runs.TerminalReport{}, false
 }
 
 // watch heartbeats and learns of cancel requests within milliseconds
 // through live events (and at the latest at the next heartbeat).
-func (w *ExecuteRunWorker) watch(ctx context.Context, run *domain.Run, stop context.CancelCauseFunc) {
+func (w *ExecuteRunWorker) watch(ctx context.Context, run *runs.Run, stop context.CancelCauseFunc) {
 	sub, leave := w.Hub.Subscribe(func(ev domain.LiveEvent) bool {
 		return ev.Kind == "resync" || (ev.Kind == "run" && ev.RunID == run.ID)
 	})
@@ -253,7 +255,7 @@ func (w *ExecuteRunWorker) watch(ctx context.Context, run *domain.Run, stop cont
 		if beat {
 			state, err = w.Queue.Heartbeat(context.WithoutCancel(ctx), run.ID)
 		} else {
-			var r *domain.Run
+			var r *runs.Run
 			r, err = w.Queue.RunByID(context.WithoutCancel(ctx), run.ID)
 			if err == nil {
 				state = r.State
@@ -263,16 +265,16 @@ func (w *ExecuteRunWorker) watch(ctx context.Context, run *domain.Run, stop cont
 			return true
 		}
 		switch {
-		case state == domain.StateCancelRequested:
+		case state == runs.StateCancelRequested:
 			if err := w.Queue.Canceling(context.WithoutCancel(ctx), run.ID); err != nil {
 				w.Log.Warn("canceling", "run_id", run.ID, "error", err)
 			}
 			stop(sandbox.ErrCanceled)
 			return false
-		case state == domain.StateCanceling:
+		case state == runs.StateCanceling:
 			stop(sandbox.ErrCanceled)
 			return false
-		case domain.IsTerminal(state):
+		case runs.IsTerminal(state):
 			// Declared lost by the watchdog: stop the work; the report will be refused.
 			stop(fmt.Errorf("run %s was terminalized elsewhere (%s)", run.ID, state))
 			return false
@@ -288,7 +290,7 @@ func (w *ExecuteRunWorker) watch(ctx context.Context, run *domain.Run, stop cont
 				return
 			}
 		case ev := <-sub.C:
-			if ev.Status == domain.StatusCancelRequested || ev.Kind == "resync" {
+			if ev.Status == runs.StatusCancelRequested || ev.Kind == "resync" {
 				if !check(false) {
 					return
 				}
@@ -297,8 +299,8 @@ func (w *ExecuteRunWorker) watch(ctx context.Context, run *domain.Run, stop cont
 	}
 }
 
-func failed(reason string, code *int) domain.TerminalReport {
-	return domain.TerminalReport{State: domain.StateFailed, FailureReason: reason, ExitCode: code}
+func failed(reason string, code *int) runs.TerminalReport {
+	return runs.TerminalReport{State: runs.StateFailed, FailureReason: reason, ExitCode: code}
 }
 
 func firstLine(s string) string {

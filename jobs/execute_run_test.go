@@ -12,10 +12,11 @@ import (
 	"github.com/uptrace/bun"
 
 	"anvil/domain"
+	"anvil/domain/run"
 	"anvil/jobs/jobstest"
 )
 
-func accept(t *testing.T, b *testBundle, p *domain.Project) *domain.Run {
+func accept(t *testing.T, b *testBundle, p *domain.Project) *run.Run {
 	t.Helper()
 	r, err := b.queue.AcceptManual(context.Background(), b.owner, p.ID, "")
 	if err != nil {
@@ -36,7 +37,7 @@ func TestRunPassesFailsAndBackfillsTheCommit(t *testing.T) {
 		t.Fatal("a manual run pins no commit at acceptance")
 	}
 	got := b.waitTerminal(t, r1.ID, 60*time.Second)
-	if got.Status() != domain.StatusPassed || got.ExitCode == nil || *got.ExitCode != 0 || got.FailureReason != nil {
+	if got.Status() != run.StatusPassed || got.ExitCode == nil || *got.ExitCode != 0 || got.FailureReason != nil {
 		t.Fatalf("passing run: %s %v %v\n%s", got.Status(), got.ExitCode, got.FailureReason, b.logText(t, r1.ID))
 	}
 	if got.CommitSHA == nil || *got.CommitSHA != head {
@@ -49,7 +50,7 @@ func TestRunPassesFailsAndBackfillsTheCommit(t *testing.T) {
 		}
 	}
 	bad := b.waitTerminal(t, r2.ID, 60*time.Second)
-	if bad.Status() != domain.StatusFailed || bad.ExitCode == nil || *bad.ExitCode != 3 || *bad.FailureReason != domain.ReasonExitCode {
+	if bad.Status() != run.StatusFailed || bad.ExitCode == nil || *bad.ExitCode != 3 || *bad.FailureReason != run.ReasonExitCode {
 		t.Fatalf("failing run: %s %v %v", bad.Status(), bad.ExitCode, bad.FailureReason)
 	}
 	// The read model catches up: status, exit code and the backfilled SHA.
@@ -66,10 +67,10 @@ func TestWebhookRunExecutesThePinnedCommit(t *testing.T) {
 	b := setup(t, options{})
 	repo, old, _ := gitRepo(t)
 	p := b.project(t, "pinned", repo, "git rev-parse HEAD; cat README", 0)
-	var r *domain.Run
+	var r *run.Run
 	err := b.store.WithProject(context.Background(), p.ID, func(ctx context.Context, tx bun.Tx, proj *domain.Project) error {
 		var err error
-		r, err = b.queue.AcceptTx(ctx, tx, proj, domain.AcceptSpec{Trigger: domain.TriggerWebhook, Branch: "main", CommitSHA: &old})
+		r, err = b.queue.AcceptTx(ctx, tx, proj, run.AcceptSpec{Trigger: run.TriggerWebhook, Branch: "main", CommitSHA: &old})
 		return err
 	})
 	if err != nil {
@@ -77,7 +78,7 @@ func TestWebhookRunExecutesThePinnedCommit(t *testing.T) {
 	}
 	got := b.waitTerminal(t, r.ID, 60*time.Second)
 	log := b.logText(t, r.ID)
-	if got.Status() != domain.StatusPassed || *got.CommitSHA != old || !strings.Contains(log, old) || !strings.Contains(log, "first") {
+	if got.Status() != run.StatusPassed || *got.CommitSHA != old || !strings.Contains(log, old) || !strings.Contains(log, "first") {
 		t.Fatalf("pinned run: %s %v\n%s", got.Status(), got.CommitSHA, log)
 	}
 }
@@ -87,7 +88,7 @@ func TestRunsOfAProjectNeverOverlapAndKeepFIFO(t *testing.T) {
 	b := setup(t, options{})
 	repo, _, _ := gitRepo(t)
 	p := b.project(t, "fifo", repo, "sleep 0.2", 0)
-	var runs []*domain.Run
+	var runs []*run.Run
 	for i := 0; i < 4; i++ {
 		runs = append(runs, accept(t, b, p))
 	}
@@ -95,7 +96,7 @@ func TestRunsOfAProjectNeverOverlapAndKeepFIFO(t *testing.T) {
 	var prevStart time.Time
 	for _, r := range runs {
 		got := b.waitTerminal(t, r.ID, 60*time.Second)
-		if got.Status() != domain.StatusPassed || got.StartedAt == nil {
+		if got.Status() != run.StatusPassed || got.StartedAt == nil {
 			t.Fatalf("run %s: %s", r.ID, got.Status())
 		}
 		if got.StartedAt.Before(prevEnd) || got.StartedAt.Before(prevStart) {
@@ -114,7 +115,7 @@ func TestCancelARunningRun(t *testing.T) {
 	r := accept(t, b, p)
 	next := accept(t, b, p)
 	waitFor(t, 60*time.Second, "the run to start", func() bool {
-		return b.run(t, r.ID).State == domain.StateRunning && strings.Contains(b.logText(t, r.ID), "started")
+		return b.run(t, r.ID).State == run.StateRunning && strings.Contains(b.logText(t, r.ID), "started")
 	})
 	asked := time.Now()
 	if _, err := b.queue.RequestCancel(context.Background(), b.owner, r.ID); err != nil {
@@ -122,17 +123,17 @@ func TestCancelARunningRun(t *testing.T) {
 	}
 	waitFor(t, 5*time.Second, "canceling", func() bool {
 		st := b.run(t, r.ID).State
-		return st == domain.StateCanceling || st == domain.StateCanceled
+		return st == run.StateCanceling || st == run.StateCanceled
 	})
 	t.Logf("cancel reached the executor after %s", time.Since(asked))
 	got := b.waitTerminal(t, r.ID, 30*time.Second)
-	if got.Status() != domain.StatusCanceled {
+	if got.Status() != run.StatusCanceled {
 		t.Fatalf("canceled run: %s", got.Status())
 	}
 	// The next run is promoted and runs.
 	waitFor(t, 30*time.Second, "the next run to start", func() bool {
 		st := b.run(t, next.ID).State
-		return st == domain.StateRunning || domain.IsTerminal(st)
+		return st == run.StateRunning || run.IsTerminal(st)
 	})
 	if _, err := b.queue.RequestCancel(context.Background(), b.owner, next.ID); err != nil && !errors.Is(err, domain.ErrConflict) {
 		t.Fatal(err)
@@ -146,7 +147,7 @@ func TestRunTimeout(t *testing.T) {
 	p := b.project(t, "slow", repo, "sleep 60", 1)
 	r := accept(t, b, p)
 	got := b.waitTerminal(t, r.ID, 60*time.Second)
-	if got.Status() != domain.StatusFailed || got.FailureReason == nil || *got.FailureReason != domain.ReasonTimeout {
+	if got.Status() != run.StatusFailed || got.FailureReason == nil || *got.FailureReason != run.ReasonTimeout {
 		t.Fatalf("timed out run: %s %v\n%s", got.Status(), got.FailureReason, b.logText(t, r.ID))
 	}
 }
@@ -169,7 +170,7 @@ echo done`, port)
 	r := accept(t, b, p)
 	got := b.waitTerminal(t, r.ID, 60*time.Second)
 	log := b.logText(t, r.ID)
-	if got.Status() != domain.StatusPassed || !strings.Contains(log, "done") {
+	if got.Status() != run.StatusPassed || !strings.Contains(log, "done") {
 		t.Fatalf("run: %s\n%s", got.Status(), log)
 	}
 	for _, bad := range []string{"ANVIL_", "SHADOW-READABLE", "NETWORK-REACHABLE", "uid=0"} {
@@ -189,7 +190,7 @@ func TestProcessExecutorSaysItIsUnsandboxed(t *testing.T) {
 	p := b.project(t, "plain", repo, "echo plain", 0)
 	r := accept(t, b, p)
 	got := b.waitTerminal(t, r.ID, 60*time.Second)
-	if got.Status() != domain.StatusPassed || got.Sandboxed == nil || *got.Sandboxed {
+	if got.Status() != run.StatusPassed || got.Sandboxed == nil || *got.Sandboxed {
 		t.Fatalf("process run: %s sandboxed=%v", got.Status(), got.Sandboxed)
 	}
 	if !strings.Contains(b.logText(t, r.ID), "WITHOUT a sandbox") {
@@ -203,7 +204,7 @@ func TestCheckoutFailureFailsTheRun(t *testing.T) {
 	p := b.project(t, "nowhere", "file:///nonexistent/repo.git", "true", 0)
 	r := accept(t, b, p)
 	got := b.waitTerminal(t, r.ID, 60*time.Second)
-	if got.Status() != domain.StatusFailed || *got.FailureReason != domain.ReasonCheckout {
+	if got.Status() != run.StatusFailed || *got.FailureReason != run.ReasonCheckout {
 		t.Fatalf("checkout failure: %s %v", got.Status(), got.FailureReason)
 	}
 }
@@ -217,7 +218,7 @@ func TestCheckoutPolicyAppliesAtRunTime(t *testing.T) {
 	p := b.project(t, "local", repo.URL, "echo must-not-run", 0)
 	r := accept(t, b, p)
 	got := b.waitTerminal(t, r.ID, 60*time.Second)
-	if got.Status() != domain.StatusFailed || *got.FailureReason != domain.ReasonCheckout {
+	if got.Status() != run.StatusFailed || *got.FailureReason != run.ReasonCheckout {
 		t.Fatalf("run of a local repository: %s %v", got.Status(), got.FailureReason)
 	}
 	log := b.logText(t, r.ID)

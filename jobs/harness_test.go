@@ -10,13 +10,16 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/riverqueue/river"
-	"github.com/riverqueue/river/riverdriver/riverdatabasesql"
 
 	"anvil/db"
 	"anvil/db/testdb"
 	"anvil/domain"
+	"anvil/domain/account"
+	"anvil/domain/project"
 	"anvil/domain/repourl"
+	"anvil/domain/run"
 	"anvil/domain/secret"
+	"anvil/domain/wiring"
 	"anvil/jobs"
 	"anvil/jobs/jobstest"
 	"anvil/jobs/sandbox"
@@ -25,13 +28,13 @@ import (
 func TestMain(m *testing.M) { testdb.Main(m) }
 
 type testBundle struct {
-	services *domain.Services
+	services *wiring.Services
 	db       *db.DB
 	store    *domain.Store
-	accounts *domain.Accounts
-	projects *domain.Projects
-	queue    *domain.Queue
-	logs     *domain.Logs
+	accounts *account.Accounts
+	projects *project.Projects
+	queue    *run.Queue
+	logs     *run.Logs
 	hub      *domain.Hub
 	river    *river.Client[*sql.Tx]
 	sweeper  *jobs.LostRunnerSweeper
@@ -73,7 +76,7 @@ func setup(t *testing.T, o options) *testBundle {
 	keys, _ := secret.NewKeyring(make([]byte, 32), nil)
 	// The fixtures are local repositories (jobstest.GitRepo).
 	policy := repourl.Policy{AllowLocal: true}
-	sv := domain.NewServices(d.Bun, d.Pool, keys, nil, domain.Options{HeartbeatTimeout: o.heartbeatTimeout, CheckoutPolicy: policy})
+	sv := wiring.NewServices(d, keys, nil, wiring.Options{HeartbeatTimeout: o.heartbeatTimeout, CheckoutPolicy: policy})
 	store := sv.Store
 	b := &testBundle{services: sv, db: d, store: store, accounts: sv.Accounts, projects: sv.Projects,
 		queue: sv.Queue, logs: sv.Logs, hub: sv.Hub}
@@ -99,16 +102,14 @@ func setup(t *testing.T, o options) *testBundle {
 		t.Fatal(err)
 	}
 	jobs.Register(workers, jobs.Deps{Services: sv, Executor: exe, Git: git, WorkRoot: root})
-	client, err := river.NewClient(riverdatabasesql.NewWithPgxListener(d.SQL, d.Pool), &river.Config{
-		Workers: workers, Queues: map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: 4}, domain.RunsQueue: {MaxWorkers: 4}},
+	client, err := sv.Start(ctx, &river.Config{
+		Workers: workers, Queues: wiring.Queues(4),
 		PeriodicJobs: jobs.Periodic(o.heartbeatTimeout), FetchCooldown: 5 * time.Millisecond, FetchPollInterval: 50 * time.Millisecond,
 		TestOnly: true,
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	store.UseJobs(client)
-	sv.Start(ctx)
 	b.river = client
 	b.sweeper = jobs.NewLostRunnerSweeper(sv.Queue, nil)
 	if !o.idle {
@@ -144,7 +145,7 @@ func gitRepo(t *testing.T) (string, string, string) {
 
 func (b *testBundle) project(t *testing.T, slug, repo, command string, timeout int) *domain.Project {
 	t.Helper()
-	in := domain.ProjectInput{Slug: &slug, RepoURL: &repo, DefaultBranch: strp("main"), RunCommand: &command}
+	in := project.ProjectInput{Slug: &slug, RepoURL: &repo, DefaultBranch: strp("main"), RunCommand: &command}
 	if timeout > 0 {
 		in.RunTimeoutSeconds = &timeout
 	}
@@ -170,7 +171,7 @@ func waitFor(t *testing.T, within time.Duration, what string, cond func() bool) 
 	t.Fatalf("timed out after %s waiting for %s", within, what)
 }
 
-func (b *testBundle) run(t *testing.T, id uuid.UUID) *domain.Run {
+func (b *testBundle) run(t *testing.T, id uuid.UUID) *run.Run {
 	t.Helper()
 	r, err := b.queue.RunByID(context.Background(), id)
 	if err != nil {
@@ -179,12 +180,12 @@ func (b *testBundle) run(t *testing.T, id uuid.UUID) *domain.Run {
 	return r
 }
 
-func (b *testBundle) waitTerminal(t *testing.T, id uuid.UUID, within time.Duration) *domain.Run {
+func (b *testBundle) waitTerminal(t *testing.T, id uuid.UUID, within time.Duration) *run.Run {
 	t.Helper()
-	var r *domain.Run
+	var r *run.Run
 	waitFor(t, within, "run "+id.String()+" to finish", func() bool {
 		r = b.run(t, id)
-		return domain.IsTerminal(r.State)
+		return run.IsTerminal(r.State)
 	})
 	return r
 }

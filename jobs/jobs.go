@@ -10,24 +10,24 @@ import (
 	"github.com/riverqueue/river"
 
 	"anvil/domain"
-	"anvil/domain/alert"
+	"anvil/domain/erasure"
 	"anvil/domain/forgestatus"
+	"anvil/domain/retention"
 	"anvil/domain/runsecret"
+	"anvil/domain/wiring"
 	"anvil/jobs/sandbox"
 )
 
 // Deps are what the workers need: the domain's services, the sandbox
 // executor and this process's workspace folder.
 type Deps struct {
-	*domain.Services
+	*wiring.Services
 	Executor sandbox.Executor
 	// Git checks repositories out under the checkout policy (required).
 	Git      *sandbox.Git
 	Limits   sandbox.Limits // of every run's command (zero: sandbox.DefaultLimits)
 	WorkRoot string
 	Log      *slog.Logger
-	// PublicURL is the cockpit's address, for the links in alerts.
-	PublicURL string
 	// Reporter posts commit statuses (default: one built on Services with
 	// no public URL, so links are relative).
 	Reporter *forgestatus.Reporter
@@ -47,6 +47,7 @@ func Register(w *river.Workers, d Deps) {
 	river.AddWorker(w, &ReconcileRunWorker{queue: d.Queue})
 	river.AddWorker(w, &RunWatchdogWorker{queue: d.Queue, log: d.Log})
 	river.AddWorker(w, &WebhookRetentionWorker{webhooks: d.Webhooks, log: d.Log})
+	river.AddWorker(w, &RetentionCleanupWorker{retention: d.Services.Retention, log: d.Log})
 	river.AddWorker(w, &RefreshCardWorker{cards: d.Cards})
 	river.AddWorker(w, &RefreshCardAgainWorker{cards: d.Cards})
 	river.AddWorker(w, &DispatchRepairWorker{incidents: d.Incidents})
@@ -54,9 +55,8 @@ func Register(w *river.Workers, d Deps) {
 	river.AddWorker(w, &EraseProjectWorker{erasure: d.Erasure, log: d.Log})
 	river.AddWorker(w, &EraseOrganizationWorker{erasure: d.Erasure, log: d.Log})
 	river.AddWorker(w, &EraseSweepWorker{erasure: d.Erasure, log: d.Log})
-	alerts := alert.For(d.Services, d.PublicURL)
-	river.AddWorker(w, &DeliverAlertWorker{alerts: alerts})
-	river.AddWorker(w, &AlertDigestWorker{alerts: alerts})
+	river.AddWorker(w, &DeliverAlertWorker{alerts: d.Alerts})
+	river.AddWorker(w, &AlertDigestWorker{alerts: d.Alerts})
 	river.AddWorker(w, &ExecuteRunWorker{Queue: d.Queue, Projects: d.Projects, Logs: d.Logs, Hub: d.Hub,
 		Executor: d.Executor, Git: d.Git, Limits: d.Limits, WorkRoot: d.WorkRoot, Repair: NewRepair(d.Incidents, d.Projects, d.Git.Policy), Log: d.Log,
 		Heartbeat: heartbeatInterval(d.Queue.HeartbeatTimeout()), ID: ExecutorID(),
@@ -78,8 +78,11 @@ func Periodic(heartbeatTimeout time.Duration) []*river.PeriodicJob {
 		river.NewPeriodicJob(river.PeriodicInterval(time.Hour),
 			func() (river.JobArgs, *river.InsertOpts) { return domain.WebhookRetentionArgs{}, nil },
 			&river.PeriodicJobOpts{ID: "webhook_retention", RunOnStart: true}),
+		river.NewPeriodicJob(river.PeriodicInterval(RetentionCleanupEvery),
+			func() (river.JobArgs, *river.InsertOpts) { return retention.CleanupArgs{}, nil },
+			&river.PeriodicJobOpts{ID: "retention_cleanup", RunOnStart: true}),
 		river.NewPeriodicJob(river.PeriodicInterval(eraseSweepEvery),
-			func() (river.JobArgs, *river.InsertOpts) { return domain.EraseSweepArgs{}, nil },
+			func() (river.JobArgs, *river.InsertOpts) { return erasure.SweepArgs{}, nil },
 			&river.PeriodicJobOpts{ID: "erase_sweep", RunOnStart: true}),
 	}
 }

@@ -6,7 +6,7 @@ import (
 	"sync"
 	"time"
 
-	"anvil/domain"
+	"anvil/domain/run"
 )
 
 // LostRunnerSweeper is each worker process's own watchdog over lost
@@ -21,7 +21,7 @@ import (
 // harmless: the queue re-checks each run under the project lock, so exactly
 // one of them terminalizes it and promotes.
 type LostRunnerSweeper struct {
-	queue *domain.Queue
+	queue *run.Queue
 	log   *slog.Logger
 	every time.Duration
 
@@ -32,7 +32,7 @@ type LostRunnerSweeper struct {
 
 // NewLostRunnerSweeper builds a sweeper that sweeps every
 // SweepInterval(queue's heartbeat timeout).
-func NewLostRunnerSweeper(q *domain.Queue, log *slog.Logger) *LostRunnerSweeper {
+func NewLostRunnerSweeper(q *run.Queue, log *slog.Logger) *LostRunnerSweeper {
 	if log == nil {
 		log = slog.Default()
 	}

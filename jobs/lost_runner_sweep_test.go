@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"anvil/domain"
+	"anvil/domain/run"
 	"anvil/jobs"
 	"anvil/jobs/sandbox"
 )
@@ -69,7 +69,7 @@ func TestRescuedJobOfALostRunIsANoOp(t *testing.T) {
 	// This process's sweeper declares the runner lost.
 	b.sweeper.Start(ctx)
 	lost := b.waitTerminal(t, r.ID, 15*time.Second)
-	if lost.Status() != domain.StatusFailed || lost.FailureReason == nil || *lost.FailureReason != domain.ReasonRunnerLost {
+	if lost.Status() != run.StatusFailed || lost.FailureReason == nil || *lost.FailureReason != run.ReasonRunnerLost {
 		t.Fatalf("lost run: %s %v", lost.Status(), lost.FailureReason)
 	}
 	logBefore := b.logText(t, r.ID)

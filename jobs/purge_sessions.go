@@ -8,12 +8,13 @@ import (
 	"github.com/riverqueue/river"
 
 	"anvil/domain"
+	"anvil/domain/account"
 )
 
 // PurgeSessionsWorker deletes expired browser sessions.
 type PurgeSessionsWorker struct {
 	river.WorkerDefaults[domain.PurgeSessionsArgs]
-	accounts *domain.Accounts
+	accounts *account.Accounts
 	log      *slog.Logger
 }
 

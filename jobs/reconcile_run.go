@@ -7,12 +7,13 @@ import (
 	"github.com/riverqueue/river"
 
 	"anvil/domain"
+	"anvil/domain/run"
 )
 
 // ReconcileRunWorker brings a run's run_index row up to date.
 type ReconcileRunWorker struct {
 	river.WorkerDefaults[domain.ReconcileRunArgs]
-	queue *domain.Queue
+	queue *run.Queue
 }
 
 // Timeout bounds one reconciliation.

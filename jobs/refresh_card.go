@@ -7,6 +7,8 @@ import (
 	"github.com/riverqueue/river"
 
 	"anvil/domain"
+	"anvil/domain/card"
+	"anvil/domain/incident"
 )
 
 // RefreshCardWorker replaces a project's production card from the incident
@@ -14,7 +16,7 @@ import (
 // fails the ingest, the decision or the repair that asked for it.
 type RefreshCardWorker struct {
 	river.WorkerDefaults[domain.RefreshCardArgs]
-	cards *domain.Cards
+	cards *card.Cards
 }
 
 // Timeout bounds one refresh (a single statement).
@@ -31,7 +33,7 @@ func (w *RefreshCardWorker) Work(ctx context.Context, job *river.Job[domain.Refr
 // domain.RefreshCardAgainArgs).
 type RefreshCardAgainWorker struct {
 	river.WorkerDefaults[domain.RefreshCardAgainArgs]
-	cards *domain.Cards
+	cards *card.Cards
 }
 
 // Work refreshes the card.
@@ -43,7 +45,7 @@ func (w *RefreshCardAgainWorker) Work(ctx context.Context, job *river.Job[domain
 // policy queued.
 type DispatchRepairWorker struct {
 	river.WorkerDefaults[domain.DispatchRepairArgs]
-	incidents *domain.Incidents
+	incidents *incident.Incidents
 }
 
 // Work dispatches the repair.

@@ -21,7 +21,10 @@ import (
 	gitlab "gitlab.com/gitlab-org/api/client-go"
 
 	"anvil/domain"
+	"anvil/domain/incident"
+	"anvil/domain/project"
 	"anvil/domain/repourl"
+	runs "anvil/domain/run"
 	"anvil/jobs/sandbox"
 )
 
@@ -39,8 +42,8 @@ import (
 //   - provider refused the pull request: failed / provider_error → NEEDS_HUMAN
 //   - pull request opened: passed → PR_OPEN with its URL
 type Repair struct {
-	Incidents *domain.Incidents
-	Projects  *domain.Projects
+	Incidents *incident.Incidents
+	Projects  *project.Projects
 	// Policy is the checkout policy, applied again to the push.
 	Policy repourl.Policy
 	// HTTPClient talks to the provider's API (default: 30 s timeout).
@@ -48,7 +51,7 @@ type Repair struct {
 }
 
 // NewRepair builds the handler.
-func NewRepair(in *domain.Incidents, ps *domain.Projects, policy repourl.Policy) *Repair {
+func NewRepair(in *incident.Incidents, ps *project.Projects, policy repourl.Policy) *Repair {
 	return &Repair{Incidents: in, Projects: ps, Policy: policy, HTTPClient: &http.Client{Timeout: 30 * time.Second}}
 }
 
@@ -58,7 +61,7 @@ func incidentFile(workspace string) string { return workspace + ".incident.json"
 
 // Prepare writes the incident and its latest event for the command, sets
 // ANVIL_INCIDENT_FILE and ANVIL_TASK, and records that the repair started.
-func (r *Repair) Prepare(ctx context.Context, run *domain.Run, proj *domain.Project, workspace string) (RepairPlan, error) {
+func (r *Repair) Prepare(ctx context.Context, run *runs.Run, proj *domain.Project, workspace string) (RepairPlan, error) {
 	sweepIncidentFiles(filepath.Dir(workspace))
 	inc, input, err := r.Incidents.RepairInputFor(ctx, run)
 	if err != nil {
@@ -101,73 +104,73 @@ func sweepIncidentFiles(root string) {
 
 // Finish commits, pushes and proposes the working tree, or hands the
 // incident to a person with the reason.
-func (r *Repair) Finish(ctx context.Context, run *domain.Run, proj *domain.Project, workspace string, res sandbox.Result, log *domain.LogWriter) (domain.TerminalReport, error) {
+func (r *Repair) Finish(ctx context.Context, run *runs.Run, proj *domain.Project, workspace string, res sandbox.Result, log *runs.LogWriter) (runs.TerminalReport, error) {
 	defer os.Remove(incidentFile(workspace))
 	code := res.ExitCode
-	needsHuman := func(reason, failure string) (domain.TerminalReport, error) {
+	needsHuman := func(reason, failure string) (runs.TerminalReport, error) {
 		log.Printf("repair: %s", reason)
 		if err := r.Incidents.RepairNeedsHuman(ctx, run, reason); err != nil {
-			return domain.TerminalReport{}, err
+			return runs.TerminalReport{}, err
 		}
-		return domain.TerminalReport{State: domain.StateFailed, ExitCode: &code, FailureReason: failure}, nil
+		return runs.TerminalReport{State: runs.StateFailed, ExitCode: &code, FailureReason: failure}, nil
 	}
 	if code != 0 {
-		return needsHuman(fmt.Sprintf("the repair command failed with exit code %d", code), domain.ReasonExitCode)
+		return needsHuman(fmt.Sprintf("the repair command failed with exit code %d", code), runs.ReasonExitCode)
 	}
 	if run.IncidentID == nil {
-		return domain.TerminalReport{}, errors.New("a repair run without an incident")
+		return runs.TerminalReport{}, errors.New("a repair run without an incident")
 	}
 	token, err := r.Projects.ProviderToken(proj)
 	if err != nil {
-		return domain.TerminalReport{}, errors.New("could not decrypt the project's provider token")
+		return runs.TerminalReport{}, errors.New("could not decrypt the project's provider token")
 	}
 	if run.CommitSHA == nil {
-		return domain.TerminalReport{}, errors.New("a repair run without its checked-out commit")
+		return runs.TerminalReport{}, errors.New("a repair run without its checked-out commit")
 	}
 	g, err := newHostGit(ctx, workspace, *run.CommitSHA, proj.RepoURL, token, r.Policy)
 	if err != nil {
-		return needsHuman("the change was not pushed: "+err.Error(), domain.ReasonRepairPush)
+		return needsHuman("the change was not pushed: "+err.Error(), runs.ReasonRepairPush)
 	}
 	defer g.close()
 	status, err := g.run(ctx, "status", "--porcelain")
 	if err != nil {
-		return domain.TerminalReport{}, err
+		return runs.TerminalReport{}, err
 	}
 	if strings.TrimSpace(status) == "" {
-		return needsHuman("the repair command changed nothing", domain.ReasonRepairNoOp)
+		return needsHuman("the repair command changed nothing", runs.ReasonRepairNoOp)
 	}
 	// Nothing leaves the workspace for a pull request that cannot be opened.
 	if err := providerProblem(proj, token); err != nil {
-		return needsHuman("the change was not pushed: "+err.Error(), domain.ReasonRepairForge)
+		return needsHuman("the change was not pushed: "+err.Error(), runs.ReasonRepairForge)
 	}
 	branch := "anvil/repair/" + run.IncidentID.String()
 	inc, err := r.Incidents.Get(ctx, run.OrgID, *run.IncidentID)
 	if err != nil {
-		return domain.TerminalReport{}, err
+		return runs.TerminalReport{}, err
 	}
 	title := "anvil: repair " + clip(inc.Title, 180)
 	body := fmt.Sprintf("Proposed by anvil's repair run %s for the production incident %q (%s, %d events).\n\nReview before merging.",
 		run.ID, clip(inc.Title, 300), inc.Environment, inc.EventCount)
 	if _, err := g.run(ctx, "add", "-A"); err != nil {
-		return domain.TerminalReport{}, err
+		return runs.TerminalReport{}, err
 	}
 	if _, err := g.run(ctx, "commit", "-q", "-m", title+"\n\n"+body); err != nil {
-		return domain.TerminalReport{}, err
+		return runs.TerminalReport{}, err
 	}
 	log.Printf("repair: pushing %s", branch)
 	// --force: a second repair of the same incident replaces its branch.
 	if _, err := g.run(ctx, "push", "--force", "-q", "--", proj.RepoURL, "HEAD:refs/heads/"+branch); err != nil {
-		return needsHuman("pushing the branch "+branch+" failed: "+err.Error(), domain.ReasonRepairPush)
+		return needsHuman("pushing the branch "+branch+" failed: "+err.Error(), runs.ReasonRepairPush)
 	}
 	prURL, err := r.openPR(ctx, proj, token, branch, title, body)
 	if err != nil {
-		return needsHuman(fmt.Sprintf("the branch %s was pushed, but the pull request could not be opened: %v", branch, err), domain.ReasonRepairForge)
+		return needsHuman(fmt.Sprintf("the branch %s was pushed, but the pull request could not be opened: %v", branch, err), runs.ReasonRepairForge)
 	}
 	log.Printf("repair: pull request %s", prURL)
 	if err := r.Incidents.RepairPROpened(ctx, run, prURL); err != nil {
-		return domain.TerminalReport{}, err
+		return runs.TerminalReport{}, err
 	}
-	return domain.TerminalReport{State: domain.StatePassed, ExitCode: &code}, nil
+	return runs.TerminalReport{State: runs.StatePassed, ExitCode: &code}, nil
 }
 
 // openPR proposes branch into the default branch through the provider's

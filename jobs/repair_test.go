@@ -17,6 +17,11 @@ import (
 	"github.com/google/uuid"
 
 	"anvil/domain"
+	"anvil/domain/card"
+	"anvil/domain/feed"
+	"anvil/domain/incident"
+	"anvil/domain/project"
+	runs "anvil/domain/run"
 	"anvil/jobs/jobstest"
 	"anvil/jobs/sandbox"
 )
@@ -64,9 +69,9 @@ func newForge(t *testing.T) *forge {
 
 type repairBundle struct {
 	*testBundle
-	incidents *domain.Incidents
-	cards     *domain.Cards
-	feed      *domain.Feed
+	incidents *incident.Incidents
+	cards     *card.Cards
+	feed      *feed.Feed
 }
 
 // setupRepair starts River with every worker, the repair handler included.
@@ -82,10 +87,10 @@ func setupRepair(t *testing.T) *repairBundle {
 
 // incident makes a project on repo with the given repair command and
 // provider, ingests one event and returns the incident waiting for approval.
-func (rb *repairBundle) incident(t *testing.T, repo, repair, provider, api string) (*domain.Project, *domain.Incident) {
+func (rb *repairBundle) incident(t *testing.T, repo, repair, provider, api string) (*domain.Project, *incident.Incident) {
 	t.Helper()
 	ctx := context.Background()
-	p, err := rb.projects.Create(ctx, rb.owner, domain.ProjectInput{Slug: strp("shop"), RepoURL: &repo, DefaultBranch: strp("main"),
+	p, err := rb.projects.Create(ctx, rb.owner, project.ProjectInput{Slug: strp("shop"), RepoURL: &repo, DefaultBranch: strp("main"),
 		RunCommand: strp("true"), RepairCommand: &repair, Provider: &provider, ProviderAPIURL: &api,
 		ProviderRepo: strp("acme/shop"), ProviderToken: strp("ghp_secret_token_value")})
 	if err != nil {
@@ -105,7 +110,7 @@ func (rb *repairBundle) incident(t *testing.T, repo, repair, provider, api strin
 	if _, err := rb.feed.Ingest(ctx, snd, "127.0.0.1", []json.RawMessage{raw}); err != nil {
 		t.Fatal(err)
 	}
-	pg, err := rb.incidents.List(ctx, rb.owner.OrgID, domain.IncidentFilter{ProjectID: p.ID})
+	pg, err := rb.incidents.List(ctx, rb.owner.OrgID, incident.IncidentFilter{ProjectID: p.ID})
 	if err != nil || len(pg.Incidents) != 1 {
 		t.Fatalf("incident: %v %+v", err, pg)
 	}
@@ -115,7 +120,7 @@ func (rb *repairBundle) incident(t *testing.T, repo, repair, provider, api strin
 
 // approveAndWait approves the incident and waits for its repair run's end
 // and for the incident to leave RUNNING.
-func (rb *repairBundle) approveAndWait(t *testing.T, inc *domain.Incident) (*domain.Incident, *domain.Run) {
+func (rb *repairBundle) approveAndWait(t *testing.T, inc *incident.Incident) (*incident.Incident, *runs.Run) {
 	t.Helper()
 	ctx := context.Background()
 	got, err := rb.incidents.Decide(ctx, rb.owner, inc.ID, "approve")
@@ -147,7 +152,7 @@ func TestRepairOpensPullRequest(t *testing.T) {
 			cmd := `test -n "$ANVIL_TASK" && grep -q NullPointerException "$ANVIL_INCIDENT_FILE" && echo fixed >> README && echo repaired`
 			_, inc := rb.incident(t, repo.URL, cmd, provider, f.srv.URL)
 			after, run := rb.approveAndWait(t, inc)
-			if run.State != domain.StatePassed || after.Status != domain.IncidentPROpen || after.PRURL != f.srv.URL+"/pr/7" {
+			if run.State != runs.StatePassed || after.Status != domain.IncidentPROpen || after.PRURL != f.srv.URL+"/pr/7" {
 				t.Fatalf("run %s (%v), incident %s %q; log:\n%s", run.State, run.FailureReason, after.Status, after.PRURL, rb.logText(t, run.ID))
 			}
 			branch := "anvil/repair/" + inc.ID.String()
@@ -182,10 +187,10 @@ func TestRepairNeedsHuman(t *testing.T) {
 		reason      string
 		failure     string
 	}{
-		{"no change", "true", 201, "the repair command changed nothing", domain.ReasonRepairNoOp},
-		{"command fails", "echo nope; exit 3", 201, "the repair command failed with exit code 3", domain.ReasonExitCode},
-		{"provider 422", "echo fixed >> README", 422, "the pull request could not be opened", domain.ReasonRepairForge},
-		{"provider 500", "echo fixed >> README", 500, "the pull request could not be opened", domain.ReasonRepairForge},
+		{"no change", "true", 201, "the repair command changed nothing", runs.ReasonRepairNoOp},
+		{"command fails", "echo nope; exit 3", 201, "the repair command failed with exit code 3", runs.ReasonExitCode},
+		{"provider 422", "echo fixed >> README", 422, "the pull request could not be opened", runs.ReasonRepairForge},
+		{"provider 500", "echo fixed >> README", 500, "the pull request could not be opened", runs.ReasonRepairForge},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -196,7 +201,7 @@ func TestRepairNeedsHuman(t *testing.T) {
 			repo := jobstest.GitRepo(t)
 			_, inc := rb.incident(t, repo.URL, c.cmd, "github", f.srv.URL)
 			after, run := rb.approveAndWait(t, inc)
-			if run.State != domain.StateFailed || run.FailureReason == nil || *run.FailureReason != c.failure {
+			if run.State != runs.StateFailed || run.FailureReason == nil || *run.FailureReason != c.failure {
 				t.Fatalf("run %s %v; log:\n%s", run.State, run.FailureReason, rb.logText(t, run.ID))
 			}
 			if after.Status != domain.IncidentNeedsHuman || !strings.Contains(after.NeedsHumanReason, c.reason) || strings.Contains(after.NeedsHumanReason, "ghp_secret") {
@@ -221,12 +226,12 @@ func TestRepairChecksProviderBeforePushing(t *testing.T) {
 			repo := jobstest.GitRepo(t)
 			p, inc := rb.incident(t, repo.URL, "echo fixed >> README", c.provider, f.srv.URL)
 			if c.name == "no token" {
-				if _, err := rb.projects.Update(context.Background(), rb.owner, p.ID, domain.ProjectInput{ProviderToken: strp("")}); err != nil {
+				if _, err := rb.projects.Update(context.Background(), rb.owner, p.ID, project.ProjectInput{ProviderToken: strp("")}); err != nil {
 					t.Fatal(err)
 				}
 			}
 			after, run := rb.approveAndWait(t, inc)
-			if run.State != domain.StateFailed || run.FailureReason == nil || *run.FailureReason != domain.ReasonRepairForge {
+			if run.State != runs.StateFailed || run.FailureReason == nil || *run.FailureReason != runs.ReasonRepairForge {
 				t.Fatalf("run %s %v; log:\n%s", run.State, run.FailureReason, rb.logText(t, run.ID))
 			}
 			if after.Status != domain.IncidentNeedsHuman || !strings.Contains(after.NeedsHumanReason, c.reason) ||
@@ -261,7 +266,7 @@ func TestRepairTrustsNothingOfTheWorkspaceGit(t *testing.T) {
 		`printf '#!/bin/sh\ntouch ` + marker + `\n' > .git/hooks/pre-commit && chmod +x .git/hooks/pre-commit && echo fixed >> README`
 	_, inc := rb.incident(t, repo.URL, cmd, "github", f.srv.URL)
 	after, run := rb.approveAndWait(t, inc)
-	if run.State != domain.StatePassed || after.Status != domain.IncidentPROpen {
+	if run.State != runs.StatePassed || after.Status != domain.IncidentPROpen {
 		t.Fatalf("run %s (%v), incident %s %q; log:\n%s", run.State, run.FailureReason, after.Status, after.NeedsHumanReason, rb.logText(t, run.ID))
 	}
 	if _, err := os.Stat(marker); err == nil {

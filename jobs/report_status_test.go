@@ -14,14 +14,16 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/riverqueue/river"
-	"github.com/riverqueue/river/riverdriver/riverdatabasesql"
 	"github.com/uptrace/bun"
 
 	"anvil/db"
 	"anvil/db/testdb"
 	"anvil/domain"
 	"anvil/domain/forgestatus"
+	"anvil/domain/project"
+	runs "anvil/domain/run"
 	"anvil/domain/secret"
+	"anvil/domain/wiring"
 	"anvil/jobs"
 )
 
@@ -149,7 +151,7 @@ func (*idleWorker[T]) Work(context.Context, *river.Job[T]) error { return nil }
 type statusBundle struct {
 	db      *db.DB
 	store   *domain.Store
-	queue   *domain.Queue
+	queue   *runs.Queue
 	owner   *domain.Principal
 	project *domain.Project
 }
@@ -161,23 +163,22 @@ func setupStatus(t *testing.T, f *fakeForge) *statusBundle {
 	t.Helper()
 	d := testdb.New(t)
 	keys, _ := secret.NewKeyring(make([]byte, 32), nil)
-	sv := domain.NewServices(d.Bun, d.Pool, keys, nil, domain.Options{LatestCommit: forgestatus.LatestCommit(http.DefaultClient, nil)})
+	sv := wiring.NewServices(d, keys, nil, wiring.Options{LatestCommit: forgestatus.LatestCommit(http.DefaultClient, nil)})
 	workers := river.NewWorkers()
 	// The test is the executor; executions (on the runs queue, which this
 	// client does not work) and reconciliations are accepted and left be.
 	river.AddWorker(workers, &idleWorker[domain.ExecuteRunArgs]{})
 	river.AddWorker(workers, &idleWorker[domain.ReconcileRunArgs]{})
 	river.AddWorker(workers, jobs.NewReportStatusWorker(forgestatus.NewReporter(sv.Store, sv.Projects, "https://anvil.example.com")))
-	client, err := river.NewClient(riverdatabasesql.NewWithPgxListener(d.SQL, d.Pool), &river.Config{
+	ctx, cancel := context.WithCancel(context.Background())
+	client, err := sv.Start(ctx, &river.Config{
 		Workers: workers, Queues: map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: 4}},
 		FetchCooldown: 5 * time.Millisecond, FetchPollInterval: 50 * time.Millisecond, TestOnly: true,
 	})
 	if err != nil {
+		cancel()
 		t.Fatal(err)
 	}
-	sv.Store.UseJobs(client)
-	ctx, cancel := context.WithCancel(context.Background())
-	sv.Start(ctx)
 	if err := client.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -193,7 +194,7 @@ func setupStatus(t *testing.T, f *fakeForge) *statusBundle {
 		t.Fatal(err)
 	}
 	owner, _ := sv.Accounts.Authenticate(context.Background(), res.Token)
-	p, err := sv.Projects.Create(context.Background(), owner, domain.ProjectInput{Slug: strp("app"), RepoURL: strp("https://example.com/acme/app.git"),
+	p, err := sv.Projects.Create(context.Background(), owner, project.ProjectInput{Slug: strp("app"), RepoURL: strp("https://example.com/acme/app.git"),
 		DefaultBranch: strp("main"), RunCommand: strp("true"), Provider: strp(f.provider), ProviderAPIURL: strp(f.srv.URL),
 		ProviderRepo: strp("acme/app"), ProviderToken: strp("tok-" + f.provider)})
 	if err != nil {
@@ -203,13 +204,13 @@ func setupStatus(t *testing.T, f *fakeForge) *statusBundle {
 }
 
 // accept queues a webhook run pinned to testSHA.
-func (b *statusBundle) accept(t *testing.T) *domain.Run {
+func (b *statusBundle) accept(t *testing.T) *runs.Run {
 	t.Helper()
-	var run *domain.Run
+	var run *runs.Run
 	sha := testSHA
 	err := b.store.WithProject(context.Background(), b.project.ID, func(ctx context.Context, tx bun.Tx, p *domain.Project) error {
 		var err error
-		run, err = b.queue.AcceptTx(ctx, tx, p, domain.AcceptSpec{Trigger: domain.TriggerWebhook, Branch: "main", CommitSHA: &sha})
+		run, err = b.queue.AcceptTx(ctx, tx, p, runs.AcceptSpec{Trigger: runs.TriggerWebhook, Branch: "main", CommitSHA: &sha})
 		return err
 	})
 	if err != nil {
@@ -256,15 +257,15 @@ func TestStatusLifeThroughEachForge(t *testing.T) {
 		want map[string][]string // provider → statuses after "running"
 	}{
 		{"passed", func(t *testing.T, b *statusBundle, id uuid.UUID) {
-			_, err := b.queue.ReportTerminal(context.Background(), id, domain.TerminalReport{State: domain.StatePassed})
+			_, err := b.queue.ReportTerminal(context.Background(), id, runs.TerminalReport{State: runs.StatePassed})
 			must(t, err)
 		}, map[string][]string{"github": {"success: passed in"}, "gitlab": {"success: passed in"}, "gitea": {"success: passed in"}}},
 		{"failed", func(t *testing.T, b *statusBundle, id uuid.UUID) {
-			_, err := b.queue.ReportTerminal(context.Background(), id, domain.TerminalReport{State: domain.StateFailed, ExitCode: &exit1, FailureReason: domain.ReasonExitCode})
+			_, err := b.queue.ReportTerminal(context.Background(), id, runs.TerminalReport{State: runs.StateFailed, ExitCode: &exit1, FailureReason: runs.ReasonExitCode})
 			must(t, err)
 		}, map[string][]string{"github": {"failure: failed: exit code 1"}, "gitlab": {"failed: failed: exit code 1"}, "gitea": {"failure: failed: exit code 1"}}},
 		{"runner_lost", func(t *testing.T, b *statusBundle, id uuid.UUID) {
-			_, err := b.queue.ReportTerminal(context.Background(), id, domain.TerminalReport{State: domain.StateFailed, FailureReason: domain.ReasonRunnerLost})
+			_, err := b.queue.ReportTerminal(context.Background(), id, runs.TerminalReport{State: runs.StateFailed, FailureReason: runs.ReasonRunnerLost})
 			must(t, err)
 		}, map[string][]string{"github": {"error: runner lost"}, "gitlab": {"failed: runner lost"}, "gitea": {"error: runner lost"}}},
 		{"canceled", func(t *testing.T, b *statusBundle, id uuid.UUID) {
@@ -273,7 +274,7 @@ func TestStatusLifeThroughEachForge(t *testing.T) {
 			b.settle(t)
 			must(t, b.queue.Canceling(context.Background(), id))
 			b.settle(t)
-			_, err = b.queue.ReportTerminal(context.Background(), id, domain.TerminalReport{State: domain.StateCanceled})
+			_, err = b.queue.ReportTerminal(context.Background(), id, runs.TerminalReport{State: runs.StateCanceled})
 			must(t, err)
 		}, map[string][]string{
 			"github": {"pending: canceling", "error: canceled by ada@example.com"},
@@ -403,7 +404,7 @@ func TestStatusLatestStateWins(t *testing.T) {
 	must(t, err)
 	_, err = b.queue.Start(ctx, run.ID, true)
 	must(t, err)
-	_, err = b.queue.ReportTerminal(ctx, run.ID, domain.TerminalReport{State: domain.StatePassed})
+	_, err = b.queue.ReportTerminal(ctx, run.ID, runs.TerminalReport{State: runs.StatePassed})
 	must(t, err)
 	// The newer jobs are waiting for the slow one (the run's lease).
 	waitFor(t, 10*time.Second, "the newer reports to be enqueued", func() bool {
@@ -436,17 +437,17 @@ func TestRunUnaffectedByFailingForge(t *testing.T) {
 			t.Cleanup(forge.Close)
 			b := setup(t, options{mode: "process"})
 			url, _, head := gitRepo(t)
-			p, err := b.projects.Create(context.Background(), b.owner, domain.ProjectInput{Slug: strp("app"), RepoURL: &url,
+			p, err := b.projects.Create(context.Background(), b.owner, project.ProjectInput{Slug: strp("app"), RepoURL: &url,
 				DefaultBranch: strp("main"), RunCommand: strp("echo hello"), Provider: strp("gitea"), ProviderAPIURL: &forge.URL,
 				ProviderRepo: strp("acme/app"), ProviderToken: strp("tok")})
 			must(t, err)
-			var run *domain.Run
+			var run *runs.Run
 			must(t, b.store.WithProject(context.Background(), p.ID, func(ctx context.Context, tx bun.Tx, p *domain.Project) error {
-				run, err = b.queue.AcceptTx(ctx, tx, p, domain.AcceptSpec{Trigger: domain.TriggerWebhook, Branch: "main", CommitSHA: &head})
+				run, err = b.queue.AcceptTx(ctx, tx, p, runs.AcceptSpec{Trigger: runs.TriggerWebhook, Branch: "main", CommitSHA: &head})
 				return err
 			}))
 			done := b.waitTerminal(t, run.ID, 60*time.Second)
-			if done.State != domain.StatePassed {
+			if done.State != runs.StatePassed {
 				t.Fatalf("run %s (%v), want passed", done.State, done.FailureReason)
 			}
 			waitFor(t, 10*time.Second, "the failed report", func() bool {
@@ -472,7 +473,7 @@ func TestRunLatestCommitThroughEachForge(t *testing.T) {
 			b := setupStatus(t, f)
 			run, err := b.queue.AcceptLatest(context.Background(), b.owner, b.project.ID)
 			must(t, err)
-			if run.CommitSHA == nil || *run.CommitSHA != testSHA || run.Branch != "main" || run.Trigger != domain.TriggerManual {
+			if run.CommitSHA == nil || *run.CommitSHA != testSHA || run.Branch != "main" || run.Trigger != runs.TriggerManual {
 				t.Fatalf("run %+v, want a manual run of main pinned to %s", run, testSHA)
 			}
 			b.settle(t)

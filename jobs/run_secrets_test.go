@@ -13,6 +13,7 @@ import (
 
 	"anvil/db/testdb"
 	"anvil/domain"
+	"anvil/domain/run"
 	"anvil/domain/runsecret"
 )
 
@@ -48,7 +49,7 @@ func TestRunSecretsReachTheCommandAndNeverTheLog(t *testing.T) {
 
 	r := b.waitTerminal(t, accept(t, b, p).ID, 60*time.Second)
 	log := b.logText(t, r.ID)
-	if r.Status() != domain.StatusPassed || !strings.Contains(log, "\nhas-the-secret\n") || strings.Contains(log, "\nno-secret-here\n") {
+	if r.Status() != run.StatusPassed || !strings.Contains(log, "\nhas-the-secret\n") || strings.Contains(log, "\nno-secret-here\n") {
 		t.Fatalf("run %s without its secret:\n%s", r.Status(), log)
 	}
 	forms := []string{secretValue, url.QueryEscape(secretValue), url.PathEscape(secretValue), secretValue[:12], secretValue[5:],
@@ -67,10 +68,10 @@ func TestRunSecretsReachTheCommandAndNeverTheLog(t *testing.T) {
 	}
 
 	// A run of a fork's code: accepted as the pull-request acceptance marks it.
-	var fork *domain.Run
+	var fork *run.Run
 	if err := b.store.WithProject(ctx, p.ID, func(ctx context.Context, tx bun.Tx, p *domain.Project) error {
 		var err error
-		fork, err = b.queue.AcceptTx(ctx, tx, p, domain.AcceptSpec{Trigger: domain.TriggerManual, Branch: "main", FromFork: true})
+		fork, err = b.queue.AcceptTx(ctx, tx, p, run.AcceptSpec{Trigger: run.TriggerManual, Branch: "main", FromFork: true})
 		return err
 	}); err != nil {
 		t.Fatal(err)

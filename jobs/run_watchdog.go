@@ -8,6 +8,7 @@ import (
 	"github.com/riverqueue/river"
 
 	"anvil/domain"
+	"anvil/domain/run"
 )
 
 // RunWatchdogWorker re-syncs the read model where it fell behind. It is a
@@ -16,7 +17,7 @@ import (
 // every worker's LostRunnerSweeper instead.
 type RunWatchdogWorker struct {
 	river.WorkerDefaults[domain.WatchdogArgs]
-	queue *domain.Queue
+	queue *run.Queue
 	log   *slog.Logger
 }
 

@@ -8,13 +8,14 @@ import (
 	"github.com/riverqueue/river"
 
 	"anvil/domain"
+	"anvil/domain/webhook"
 )
 
 // WebhookRetentionWorker deletes delivery-ledger rows past their 72 h
 // retention.
 type WebhookRetentionWorker struct {
 	river.WorkerDefaults[domain.WebhookRetentionArgs]
-	webhooks *domain.Webhooks
+	webhooks *webhook.Webhooks
 	log      *slog.Logger
 }
 

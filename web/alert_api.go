@@ -8,19 +8,6 @@ import (
 	"anvil/domain/alert"
 )
 
-// registerAlerts adds the alert destinations, rules and delivery log.
-func (s *Server) registerAlerts(api *echo.Group) {
-	api.GET("/alerts/destinations", s.apiAlertDestinations)
-	api.POST("/alerts/destinations", s.apiAlertDestinationCreate)
-	api.GET("/alerts/destinations/:destinationId", s.apiAlertDestinationGet)
-	api.PATCH("/alerts/destinations/:destinationId", s.apiAlertDestinationUpdate)
-	api.DELETE("/alerts/destinations/:destinationId", s.apiAlertDestinationDelete)
-	api.POST("/alerts/destinations/:destinationId/test", s.apiAlertDestinationTest)
-	api.GET("/alerts/destinations/:destinationId/deliveries", s.apiAlertDeliveries)
-	api.GET("/projects/:projectId/alert-rules", s.apiAlertRules)
-	api.PUT("/projects/:projectId/alert-rules", s.apiAlertRulesPut)
-}
-
 func (s *Server) apiAlertDestinations(c echo.Context) error {
 	ds, err := s.alerts.List(c.Request().Context(), principal(c))
 	if err != nil {

@@ -13,14 +13,6 @@ import (
 	"anvil/views"
 )
 
-// registerAlertPages adds /settings/alerts.
-func (s *Server) registerAlertPages(pages *echo.Group) {
-	pages.GET("/settings/alerts", s.alertsPage)
-	pages.POST("/settings/alerts", s.alertCreateSubmit)
-	pages.POST("/settings/alerts/:destinationId/test", s.alertTestSubmit)
-	pages.POST("/settings/alerts/:destinationId/delete", s.alertDeleteSubmit)
-}
-
 func (s *Server) alertsProps(c echo.Context) (views.AlertsProps, error) {
 	p := principal(c)
 	ctx := c.Request().Context()

@@ -10,6 +10,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"anvil/domain"
+	"anvil/domain/card"
 )
 
 // apiCardGet: GET /api/private/projects/:projectId/card → {source, incidents}.
@@ -67,7 +68,7 @@ func (s *Server) dashboardIngest(c echo.Context) error {
 		return echo.NewHTTPError(http.StatusBadRequest, "could not read the request body")
 	}
 	var in struct {
-		Incidents *[]domain.ExternalIncident `json:"incidents"`
+		Incidents *[]card.ExternalIncident `json:"incidents"`
 	}
 	parseErr := func() error {
 		if len(body) > maxCardBody {

@@ -7,7 +7,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/google/uuid"
 	"github.com/labstack/echo/v4"
 
 	"anvil/domain"
@@ -16,14 +15,12 @@ import (
 )
 
 // registerCI adds re-runs, run secrets and run numbers (issue 20).
-func (s *Server) registerCI(_ *echo.Echo, pages, api *echo.Group) {
-	pages.POST("/runs/:runId/rerun", s.runRerunSubmit)
-	pages.GET("/projects/:projectId/runs/:number", s.runByNumberPage)
+// registerRunSecrets adds the secrets a project's runs receive (domain/runsecret).
+func (s *Server) registerRunSecrets(_ *echo.Echo, pages, api *echo.Group) {
 	pages.GET("/projects/:projectId/secrets", s.secretsPage)
 	pages.POST("/projects/:projectId/secrets", s.secretSaveSubmit)
 	pages.POST("/projects/:projectId/secrets/:name/delete", s.secretDeleteSubmit)
 
-	api.POST("/runs/:runId/rerun", s.apiRunRerun)
 	api.GET("/projects/:projectId/secrets", s.apiSecretList)
 	api.GET("/projects/:projectId/secrets/:name", s.apiSecretGet)
 	api.PUT("/projects/:projectId/secrets/:name", s.apiSecretPut)
@@ -31,17 +28,6 @@ func (s *Server) registerCI(_ *echo.Echo, pages, api *echo.Group) {
 }
 
 func (s *Server) secrets() *runsecret.Service { return runsecret.New(s.Store) }
-
-// projectParam resolves :projectId, a project's id or its slug, within the
-// caller's organisation.
-func (s *Server) projectParam(c echo.Context) (*domain.Project, error) {
-	ctx, org := c.Request().Context(), principal(c).OrgID
-	raw := c.Param("projectId")
-	if id, err := uuid.Parse(raw); err == nil {
-		return s.Projects.Get(ctx, org, id)
-	}
-	return s.Projects.BySlug(ctx, org, raw)
-}
 
 func (s *Server) apiRunRerun(c echo.Context) error {
 	id, err := pathUUID(c, "runId", "run")

@@ -12,6 +12,7 @@ import (
 	"github.com/uptrace/bun"
 
 	"anvil/domain"
+	"anvil/domain/run"
 )
 
 const pinned = "199eddf46df50de8d02e99bf1c5fdb4101338224"
@@ -28,11 +29,11 @@ func TestRerunPinsTheSameCommit(t *testing.T) {
 	pid := uuid.MustParse(p["id"].(string))
 	owner, _ := b.accounts.Authenticate(ctx, b.owner.Token)
 	proj, _ := b.projects.Get(ctx, owner.OrgID, pid)
-	var first *domain.Run
+	var first *run.Run
 	sha := pinned
 	if err := b.store.WithProject(ctx, pid, func(ctx context.Context, tx bun.Tx, _ *domain.Project) error {
 		var err error
-		first, err = b.queue.AcceptTx(ctx, tx, proj, domain.AcceptSpec{Trigger: domain.TriggerManual, Branch: "release/1.2", CommitSHA: &sha})
+		first, err = b.queue.AcceptTx(ctx, tx, proj, run.AcceptSpec{Trigger: run.TriggerManual, Branch: "release/1.2", CommitSHA: &sha})
 		return err
 	}); err != nil {
 		t.Fatal(err)
@@ -44,7 +45,7 @@ func TestRerunPinsTheSameCommit(t *testing.T) {
 		t.Fatal(err)
 	}
 	code := 1
-	if _, err := b.queue.ReportTerminal(ctx, first.ID, domain.TerminalReport{State: domain.StateFailed, ExitCode: &code, FailureReason: domain.ReasonExitCode}); err != nil {
+	if _, err := b.queue.ReportTerminal(ctx, first.ID, run.TerminalReport{State: run.StateFailed, ExitCode: &code, FailureReason: run.ReasonExitCode}); err != nil {
 		t.Fatal(err)
 	}
 	st, out := b.api(t, b.owner.Token, "POST", "/api/private/runs/"+first.ID.String()+"/rerun", nil)
@@ -63,7 +64,7 @@ func TestRerunPinsTheSameCommit(t *testing.T) {
 		t.Fatalf("run JSON %v", got)
 	}
 	// Fill the queue: the re-run is refused like any trigger.
-	for range domain.MaxQueued - 1 {
+	for range run.MaxQueued - 1 {
 		if _, err := b.queue.AcceptManual(ctx, owner, pid, ""); err != nil {
 			t.Fatal(err)
 		}

@@ -10,7 +10,7 @@ import (
 
 	"github.com/google/uuid"
 
-	"anvil/domain"
+	runs "anvil/domain/run"
 )
 
 // sseReader reads named events from a live stream.
@@ -130,5 +130,5 @@ func TestEventsStreamRunChangesAndLogs(t *testing.T) {
 			t.Errorf("events?%s by another org: %d", q, res.StatusCode)
 		}
 	}
-	_ = domain.StatusCanceled
+	_ = runs.StatusCanceled
 }

@@ -17,11 +17,13 @@ import (
 
 	"anvil/domain"
 	"anvil/domain/event"
+	"anvil/domain/feed"
 )
 
 // feedIngest serves POST /api/feed/events (single) and /events/batch. The
 // order of the checks is fixed (docs/contracts/feed.md, "Order of the checks"): body size (413), token
-// (401), Origin with a live token (403), rate limit (429), parse (400). Each
+// (401), Origin with a live token (403), rate limit (429), parse (400), the
+// project's daily event budget (429, docs/retention.md). Each
 // check runs only on what passed the ones before, so a bad token never
 // learns whether it carried an Origin and never spends a connection's budget.
 func (s *Server) feedIngest(single bool, lim *feedLimiter) echo.HandlerFunc {
@@ -37,7 +39,7 @@ func (s *Server) feedIngest(single bool, lim *feedLimiter) echo.HandlerFunc {
 		}
 		if err != nil {
 			s.log.Warn("feed: token lookup failed", "request_id", c.Get(requestIDKey), "error", err.Error())
-			return feedUnavailable(c, domain.IngestResult{Accepted: []string{}, Rejected: []event.Rejection{}})
+			return feedUnavailable(c, feed.IngestResult{Accepted: []string{}, Rejected: []event.Rejection{}})
 		}
 		if _, hasOrigin := req.Header["Origin"]; hasOrigin {
 			return c.JSON(http.StatusForbidden, apiError{Error: "origin_refused",
@@ -51,6 +53,9 @@ func (s *Server) feedIngest(single bool, lim *feedLimiter) echo.HandlerFunc {
 		raws, err := event.SplitBody(body, single, s.opts.FeedMaxBatch)
 		if err != nil {
 			return c.JSON(http.StatusBadRequest, apiError{Error: "bad_request", Message: strings.TrimPrefix(err.Error(), event.ErrBadRequest.Error()+": ")})
+		}
+		if over, err := s.overBudget(c, snd, len(raws), false); over {
+			return err
 		}
 		res, err := s.Feed.Ingest(req.Context(), snd, s.clientAddr(req), raws)
 		s.recordOutcome(snd, res)
@@ -83,8 +88,8 @@ func readBounded(req *http.Request, limit int) ([]byte, bool) {
 	return buf.Bytes(), buf.Len() <= limit
 }
 
-func tooLargeBody(limit int) domain.IngestResult {
-	return domain.IngestResult{Accepted: []string{}, Rejected: []event.Rejection{{
+func tooLargeBody(limit int) feed.IngestResult {
+	return feed.IngestResult{Accepted: []string{}, Rejected: []event.Rejection{{
 		EventID: nil, ReasonCode: event.PayloadTooLarge,
 		Message: fmt.Sprintf("the request body is above %d bytes; send fewer events per batch", limit),
 	}}}
@@ -109,7 +114,7 @@ func bareUnauthorized(c echo.Context) error {
 
 // feedUnavailable is the 503 of a transient store failure: the sender
 // repeats the whole batch after Retry-After.
-func feedUnavailable(c echo.Context, res domain.IngestResult) error {
+func feedUnavailable(c echo.Context, res feed.IngestResult) error {
 	c.Response().Header().Set("Retry-After", "30")
 	return c.JSON(http.StatusServiceUnavailable, res)
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"anvil/domain"
+	"anvil/domain/feed"
 	"anvil/views"
 )
 
@@ -57,6 +58,9 @@ func (s *Server) feedProps(c echo.Context) (views.FeedProps, error) {
 	}
 	if card := cards[pr.ID]; card.External && card.ConfigID != nil {
 		props.Card = views.FeedCardProps{External: true, IngestURL: s.cardIngestURL(p.OrgSlug, *card.ConfigID)}
+	}
+	if props.UsedToday, props.Budget, err = s.retention.Budget().Usage(ctx, p.OrgID, pr.ID); err != nil {
+		return views.FeedProps{}, err
 	}
 	return props, nil
 }
@@ -124,7 +128,7 @@ func (s *Server) feedPage(c echo.Context) error {
 // curlEnvironment picks the environment the page's curl example reports
 // for: one whose events are kept. Without one it says, instead, why an
 // event sent now would be refused (the ingest's reason codes).
-func curlEnvironment(bs []domain.FeedBinding) (env, refusal string) {
+func curlEnvironment(bs []feed.FeedBinding) (env, refusal string) {
 	if len(bs) == 0 {
 		return "", "No binding yet: an event sent now would be refused as no_binding. Add a binding below and an example appears here."
 	}
@@ -135,7 +139,7 @@ func curlEnvironment(bs []domain.FeedBinding) (env, refusal string) {
 		if b.RepairPolicy == domain.PolicyOff {
 			continue
 		}
-		if b.Environment == domain.WildcardEnvironment {
+		if b.Environment == feed.WildcardEnvironment {
 			wildcard = true
 			continue
 		}

@@ -15,13 +15,18 @@ import (
 	"testing"
 
 	"github.com/riverqueue/river"
-	"github.com/riverqueue/river/riverdriver/riverdatabasesql"
 
 	"anvil/db"
 	"anvil/db/testdb"
 	"anvil/domain"
+	"anvil/domain/account"
+	"anvil/domain/feed"
+	"anvil/domain/project"
 	"anvil/domain/repourl"
+	"anvil/domain/run"
 	"anvil/domain/secret"
+	"anvil/domain/webhook"
+	"anvil/domain/wiring"
 	"anvil/internal/anviltest"
 	"anvil/web"
 )
@@ -32,17 +37,17 @@ func TestMain(m *testing.M) { testdb.Main(m) }
 type testBundle struct {
 	srv      *httptest.Server
 	db       *db.DB
-	services *domain.Services
+	services *wiring.Services
 	store    *domain.Store
-	accounts *domain.Accounts
-	projects *domain.Projects
-	queue    *domain.Queue
-	webhooks *domain.Webhooks
-	feed     *domain.Feed
-	logs     *domain.Logs
+	accounts *account.Accounts
+	projects *project.Projects
+	queue    *run.Queue
+	webhooks *webhook.Webhooks
+	feed     *feed.Feed
+	logs     *run.Logs
 	hub      *domain.Hub
 	keys     *secret.Keyring
-	owner    domain.BootstrapResult // org "acme", owner@acme.test
+	owner    account.BootstrapResult // org "acme", owner@acme.test
 	password string
 	river    *river.Client[*sql.Tx]
 }
@@ -69,8 +74,8 @@ func (publicResolver) LookupNetIP(context.Context, string, string) ([]netip.Addr
 // testDomainOptions: the strict checkout policy over publicResolver, and a
 // prober under which only repositories whose address contains "missing" do
 // not answer.
-func testDomainOptions() domain.Options {
-	return domain.Options{CheckoutPolicy: repourl.Policy{Resolver: publicResolver{}},
+func testDomainOptions() wiring.Options {
+	return wiring.Options{CheckoutPolicy: repourl.Policy{Resolver: publicResolver{}},
 		ProbeRepo: func(_ context.Context, repoURL, _ string) error {
 			if strings.Contains(repoURL, "missing") {
 				return errors.New("fatal: repository '" + repoURL + "' not found")
@@ -80,20 +85,21 @@ func testDomainOptions() domain.Options {
 }
 
 // setupFull is setup with other web and domain options.
-func setupFull(t testing.TB, opts web.Options, dopts domain.Options) *testBundle {
+func setupFull(t testing.TB, opts web.Options, dopts wiring.Options) *testBundle {
 	t.Helper()
 	d := testdb.New(t)
 	keys, err := secret.NewKeyring(make32(1), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	sv := domain.NewServices(d.Bun, d.Pool, keys, nil, dopts)
-	client, err := river.NewClient(riverdatabasesql.New(d.SQL), &river.Config{})
+	if dopts.PublicURL == "" {
+		dopts.PublicURL = opts.PublicURL // the links in alerts, as serve does
+	}
+	sv := wiring.NewServices(d, keys, nil, dopts)
+	client, err := sv.Start(context.Background(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	sv.Store.UseJobs(client)
-	sv.Start(context.Background())
 	t.Cleanup(func() {
 		if err := sv.Stop(context.Background()); err != nil {
 			t.Error(err)

@@ -8,13 +8,14 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"anvil/domain"
+	"anvil/domain/incident"
 )
 
 // incidentFilter reads the inbox filters from the query (?project_id= or
 // ?project=, ?status=, ?environment=, ?page=); a malformed value is a
 // specific 4xx, never silently "all".
-func incidentFilter(c echo.Context) (domain.IncidentFilter, error) {
-	var f domain.IncidentFilter
+func incidentFilter(c echo.Context) (incident.IncidentFilter, error) {
+	var f incident.IncidentFilter
 	pid := c.QueryParam("project_id")
 	if pid == "" {
 		pid = c.QueryParam("project")

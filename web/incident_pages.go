@@ -11,14 +11,15 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"anvil/domain"
+	"anvil/domain/incident"
 	"anvil/views"
 )
 
-func incidentRow(v domain.IncidentView) views.IncidentRow {
+func incidentRow(v incident.IncidentView) views.IncidentRow {
 	return views.IncidentRow{ID: v.ID.String(), ProjectID: v.ProjectID.String(), ProjectName: v.ProjectName, Title: v.Title,
 		ExceptionType: v.ExceptionType, Status: v.Status, Environment: v.Environment, EventCount: v.EventCount,
 		FirstSeen: v.FirstSeen, LastSeen: v.LastSeen, Release: v.Release, PRURL: v.PRURL,
-		NeedsHumanReason: v.NeedsHumanReason, Decisions: domain.DecisionsFor(v.Status)}
+		NeedsHumanReason: v.NeedsHumanReason, Decisions: incident.DecisionsFor(v.Status)}
 }
 
 // inboxProps reads one inbox page for the request's filters.
@@ -159,6 +160,9 @@ func (s *Server) incidentProps(c echo.Context, id uuid.UUID) (views.IncidentProp
 	d.Incident.ProjectName = d.ProjectName
 	props := views.IncidentProps{Page: s.page(c, d.Incident.Title, "inbox"), Incident: incidentRow(d.Incident),
 		Hourly: d.Hourly, CanWrite: p.CanWrite()}
+	if props.SampledAway, err = s.retention.SampledAway(ctx, id); err != nil {
+		return props, err
+	}
 	if ev := d.Latest; ev != nil {
 		props.Service, props.UserID, props.Breadcrumbs = ev.Service, ev.User.ID, ev.Breadcrumbs
 		if ev.Exception != nil {

@@ -7,6 +7,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"anvil/domain"
+	"anvil/domain/account"
 	"anvil/views"
 )
 
@@ -36,7 +37,7 @@ func (s *Server) inviteProps(c echo.Context) (views.InviteProps, error) {
 
 func (s *Server) invitePage(c echo.Context) error {
 	props, err := s.inviteProps(c)
-	if errors.Is(err, domain.ErrInvitationInvalid) {
+	if errors.Is(err, account.ErrInvitationInvalid) {
 		return s.invitationGone(c)
 	}
 	if err != nil {
@@ -51,7 +52,7 @@ func (s *Server) invitePage(c echo.Context) error {
 func (s *Server) inviteAcceptSubmit(c echo.Context) error {
 	name := c.FormValue("name")
 	cookie, err := s.Accounts.AcceptInvitationNew(c.Request().Context(), c.Param("token"), name, c.FormValue("password"))
-	if errors.Is(err, domain.ErrInvitationInvalid) {
+	if errors.Is(err, account.ErrInvitationInvalid) {
 		return s.invitationGone(c)
 	}
 	var de *domain.Error
@@ -66,7 +67,7 @@ func (s *Server) inviteAcceptSubmit(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	s.setCookie(c, sessionCookie, cookie, int(domain.SessionTTL.Seconds()))
+	s.setCookie(c, sessionCookie, cookie, int(account.SessionTTL.Seconds()))
 	s.setCookie(c, preSessionCookie, "", -1)
 	return redirect(c, "/")
 }
@@ -74,7 +75,7 @@ func (s *Server) inviteAcceptSubmit(c echo.Context) error {
 // inviteJoinSubmit lets a signed-in person with the invited email join.
 func (s *Server) inviteJoinSubmit(c echo.Context) error {
 	err := s.Accounts.AcceptInvitationAsUser(c.Request().Context(), principal(c), c.Param("token"))
-	if errors.Is(err, domain.ErrInvitationInvalid) {
+	if errors.Is(err, account.ErrInvitationInvalid) {
 		return s.invitationGone(c)
 	}
 	if err != nil {
@@ -86,12 +87,12 @@ func (s *Server) inviteJoinSubmit(c echo.Context) error {
 
 func (s *Server) resetGone(c echo.Context) error {
 	return Render(c, http.StatusNotFound, views.ErrorPage(views.ErrorProps{Page: s.page(c, "Password reset", ""), Status: http.StatusNotFound,
-		Heading: "Reset link no longer valid", Message: domain.ErrResetInvalid.Message}))
+		Heading: "Reset link no longer valid", Message: account.ErrResetInvalid.Message}))
 }
 
 func (s *Server) resetPage(c echo.Context) error {
 	email, err := s.Accounts.PasswordResetEmail(c.Request().Context(), c.Param("token"))
-	if errors.Is(err, domain.ErrResetInvalid) {
+	if errors.Is(err, account.ErrResetInvalid) {
 		return s.resetGone(c)
 	}
 	if err != nil {
@@ -106,7 +107,7 @@ func (s *Server) resetSubmit(c echo.Context) error {
 	ctx := c.Request().Context()
 	tok := c.Param("token")
 	err := s.Accounts.ResetPassword(ctx, tok, c.FormValue("password"))
-	if errors.Is(err, domain.ErrResetInvalid) {
+	if errors.Is(err, account.ErrResetInvalid) {
 		return s.resetGone(c)
 	}
 	var de *domain.Error

@@ -8,6 +8,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"anvil/domain"
+	"anvil/domain/project"
 )
 
 // projectJSON is a project as the private API shows it. The provider token
@@ -41,15 +42,6 @@ func toProjectJSON(p *domain.Project) projectJSON {
 		BranchFilters: append([]string{}, p.BranchFilters...), CreatedAt: p.CreatedAt.UTC(), UpdatedAt: p.UpdatedAt.UTC(), Warnings: p.Warnings}
 }
 
-// pathUUID parses a path parameter; a malformed id is a 404 like an unknown one.
-func pathUUID(c echo.Context, name, what string) (uuid.UUID, error) {
-	id, err := uuid.Parse(c.Param(name))
-	if err != nil {
-		return uuid.Nil, domain.NotFound(what)
-	}
-	return id, nil
-}
-
 func (s *Server) apiProjectList(c echo.Context) error {
 	ps, err := s.Projects.List(c.Request().Context(), principal(c).OrgID)
 	if err != nil {
@@ -63,7 +55,7 @@ func (s *Server) apiProjectList(c echo.Context) error {
 }
 
 func (s *Server) apiProjectCreate(c echo.Context) error {
-	var in domain.ProjectInput
+	var in project.ProjectInput
 	if err := bindJSON(c, &in); err != nil {
 		return err
 	}
@@ -91,7 +83,7 @@ func (s *Server) apiProjectUpdate(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	var in domain.ProjectInput
+	var in project.ProjectInput
 	if err := bindJSON(c, &in); err != nil {
 		return err
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"anvil/domain"
+	"anvil/domain/project"
 	"anvil/views"
 )
 
@@ -45,7 +46,7 @@ func (s *Server) projectNewPage(c echo.Context) error {
 // to show again on refusal. A run timeout that is not a whole number of
 // minutes is handed on as an invalid one, so that the domain refuses it
 // together with every other refused field (and saves nothing).
-func formInput(c echo.Context) (domain.ProjectInput, views.ProjectForm) {
+func formInput(c echo.Context) (project.ProjectInput, views.ProjectForm) {
 	f := views.ProjectForm{
 		Slug: c.FormValue("slug"), Name: c.FormValue("name"), RepoURL: c.FormValue("repo_url"),
 		DefaultBranch: c.FormValue("default_branch"), RunCommand: c.FormValue("run_command"),
@@ -53,7 +54,7 @@ func formInput(c echo.Context) (domain.ProjectInput, views.ProjectForm) {
 		ProviderAPIURL: c.FormValue("provider_api_url"), ProviderRepo: c.FormValue("provider_repo"),
 		RunTimeoutMinutes: c.FormValue("run_timeout_minutes"), BranchFilters: c.FormValue("branch_filters"),
 	}
-	in := domain.ProjectInput{Slug: &f.Slug, Name: &f.Name, RepoURL: &f.RepoURL, DefaultBranch: &f.DefaultBranch,
+	in := project.ProjectInput{Slug: &f.Slug, Name: &f.Name, RepoURL: &f.RepoURL, DefaultBranch: &f.DefaultBranch,
 		RunCommand: &f.RunCommand, RepairCommand: &f.RepairCommand, Provider: &f.Provider,
 		ProviderAPIURL: &f.ProviderAPIURL, ProviderRepo: &f.ProviderRepo}
 	if tok := c.FormValue("provider_token"); tok != "" {

@@ -51,6 +51,8 @@ var routeRoles = map[string]string{
 	"POST /settings/alerts":                                           domain.RoleAdmin,
 	"POST /settings/alerts/:destinationId/test":                       domain.RoleAdmin,
 	"POST /settings/alerts/:destinationId/delete":                     domain.RoleAdmin,
+	"POST /settings/retention":                                        domain.RoleAdmin,
+	"POST /settings/retention/projects/:projectId":                    domain.RoleAdmin,
 	"POST /projects/:projectId/delete":                                domain.RoleAdmin,
 	"POST /settings/organization/delete":                              domain.RoleOwner,
 	// private API
@@ -79,6 +81,8 @@ var routeRoles = map[string]string{
 	"DELETE /api/private/alerts/destinations/:destinationId":                 domain.RoleAdmin,
 	"POST /api/private/alerts/destinations/:destinationId/test":              domain.RoleAdmin,
 	"PUT /api/private/projects/:projectId/alert-rules":                       domain.RoleAdmin,
+	"PUT /api/private/retention":                                             domain.RoleAdmin,
+	"PUT /api/private/projects/:projectId/retention":                         domain.RoleAdmin,
 	"DELETE /api/private/projects/:projectId":                                domain.RoleAdmin,
 	"DELETE /api/private/orgs/:orgId":                                        domain.RoleOwner,
 }

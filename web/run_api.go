@@ -7,6 +7,7 @@ import (
 
 	"anvil/domain"
 	"anvil/domain/forgestatus"
+	"anvil/domain/run"
 )
 
 func (s *Server) apiQueue(c echo.Context) error {
@@ -36,7 +37,7 @@ func (s *Server) apiRunCreate(c echo.Context) error {
 			return err
 		}
 	}
-	var r *domain.Run
+	var r *run.Run
 	switch {
 	case in.Ref == "latest" && in.Branch == "":
 		r, err = s.Queue.AcceptLatest(c.Request().Context(), principal(c), id)
@@ -67,7 +68,7 @@ func (s *Server) apiRunGet(c echo.Context) error {
 	// forge_report is the last commit status posted to the forge (null
 	// when the run has not been reported).
 	return c.JSON(http.StatusOK, struct {
-		domain.RunView
+		run.RunView
 		ForgeReport *forgestatus.Report `json:"forge_report"`
 	}{r.View(), rep})
 }

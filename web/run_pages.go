@@ -12,10 +12,11 @@ import (
 
 	"anvil/domain"
 	"anvil/domain/forgestatus"
+	"anvil/domain/run"
 	"anvil/views"
 )
 
-func runRow(v domain.RunView) views.RunRow {
+func runRow(v run.RunView) views.RunRow {
 	r := views.RunRow{ID: v.RunID.String(), Status: v.Status, Trigger: v.Trigger, Branch: v.Branch, QueuedAt: v.QueuedAt, Number: v.Number}
 	if v.CommitSHA != nil {
 		r.CommitSHA = *v.CommitSHA
@@ -38,8 +39,8 @@ func runRow(v domain.RunView) views.RunRow {
 	return r
 }
 
-func indexedRow(ir domain.IndexedRun) views.RunRow {
-	return runRow(domain.RunView{RunID: ir.RunID, Status: ir.Status, Trigger: ir.Trigger, Branch: ir.Branch,
+func indexedRow(ir run.IndexedRun) views.RunRow {
+	return runRow(run.RunView{RunID: ir.RunID, Status: ir.Status, Trigger: ir.Trigger, Branch: ir.Branch,
 		CommitSHA: ir.CommitSHA, ExitCode: ir.ExitCode, FailureReason: ir.FailureReason, QueuedAt: ir.QueuedAt,
 		StartedAt: ir.StartedAt, FinishedAt: ir.FinishedAt, Number: ir.Number})
 }
@@ -165,7 +166,7 @@ func (s *Server) runProps(c echo.Context, id uuid.UUID, withLog bool) (views.Run
 	}
 	props := views.RunProps{Page: s.page(c, fmt.Sprintf("Run #%d · %s", r.Number, proj.Name), "projects"), Run: runRow(r.View()), ProjectID: proj.ID.String(),
 		ProjectName: proj.Name, CanWrite: p.CanWrite(), Unsandboxed: r.Sandboxed != nil && !*r.Sandboxed,
-		CanRerun: p.CanWrite() && domain.IsTerminal(r.State) && r.Trigger != domain.TriggerRepair, CSRF: s.csrfToken(p)}
+		CanRerun: p.CanWrite() && run.IsTerminal(r.State) && r.Trigger != run.TriggerRepair, CSRF: s.csrfToken(p)}
 	rep, err := forgestatus.Last(ctx, s.db.Bun, r.ID)
 	if err != nil {
 		return views.RunProps{}, err
@@ -180,15 +181,15 @@ func (s *Server) runProps(c echo.Context, id uuid.UUID, withLog bool) (views.Run
 	case story.RerunOfNumber > 0:
 		props.TriggeredBy = "Re-run by " + orSomeone(story.TriggeredBy) + " of"
 		props.TriggerHref, props.TriggerLink = fmt.Sprintf("/runs/%s", r.RerunOf), fmt.Sprintf("#%d", story.RerunOfNumber)
-	case r.Trigger == domain.TriggerManual:
+	case r.Trigger == run.TriggerManual:
 		props.TriggeredBy = "Started by " + orSomeone(story.TriggeredBy)
-	case r.Trigger == domain.TriggerWebhook:
+	case r.Trigger == run.TriggerWebhook:
 		props.TriggeredBy = "Started by a push"
 		if r.Provider != nil && r.DeliveryID != nil {
 			props.TriggeredBy = "Started by a " + *r.Provider + " push:"
 			props.TriggerHref, props.TriggerLink = "/projects/"+proj.ID.String()+"/webhooks#delivery-"+*r.DeliveryID, "delivery "+*r.DeliveryID
 		}
-	case r.Trigger == domain.TriggerRepair:
+	case r.Trigger == run.TriggerRepair:
 		props.TriggeredBy = "A repair"
 		if r.IncidentID != nil {
 			props.TriggeredBy = "A repair of"
@@ -212,7 +213,7 @@ func (s *Server) runProps(c echo.Context, id uuid.UUID, withLog bool) (views.Run
 			props.Log = b.String()
 		}
 	}
-	props.Why = domain.WhyEnded(r, failureDetail(text, r), proj.RunTimeout(), s.Queue.HeartbeatTimeout())
+	props.Why = run.WhyEnded(r, failureDetail(text, r), proj.RunTimeout(), s.Queue.HeartbeatTimeout())
 	return props, nil
 }
 
@@ -241,12 +242,12 @@ func orSomeone(email string) string {
 
 // failureDetail is what the log's own narration said went wrong (the
 // checkout's error, the sandbox's), for the reason in words.
-func failureDetail(log string, r *domain.Run) string {
+func failureDetail(log string, r *run.Run) string {
 	if r.FailureReason == nil {
 		return ""
 	}
-	prefix := map[string]string{domain.ReasonCheckout: "[anvil] checkout failed: ", domain.ReasonSandbox: "[anvil] the sandbox failed: ",
-		domain.ReasonRepairPush: "[anvil] repair: ", domain.ReasonRepairForge: "[anvil] repair: ", domain.ReasonInfra: "[anvil] "}[*r.FailureReason]
+	prefix := map[string]string{run.ReasonCheckout: "[anvil] checkout failed: ", run.ReasonSandbox: "[anvil] the sandbox failed: ",
+		run.ReasonRepairPush: "[anvil] repair: ", run.ReasonRepairForge: "[anvil] repair: ", run.ReasonInfra: "[anvil] "}[*r.FailureReason]
 	if prefix == "" {
 		return ""
 	}

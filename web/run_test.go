@@ -9,7 +9,7 @@ import (
 
 	"github.com/google/uuid"
 
-	"anvil/domain"
+	"anvil/domain/run"
 )
 
 func TestRunAPI(t *testing.T) {
@@ -150,7 +150,7 @@ func TestProjectPageShowsTheQueue(t *testing.T) {
 		t.Fatal("the active run's status disagrees with the queue")
 	}
 	code := 0
-	if _, err := b.queue.ReportTerminal(ctx, uuid.MustParse(active), domain.TerminalReport{State: domain.StatePassed, ExitCode: &code}); err != nil {
+	if _, err := b.queue.ReportTerminal(ctx, uuid.MustParse(active), run.TerminalReport{State: run.StatePassed, ExitCode: &code}); err != nil {
 		t.Fatal(err)
 	}
 	sync(all...)

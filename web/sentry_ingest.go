@@ -24,6 +24,7 @@ import (
 
 	"anvil/domain"
 	"anvil/domain/event"
+	"anvil/domain/feed"
 	"anvil/domain/feedstats"
 	"anvil/domain/sentry"
 	"anvil/views"
@@ -57,17 +58,19 @@ func (s *Server) startOutcomes() {
 		return
 	}
 	s.outcomes.Start()
+	s.retention.Budget().Start()
 	if s.done != nil {
 		go func() {
 			<-s.done
 			s.outcomes.Stop()
+			s.retention.Budget().Stop()
 		}()
 	}
 }
 
 // recordOutcome counts one answer of either door (a nil recorder counts
 // nothing).
-func (s *Server) recordOutcome(snd *domain.FeedSender, res domain.IngestResult) {
+func (s *Server) recordOutcome(snd *feed.FeedSender, res feed.IngestResult) {
 	if s.outcomes != nil {
 		s.outcomes.Record(snd.ConnectionID, len(res.Accepted), res.Rejected)
 	}
@@ -80,7 +83,8 @@ type sentryDetail struct {
 
 // sentryIngest serves one of the door's paths. The order of the checks is
 // the seed's: body size 413 (as sent, then decompressed) → key 401 → Origin
-// with a live key 403 → rate limit 429 → parse 400.
+// with a live key 403 → rate limit 429 → parse 400 → the daily event
+// budget 429 (docs/retention.md).
 func (s *Server) sentryIngest(store bool, lim *feedLimiter) echo.HandlerFunc {
 	maxEnvelope := s.opts.FeedMaxEnvelope
 	if maxEnvelope <= 0 {
@@ -146,6 +150,9 @@ func (s *Server) sentryIngest(store bool, lim *feedLimiter) echo.HandlerFunc {
 			// Sessions, client reports, transactions …: read past, nothing stored.
 			return c.JSON(http.StatusOK, struct{}{})
 		}
+		if over, err := s.overBudget(c, snd, len(payloads), true); over {
+			return err
+		}
 		return s.sentryStore(c, snd, payloads)
 	}
 }
@@ -153,7 +160,7 @@ func (s *Server) sentryIngest(store bool, lim *feedLimiter) echo.HandlerFunc {
 // sentryStore translates the events and hands them to Feed.Ingest, then
 // answers as Sentry's clients expect: the first event's id, or the first
 // refusal's reason code and message.
-func (s *Server) sentryStore(c echo.Context, snd *domain.FeedSender, payloads [][]byte) error {
+func (s *Server) sentryStore(c echo.Context, snd *feed.FeedSender, payloads [][]byte) error {
 	req := c.Request()
 	now := time.Now()
 	var (
@@ -170,7 +177,7 @@ func (s *Server) sentryStore(c echo.Context, snd *domain.FeedSender, payloads []
 		raws = append(raws, tr.Raw)
 		hexIDs = append(hexIDs, tr.HexID)
 	}
-	res := domain.IngestResult{Accepted: []string{}, Rejected: []event.Rejection{}}
+	res := feed.IngestResult{Accepted: []string{}, Rejected: []event.Rejection{}}
 	var storeErr error
 	if len(raws) > 0 {
 		res, storeErr = s.Feed.Ingest(req.Context(), snd, s.clientAddr(req), raws)
@@ -343,7 +350,7 @@ func (s *Server) connectionDSN(c echo.Context, projectID uuid.UUID, token string
 }
 
 // connectionOutcomes reads the last 24 hours' outcomes of the connections.
-func (s *Server) connectionOutcomes(ctx context.Context, cs []domain.FeedConnection) (map[uuid.UUID]views.FeedOutcome, error) {
+func (s *Server) connectionOutcomes(ctx context.Context, cs []feed.FeedConnection) (map[uuid.UUID]views.FeedOutcome, error) {
 	ids := make([]uuid.UUID, len(cs))
 	for i := range cs {
 		ids[i] = cs[i].ID

@@ -13,10 +13,11 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"anvil/db"
-	"anvil/domain"
 	"anvil/domain/alert"
 	"anvil/domain/feedstats"
+	"anvil/domain/retention"
 	"anvil/domain/secret"
+	"anvil/domain/wiring"
 	"anvil/static"
 )
 
@@ -38,7 +39,7 @@ type Options struct {
 
 // Server holds the dependencies of every handler.
 type Server struct {
-	*domain.Services
+	*wiring.Services
 	db      *db.DB
 	keys    *secret.Keyring
 	log     *slog.Logger
@@ -51,12 +52,14 @@ type Server struct {
 	outcomes *feedstats.Recorder
 
 	alerts *alert.Service
+	// retention holds the policies and the feed's daily budget.
+	retention *retention.Service
 }
 
 // Deps are what New needs.
 type Deps struct {
 	DB       *db.DB
-	Services *domain.Services
+	Services *wiring.Services
 	Keys     *secret.Keyring
 	Log      *slog.Logger
 	Metrics  *Metrics
@@ -74,7 +77,7 @@ func newServer(d Deps) *Server {
 		d.Metrics = NewMetrics(d.DB)
 	}
 	return &Server{Services: d.Services, db: d.DB, keys: d.Keys, log: d.Log, metrics: d.Metrics, opts: d.Options, done: d.Done,
-		alerts: alert.For(d.Services, d.Options.PublicURL)}
+		alerts: d.Services.Alerts, retention: d.Services.Retention}
 }
 
 func (s *Server) base() *echo.Echo {
@@ -100,47 +103,26 @@ func New(d Deps) *echo.Echo {
 	e.GET("/favicon.ico", echo.WrapHandler(static.Favicon()))
 
 	// Pages: a session (or a redirect to /login), CSRF on every write.
-	e.GET("/login", s.loginPage, s.anonymousCSRF)
-	e.POST("/login", s.loginSubmit, s.anonymousCSRF)
 	pages := e.Group("", s.authenticate, s.requirePage, s.requireCSRF, s.requireRouteRole)
-	pages.POST("/logout", s.logout)
-	pages.GET("/", s.dashboard)
-	pages.GET("/inbox", s.inbox)
-	pages.GET("/projects", s.projectsPage)
-	pages.GET("/projects/new", s.projectNewPage)
-	pages.POST("/projects", s.projectCreateSubmit)
-	pages.GET("/projects/:projectId", s.projectPage)
-	pages.GET("/projects/:projectId/edit", s.projectEditPage)
-	pages.POST("/projects/:projectId/edit", s.projectEditSubmit)
-	pages.POST("/projects/:projectId/runs", s.runNowSubmit)
-	pages.GET("/projects/:projectId/queue", s.projectQueueFragment)
-	pages.GET("/runs/:runId", s.runPage)
-	pages.GET("/runs/:runId/log.txt", s.runLogText)
-	pages.GET("/events", s.events)
-	pages.POST("/runs/:runId/cancel", s.runCancelSubmit)
-	pages.GET("/settings", s.settingsPage)
-	pages.POST("/settings/tokens", s.tokenCreateSubmit)
-	pages.POST("/settings/tokens/:tokenId/revoke", s.tokenRevokeSubmit)
-
 	// Private API: a bearer token, or the session plus the CSRF token.
 	api := e.Group("/api/private", s.authenticate, s.requireAPI, s.requireCSRF, s.requireRouteRole)
-	api.GET("/projects", s.apiProjectList)
-	api.POST("/projects", s.apiProjectCreate)
-	api.GET("/projects/:projectId", s.apiProjectGet)
-	api.PATCH("/projects/:projectId", s.apiProjectUpdate)
-	api.GET("/projects/:projectId/queue", s.apiQueue)
-	api.POST("/projects/:projectId/runs", s.apiRunCreate)
-	api.GET("/runs/:runId", s.apiRunGet)
-	api.POST("/runs/:runId/cancel", s.apiRunCancel)
-	api.GET("/runs/:runId/logs", s.apiRunLogs)
 
+	// The cockpit's shell: the dashboard and the live events of every page.
+	pages.GET("/", s.dashboard)
+	pages.GET("/events", s.events)
+
+	// One registration per capability (web/<capability>_routes.go); public
+	// endpoints that authenticate themselves go on e.
+	s.registerAccounts(e, pages, api)
+	s.registerProjects(e, pages, api)
+	s.registerRuns(e, pages, api)
+	s.registerRunSecrets(e, pages, api)
 	s.registerWebhooks(e, pages, api)
 	s.registerFeed(e, pages, api)
 	s.registerIncidents(e, pages, api)
-	s.registerTeams(e, pages, api)
-	s.registerAlerts(api)
-	s.registerAlertPages(pages)
-	s.registerCI(e, pages, api)
+	s.registerCards(e, pages, api)
+	s.registerAlerts(e, pages, api)
+	s.registerRetention(pages, api)
 	s.registerErasure(pages, api)
 
 	// A group with middleware claims every unknown path under its prefix, so

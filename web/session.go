@@ -11,6 +11,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"anvil/domain"
+	"anvil/domain/account"
 	"anvil/views"
 )
 
@@ -50,7 +51,7 @@ func (s *Server) loginSubmit(c echo.Context) error {
 		return refuse(statusOf(de.Kind), de.Message)
 	}
 	s.logins.succeeded(email)
-	s.setCookie(c, sessionCookie, cookie, int(domain.SessionTTL.Seconds()))
+	s.setCookie(c, sessionCookie, cookie, int(account.SessionTTL.Seconds()))
 	s.setCookie(c, preSessionCookie, "", -1)
 	return redirect(c, next)
 }

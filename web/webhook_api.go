@@ -9,23 +9,24 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"anvil/domain"
+	"anvil/domain/webhook"
 )
 
 // webhookJSON is a webhook's state in the private API. secret and
 // signing_token appear only in the answers of create and rotate-secret.
 type webhookJSON struct {
-	Provider     string               `json:"provider"`
-	Configured   bool                 `json:"configured"`
-	Enabled      bool                 `json:"enabled"`
-	Config       domain.WebhookConfig `json:"config"`
-	URL          string               `json:"url"`
-	CreatedAt    *time.Time           `json:"created_at"`
-	UpdatedAt    *time.Time           `json:"updated_at"`
-	Secret       string               `json:"secret,omitempty"`
-	SigningToken string               `json:"signing_token,omitempty"`
+	Provider     string                `json:"provider"`
+	Configured   bool                  `json:"configured"`
+	Enabled      bool                  `json:"enabled"`
+	Config       webhook.WebhookConfig `json:"config"`
+	URL          string                `json:"url"`
+	CreatedAt    *time.Time            `json:"created_at"`
+	UpdatedAt    *time.Time            `json:"updated_at"`
+	Secret       string                `json:"secret,omitempty"`
+	SigningToken string                `json:"signing_token,omitempty"`
 }
 
-func (s *Server) toWebhookJSON(w domain.Webhook, sec domain.WebhookSecrets) webhookJSON {
+func (s *Server) toWebhookJSON(w webhook.Webhook, sec webhook.WebhookSecrets) webhookJSON {
 	return webhookJSON{Provider: string(w.Provider), Configured: w.Configured, Enabled: w.Enabled, Config: w.Config,
 		URL: s.webhookURL(w.ProjectID.String(), string(w.Provider)), CreatedAt: w.CreatedAt, UpdatedAt: w.UpdatedAt,
 		Secret: sec.Secret, SigningToken: sec.SigningToken}
@@ -58,7 +59,7 @@ func (s *Server) apiWebhookList(c echo.Context) error {
 	}
 	out := make([]webhookJSON, 0, len(ws))
 	for _, w := range ws {
-		out = append(out, s.toWebhookJSON(w, domain.WebhookSecrets{}))
+		out = append(out, s.toWebhookJSON(w, webhook.WebhookSecrets{}))
 	}
 	return c.JSON(http.StatusOK, map[string]any{"webhooks": out})
 }
@@ -69,7 +70,7 @@ func (s *Server) apiWebhookPut(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	var in domain.WebhookInput
+	var in webhook.WebhookInput
 	if err := bindJSON(c, &in); err != nil {
 		return err
 	}
@@ -114,8 +115,8 @@ func (s *Server) apiWebhookDeliveries(c echo.Context) error {
 	}
 	limit := 0
 	if v := c.QueryParam("limit"); v != "" {
-		if limit, err = strconv.Atoi(v); err != nil || limit < 1 || limit > domain.MaxListedDeliveries {
-			return domain.Invalid("invalid_limit", "limit must be a whole number between 1 and %d", domain.MaxListedDeliveries)
+		if limit, err = strconv.Atoi(v); err != nil || limit < 1 || limit > webhook.MaxListedDeliveries {
+			return domain.Invalid("invalid_limit", "limit must be a whole number between 1 and %d", webhook.MaxListedDeliveries)
 		}
 	}
 	ds, err := s.Webhooks.ListDeliveries(c.Request().Context(), principal(c), id, c.Param("provider"), limit)

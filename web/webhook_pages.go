@@ -9,6 +9,7 @@ import (
 
 	"anvil/domain"
 	"anvil/domain/forge"
+	"anvil/domain/webhook"
 	"anvil/views"
 )
 
@@ -17,7 +18,7 @@ const pageDeliveries = 50
 
 var providerLabels = map[forge.Provider]string{forge.GitHub: "GitHub", forge.GitLab: "GitLab", forge.Gitea: "Gitea / Forgejo"}
 
-func (s *Server) webhookCard(c echo.Context, w domain.Webhook) views.WebhookCard {
+func (s *Server) webhookCard(c echo.Context, w webhook.Webhook) views.WebhookCard {
 	p := principal(c)
 	return views.WebhookCard{ProjectID: w.ProjectID.String(), Provider: string(w.Provider), Label: providerLabels[w.Provider],
 		Configured: w.Configured, Enabled: w.Enabled, SigningToken: w.Config.SigningToken,
@@ -146,7 +147,7 @@ func (s *Server) webhookAction(c echo.Context, creates bool, act func(id uuid.UU
 	return redirect(c, "/projects/"+id.String()+"/webhooks")
 }
 
-func revealOf(r domain.WebhookResult, rotated bool) *views.WebhookReveal {
+func revealOf(r webhook.WebhookResult, rotated bool) *views.WebhookReveal {
 	if r.Secrets.Secret == "" && r.Secrets.SigningToken == "" {
 		return nil
 	}
@@ -158,10 +159,10 @@ func revealOf(r domain.WebhookResult, rotated bool) *views.WebhookReveal {
 func (s *Server) webhookCreateSubmit(c echo.Context) error {
 	return s.webhookAction(c, true, func(id uuid.UUID, provider string) (*views.WebhookReveal, error) {
 		enabled := true
-		in := domain.WebhookInput{Enabled: &enabled}
+		in := webhook.WebhookInput{Enabled: &enabled}
 		if c.FormValue("signing_token") == "true" {
 			on := true
-			in.Config = &domain.WebhookConfigInput{SigningToken: &on}
+			in.Config = &webhook.WebhookConfigInput{SigningToken: &on}
 		}
 		res, err := s.Webhooks.Put(c.Request().Context(), principal(c), id, provider, in)
 		if err == nil && !res.Created {

@@ -12,6 +12,7 @@ import (
 
 	"anvil/domain"
 	"anvil/domain/forge"
+	"anvil/domain/webhook"
 )
 
 // maxWebhookBody caps a delivery. GitHub caps payloads at 25 MB but a push
@@ -83,13 +84,13 @@ func (s *Server) webhookDeliver(c echo.Context) error {
 		switch {
 		case errors.Is(err, forge.ErrMissingDelivery):
 			msg := "the delivery has no delivery id header (" + deliveryHeader(provider) + "), so it cannot be deduplicated"
-			s.countRefusal(c, projectID, provider, domain.RefusedMissingDeliveryID, msg)
+			s.countRefusal(c, projectID, provider, webhook.RefusedMissingDeliveryID, msg)
 			return refuse(c, http.StatusBadRequest, "missing_delivery_id", msg)
 		case errors.Is(err, forge.ErrMalformed):
 			id, idErr := forge.DeliveryID(provider, req.Header)
 			if idErr != nil {
 				msg := "the delivery id header must be 1–200 printable ASCII characters"
-				s.countRefusal(c, projectID, provider, domain.RefusedInvalidDeliveryID, msg)
+				s.countRefusal(c, projectID, provider, webhook.RefusedInvalidDeliveryID, msg)
 				return refuse(c, http.StatusBadRequest, "invalid_delivery_id", msg)
 			}
 			payload = forge.Payload{Provider: provider, DeliveryID: id, Kind: "malformed", Event: printableOr(eventHeader(provider, req.Header), "")}
@@ -113,7 +114,7 @@ func (s *Server) webhookDeliver(c echo.Context) error {
 	}
 	if errors.Is(err, domain.ErrWebhookDisabled) {
 		// Disabled between the verification and the decision.
-		s.countRefusal(c, projectID, provider, domain.RefusedDisabled, domain.ErrWebhookDisabled.Message)
+		s.countRefusal(c, projectID, provider, webhook.RefusedDisabled, domain.ErrWebhookDisabled.Message)
 	}
 	if err != nil {
 		return s.deliveryRefusal(c, err)
@@ -132,7 +133,7 @@ func (s *Server) webhookDeliver(c echo.Context) error {
 // comes from the domain's short-lived cache unless fresh; a delivery that
 // does not verify with cached material is tried once more with fresh
 // material (the secret may have been rotated by another process).
-func (s *Server) verifyDelivery(c echo.Context, projectID uuid.UUID, provider forge.Provider, body []byte, fresh bool) (domain.Verification, bool, error) {
+func (s *Server) verifyDelivery(c echo.Context, projectID uuid.UUID, provider forge.Provider, body []byte, fresh bool) (webhook.Verification, bool, error) {
 	req := c.Request()
 	load := s.Webhooks.CachedVerificationMaterial
 	if fresh {
@@ -141,9 +142,9 @@ func (s *Server) verifyDelivery(c echo.Context, projectID uuid.UUID, provider fo
 	m, err := load(req.Context(), projectID, string(provider))
 	if err != nil {
 		if errors.Is(err, domain.ErrWebhookNotConfigured) {
-			s.countRefusal(c, projectID, provider, domain.RefusedNotConfigured, domain.ErrWebhookNotConfigured.Message)
+			s.countRefusal(c, projectID, provider, webhook.RefusedNotConfigured, domain.ErrWebhookNotConfigured.Message)
 		}
-		return domain.Verification{}, true, s.deliveryRefusal(c, err)
+		return webhook.Verification{}, true, s.deliveryRefusal(c, err)
 	}
 	if err := forge.Verify(provider, req.Header, body, m.Secrets, time.Now()); err != nil {
 		if m.Cached() {
@@ -151,16 +152,16 @@ func (s *Server) verifyDelivery(c echo.Context, projectID uuid.UUID, provider fo
 		}
 		// forge's reasons name headers, never secrets or signatures.
 		why := reason(err)
-		kind := domain.RefusedInvalidSignature
+		kind := webhook.RefusedInvalidSignature
 		if strings.HasPrefix(why, "missing ") {
-			kind = domain.RefusedMissingSignature
+			kind = webhook.RefusedMissingSignature
 		}
 		s.countRefusal(c, projectID, provider, kind, why)
-		return domain.Verification{}, true, refuse(c, http.StatusUnauthorized, "invalid_signature", "the delivery could not be verified: "+why)
+		return webhook.Verification{}, true, refuse(c, http.StatusUnauthorized, "invalid_signature", "the delivery could not be verified: "+why)
 	}
 	if !m.Enabled {
-		s.countRefusal(c, projectID, provider, domain.RefusedDisabled, domain.ErrWebhookDisabled.Message)
-		return domain.Verification{}, true, s.deliveryRefusal(c, domain.ErrWebhookDisabled)
+		s.countRefusal(c, projectID, provider, webhook.RefusedDisabled, domain.ErrWebhookDisabled.Message)
+		return webhook.Verification{}, true, s.deliveryRefusal(c, domain.ErrWebhookDisabled)
 	}
 	return m.Verification(), false, nil
 }

@@ -21,7 +21,7 @@ import (
 
 	"github.com/google/uuid"
 
-	"anvil/domain"
+	"anvil/domain/wiring"
 )
 
 const (
@@ -540,9 +540,10 @@ func TestWebhookRotatedByAnotherProcess(t *testing.T) {
 	if a := b.send(t, h, delivery{event: "push", id: "before", body: body, sign: true}); a.status != 200 {
 		t.Fatalf("first delivery: %d %v", a.status, a.body)
 	}
-	other := domain.NewServices(b.db.Bun, b.db.Pool, b.keys, nil, testDomainOptions())
-	other.Store.UseJobs(b.river)
-	other.Start(ctx)
+	other := wiring.NewServices(b.db, b.keys, nil, testDomainOptions())
+	if _, err := other.Start(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(func() { _ = other.Stop(context.Background()) })
 	owner, err := b.accounts.Authenticate(ctx, b.owner.Token)
 	if err != nil {

@@ -17,6 +17,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -26,6 +27,7 @@ import (
 	"github.com/uptrace/bun"
 
 	"anvil/domain"
+	"anvil/domain/run"
 )
 
 // Destination kinds.
@@ -111,6 +113,10 @@ type Service struct {
 	// PerMinute is how many alerts one destination receives in a minute;
 	// the rest of that minute fold into one digest (ANVIL_ALERTS_PER_MINUTE).
 	PerMinute int
+	// Resolver resolves destination hosts when they are saved; nil means
+	// net.DefaultResolver.
+	Resolver     Resolver
+	allowPrivate atomic.Bool
 }
 
 var (
@@ -119,28 +125,29 @@ var (
 )
 
 // For returns the store's alert service, creating it — and installing its
-// hooks on sv — the first time: the web tier and the workers share it.
-func For(sv *domain.Services, publicURL string) *Service {
+// hooks on s and q — the first time: the web tier and the workers share it.
+func For(s *domain.Store, q *run.Queue, publicURL string) *Service {
 	servicesMu.Lock()
 	defer servicesMu.Unlock()
-	if a := services[sv.Store]; a != nil {
+	if a := services[s]; a != nil {
 		if publicURL != "" {
 			a.PublicURL = publicURL
 		}
 		return a
 	}
-	a := &Service{s: sv.Store, PublicURL: publicURL, Now: sv.Store.Now, TTL: 5 * time.Second, PerMinute: PerMinute,
-		HTTP: newHTTPClient(), cache: map[uuid.UUID]*orgRules{}}
-	services[sv.Store] = a
-	sv.Store.UseAlerts(a)
-	if sv.Store.Pool != nil {
+	a := &Service{s: s, PublicURL: publicURL, Now: s.Now, TTL: 5 * time.Second, PerMinute: PerMinute,
+		cache: map[uuid.UUID]*orgRules{}}
+	a.HTTP = a.newHTTPClient()
+	services[s] = a
+	s.UseAlerts(a)
+	if s.Pool != nil {
 		// An insert-only client on River's pgx driver: the feed's fast
 		// path holds its transaction on a pgx connection.
-		if c, err := river.NewClient(riverpgxv5.New(sv.Store.Pool), &river.Config{}); err == nil {
-			sv.Store.UseFastJobs(fastInserter{c})
+		if c, err := river.NewClient(riverpgxv5.New(s.Pool), &river.Config{}); err == nil {
+			s.UseFastJobs(fastInserter{c})
 		}
 	}
-	sv.Queue.OnTerminal(a.runTerminal)
+	q.OnTerminal(a.runTerminal)
 	return a
 }
 
@@ -233,6 +240,9 @@ func (a *Service) Create(ctx context.Context, p *domain.Principal, in Input) (*D
 	if err != nil {
 		return nil, "", err
 	}
+	if err := a.checkAddress(ctx, u); err != nil {
+		return nil, "", err
+	}
 	id := uuid.New()
 	urlEnc, err := a.s.Keys.Seal([]byte(u.String()), aad(id, "url"))
 	if err != nil {
@@ -308,6 +318,16 @@ func (a *Service) Update(ctx context.Context, p *domain.Principal, id uuid.UUID,
 	if _, err := a.Get(ctx, p, id); err != nil {
 		return nil, err
 	}
+	var u *url.URL
+	if in.URL != nil {
+		var err error
+		if u, err = checkURL(*in.URL); err != nil {
+			return nil, err
+		}
+		if err := a.checkAddress(ctx, u); err != nil {
+			return nil, err
+		}
+	}
 	err := a.s.DB.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
 		detail := map[string]any{}
 		if in.Name != nil {
@@ -323,11 +343,7 @@ func (a *Service) Update(ctx context.Context, p *domain.Principal, id uuid.UUID,
 			}
 			detail["name"] = name
 		}
-		if in.URL != nil {
-			u, err := checkURL(*in.URL)
-			if err != nil {
-				return err
-			}
+		if u != nil {
 			enc, err := a.s.Keys.Seal([]byte(u.String()), aad(id, "url"))
 			if err != nil {
 				return fmt.Errorf("alerts: seal url: %w", err)
@@ -416,13 +432,4 @@ type fastInserter struct{ c *river.Client[pgx.Tx] }
 func (f fastInserter) InsertManyTx(ctx context.Context, tx pgx.Tx, params []river.InsertManyParams) error {
 	_, err := f.c.InsertManyTx(ctx, tx, params)
 	return err
-}
-
-// newHTTPClient keeps a connection per concurrent delivery open to each
-// destination (Go keeps two per host by default, so a burst would dial a
-// new connection for most deliveries), and bounds an attempt to 10 s.
-func newHTTPClient() *http.Client {
-	t := http.DefaultTransport.(*http.Transport).Clone()
-	t.MaxIdleConnsPerHost = QueueConfig.MaxWorkers
-	return &http.Client{Timeout: 10 * time.Second, Transport: t}
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/google/uuid"
 
 	"anvil/domain"
+	"anvil/domain/run"
 )
 
 // Message is the generic webhook's JSON body (docs/contracts/alerts.md).
@@ -92,14 +93,10 @@ func (a *Service) message(ctx context.Context, args DeliverArgs, d dest) ([]byte
 	var lines []string
 	switch {
 	case args.IncidentID != uuid.Nil:
-		var in []domain.Incident
-		if err := a.s.DB.NewSelect().Model(&in).Where("id = ?", args.IncidentID).Scan(ctx); err != nil {
-			return nil, "", fmt.Errorf("alerts: read incident: %w", err)
-		}
-		if len(in) == 0 {
+		if d.Incident == nil {
 			return nil, "", errGone
 		}
-		i := in[0]
+		i := d.Incident
 		m.Data.Incident = &IncidentData{ID: i.ID, Title: i.Title, Type: i.ExceptionType, Environment: i.Environment, EventCount: i.EventCount,
 			FirstSeen: i.FirstSeen, LastSeen: i.LastSeen, Status: i.Status, PRURL: i.PRURL, Reason: i.NeedsHumanReason}
 		m.Data.URL = base + "/incidents/" + i.ID.String()
@@ -112,7 +109,7 @@ func (a *Service) message(ctx context.Context, args DeliverArgs, d dest) ([]byte
 			lines = append(lines, "Why: "+i.NeedsHumanReason)
 		}
 	case args.RunID != uuid.Nil:
-		var rs []domain.Run
+		var rs []run.Run
 		if err := a.s.DB.NewSelect().Model(&rs).Where("id = ?", args.RunID).Scan(ctx); err != nil {
 			return nil, "", fmt.Errorf("alerts: read run: %w", err)
 		}

@@ -12,6 +12,7 @@ import (
 	"github.com/uptrace/bun"
 
 	"anvil/domain"
+	"anvil/domain/run"
 )
 
 // Rule is one kind of alert of a project: on or off, and to which
@@ -227,8 +228,8 @@ func pgUUIDs(ids []uuid.UUID) string {
 // runTerminal is the queue's terminal hook: a run on the default branch
 // that failed, or passed after a failure, is an alert. Canceled runs say
 // nothing about the branch.
-func (a *Service) runTerminal(ctx context.Context, tx bun.Tx, r *domain.Run) error {
-	if r.State != domain.StateFailed && r.State != domain.StatePassed {
+func (a *Service) runTerminal(ctx context.Context, tx bun.Tx, r *run.Run) error {
+	if r.State != run.StateFailed && r.State != run.StatePassed {
 		return nil
 	}
 	read := func(ctx context.Context, q string, args ...any) (v string, err error) {
@@ -243,19 +244,19 @@ func (a *Service) runTerminal(ctx context.Context, tx bun.Tx, r *domain.Run) err
 	if err := tx.NewRaw(`SELECT default_branch FROM projects WHERE id = ?`, r.ProjectID).Scan(ctx, &branch); err != nil {
 		return fmt.Errorf("alerts: project branch: %w", err)
 	}
-	if r.Branch != branch || r.Trigger == domain.TriggerRepair {
+	if r.Branch != branch || r.Trigger == run.TriggerRepair {
 		return nil
 	}
 	var prev []string
 	if err := tx.NewRaw(`SELECT state FROM project_runs WHERE project_id = ? AND branch = ? AND id <> ? AND state IN ('passed', 'failed')
-		AND trigger <> ? ORDER BY finished_at DESC NULLS LAST LIMIT 1`, r.ProjectID, branch, r.ID, domain.TriggerRepair).Scan(ctx, &prev); err != nil {
+		AND trigger <> ? ORDER BY finished_at DESC NULLS LAST LIMIT 1`, r.ProjectID, branch, r.ID, run.TriggerRepair).Scan(ctx, &prev); err != nil {
 		return fmt.Errorf("alerts: previous run: %w", err)
 	}
 	kind := ""
 	switch {
-	case r.State == domain.StateFailed:
+	case r.State == run.StateFailed:
 		kind = domain.AlertRunFailed
-	case len(prev) == 1 && prev[0] == domain.StateFailed:
+	case len(prev) == 1 && prev[0] == run.StateFailed:
 		kind = domain.AlertRunRecovered
 	default:
 		return nil

@@ -8,6 +8,8 @@ import (
 
 	"anvil/domain"
 	"anvil/domain/alert"
+	"anvil/domain/incident"
+	runs "anvil/domain/run"
 )
 
 // The incident rules, each once per cause: new, waiting for approval (the
@@ -46,9 +48,9 @@ func TestIncidentRulesFireOncePerCause(t *testing.T) {
 		}
 	}
 	check("ingest")
-	repair := func() *domain.Run {
+	repair := func() *runs.Run {
 		t.Helper()
-		if _, err := b.sv.Incidents.Decide(ctx, b.owner, inc, domain.DecisionApprove); err != nil {
+		if _, err := b.sv.Incidents.Decide(ctx, b.owner, inc, incident.DecisionApprove); err != nil {
 			t.Fatal(err)
 		}
 		if err := b.sv.Incidents.DispatchRepair(ctx, inc); err != nil {
@@ -74,7 +76,7 @@ func TestIncidentRulesFireOncePerCause(t *testing.T) {
 	}
 	want[domain.AlertRepairNeedsHuman] = 1
 	check("needs human")
-	if _, err := b.sv.Queue.ReportTerminal(ctx, run.ID, domain.TerminalReport{State: domain.StateFailed}); err != nil {
+	if _, err := b.sv.Queue.ReportTerminal(ctx, run.ID, runs.TerminalReport{State: runs.StateFailed}); err != nil {
 		t.Fatal(err)
 	}
 	run = repair()
@@ -101,16 +103,16 @@ func TestRunRulesFireOncePerCause(t *testing.T) {
 		if _, _, err := b.sv.Queue.Claim(ctx, r.ID, "test"); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := b.sv.Queue.ReportTerminal(ctx, r.ID, domain.TerminalReport{State: state}); err != nil {
+		if _, err := b.sv.Queue.ReportTerminal(ctx, r.ID, runs.TerminalReport{State: state}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	finish("main", domain.StatePassed)
-	finish("feature", domain.StateFailed)
-	finish("main", domain.StateFailed)
-	finish("main", domain.StateCanceled)
-	finish("main", domain.StatePassed)
-	finish("main", domain.StatePassed)
+	finish("main", runs.StatePassed)
+	finish("feature", runs.StateFailed)
+	finish("main", runs.StateFailed)
+	finish("main", runs.StateCanceled)
+	finish("main", runs.StatePassed)
+	finish("main", runs.StatePassed)
 	got := kinds(b.jobs(t))
 	if got[domain.AlertRunFailed] != 1 || got[domain.AlertRunRecovered] != 1 || len(got) != 2 {
 		t.Fatalf("kinds %v", got)

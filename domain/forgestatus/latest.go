@@ -10,6 +10,7 @@ import (
 	gitlab "gitlab.com/gitlab-org/api/client-go"
 
 	"anvil/domain"
+	"anvil/domain/run"
 )
 
 // GitHead resolves a branch's head with git ls-remote (the checkout's
@@ -19,7 +20,7 @@ type GitHead func(ctx context.Context, repoURL, token, branch string) (string, e
 // LatestCommit resolves a project's default-branch head through its forge's
 // API (GET the branch with the official client), or with git ls-remote when
 // the project has no provider.
-func LatestCommit(hc *http.Client, git GitHead) domain.LatestResolver {
+func LatestCommit(hc *http.Client, git GitHead) run.LatestResolver {
 	return func(ctx context.Context, p *domain.Project, token string) (string, error) {
 		if p.Provider == "" {
 			if git == nil {

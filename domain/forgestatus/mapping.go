@@ -12,7 +12,7 @@ import (
 	"fmt"
 	"time"
 
-	"anvil/domain"
+	"anvil/domain/run"
 )
 
 // Forge states, per provider, as their APIs spell them.
@@ -30,19 +30,19 @@ const (
 // statuses"). Failures of the code (exit code, timeout) are failure; failures
 // of anvil's machinery (runner lost, sandbox, checkout) are error, so branch
 // protection tells "your code is broken" from "CI could not say".
-func ForgeState(provider string, r *domain.Run) string {
+func ForgeState(provider string, r *run.Run) string {
 	gitlab := provider == "gitlab"
 	switch r.Status() {
-	case domain.StatusQueued:
+	case run.StatusQueued:
 		return stPending
-	case domain.StatusStarting, domain.StatusRunning, domain.StatusCancelRequested, domain.StatusCanceling:
+	case run.StatusStarting, run.StatusRunning, run.StatusCancelRequested, run.StatusCanceling:
 		if gitlab {
 			return stRunning
 		}
 		return stPending
-	case domain.StatusPassed:
+	case run.StatusPassed:
 		return stSuccess
-	case domain.StatusFailed:
+	case run.StatusFailed:
 		if gitlab {
 			return stFailed
 		}
@@ -50,7 +50,7 @@ func ForgeState(provider string, r *domain.Run) string {
 			return stFailure
 		}
 		return stError
-	case domain.StatusCanceled:
+	case run.StatusCanceled:
 		if gitlab {
 			return stCanceled
 		}
@@ -59,11 +59,11 @@ func ForgeState(provider string, r *domain.Run) string {
 	return stPending
 }
 
-func codeFailure(r *domain.Run) bool {
+func codeFailure(r *run.Run) bool {
 	if r.FailureReason == nil {
 		return r.ExitCode != nil && *r.ExitCode != 0
 	}
-	return *r.FailureReason == domain.ReasonExitCode || *r.FailureReason == domain.ReasonTimeout
+	return *r.FailureReason == run.ReasonExitCode || *r.FailureReason == run.ReasonTimeout
 }
 
 // Facts are what a description needs beyond the run row.
@@ -73,44 +73,44 @@ type Facts struct {
 }
 
 // Describe says in one line what a person needs to know about the run.
-func Describe(r *domain.Run, f Facts) string {
+func Describe(r *run.Run, f Facts) string {
 	switch r.Status() {
-	case domain.StatusQueued:
+	case run.StatusQueued:
 		if f.InLine > 0 {
 			return "queued — " + ordinal(f.InLine) + " in line"
 		}
 		return "queued"
-	case domain.StatusStarting:
+	case run.StatusStarting:
 		return "starting"
-	case domain.StatusRunning:
+	case run.StatusRunning:
 		return "running"
-	case domain.StatusCancelRequested, domain.StatusCanceling:
+	case run.StatusCancelRequested, run.StatusCanceling:
 		return "canceling"
-	case domain.StatusPassed:
+	case run.StatusPassed:
 		return "passed in " + took(r)
-	case domain.StatusFailed:
+	case run.StatusFailed:
 		reason := ""
 		if r.FailureReason != nil {
 			reason = *r.FailureReason
 		}
 		switch reason {
-		case domain.ReasonExitCode, "":
+		case run.ReasonExitCode, "":
 			if r.ExitCode != nil {
 				return fmt.Sprintf("failed: exit code %d", *r.ExitCode)
 			}
 			return "failed"
-		case domain.ReasonTimeout:
+		case run.ReasonTimeout:
 			return "failed: timed out after " + took(r)
-		case domain.ReasonRunnerLost:
+		case run.ReasonRunnerLost:
 			return "runner lost"
-		case domain.ReasonCheckout:
+		case run.ReasonCheckout:
 			return "failed: checkout failed"
-		case domain.ReasonSandbox:
+		case run.ReasonSandbox:
 			return "failed: sandbox error"
 		}
 		return "failed: " + reason
-	case domain.StatusCanceled:
-		if r.FailureReason != nil && *r.FailureReason == domain.ReasonRunnerLost {
+	case run.StatusCanceled:
+		if r.FailureReason != nil && *r.FailureReason == run.ReasonRunnerLost {
 			return "runner lost"
 		}
 		if f.CanceledBy != "" {
@@ -121,7 +121,7 @@ func Describe(r *domain.Run, f Facts) string {
 	return r.Status()
 }
 
-func took(r *domain.Run) string {
+func took(r *run.Run) string {
 	start := r.StartedAt
 	if start == nil {
 		start = r.ClaimedAt

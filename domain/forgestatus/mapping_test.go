@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"anvil/domain"
+	runs "anvil/domain/run"
 )
 
 // TestMappingTable is README's table, row by row.
@@ -16,26 +16,26 @@ func TestMappingTable(t *testing.T) {
 		state, reason       string
 		github, gitlab, tea string
 	}{
-		{domain.StatePending, "", "pending", "pending", "pending"},
-		{domain.StateExecutable, "", "pending", "pending", "pending"},
-		{domain.StateStarting, "", "pending", "running", "pending"},
-		{domain.StateRunning, "", "pending", "running", "pending"},
-		{domain.StateCancelRequested, "", "pending", "running", "pending"},
-		{domain.StateCanceling, "", "pending", "running", "pending"},
-		{domain.StatePassed, "", "success", "success", "success"},
-		{domain.StateFailed, domain.ReasonExitCode, "failure", "failed", "failure"},
-		{domain.StateFailed, domain.ReasonTimeout, "failure", "failed", "failure"},
-		{domain.StateFailed, domain.ReasonRunnerLost, "error", "failed", "error"},
-		{domain.StateFailed, domain.ReasonSandbox, "error", "failed", "error"},
-		{domain.StateFailed, domain.ReasonCheckout, "error", "failed", "error"},
-		{domain.StateCanceled, "", "error", "canceled", "error"},
+		{runs.StatePending, "", "pending", "pending", "pending"},
+		{runs.StateExecutable, "", "pending", "pending", "pending"},
+		{runs.StateStarting, "", "pending", "running", "pending"},
+		{runs.StateRunning, "", "pending", "running", "pending"},
+		{runs.StateCancelRequested, "", "pending", "running", "pending"},
+		{runs.StateCanceling, "", "pending", "running", "pending"},
+		{runs.StatePassed, "", "success", "success", "success"},
+		{runs.StateFailed, runs.ReasonExitCode, "failure", "failed", "failure"},
+		{runs.StateFailed, runs.ReasonTimeout, "failure", "failed", "failure"},
+		{runs.StateFailed, runs.ReasonRunnerLost, "error", "failed", "error"},
+		{runs.StateFailed, runs.ReasonSandbox, "error", "failed", "error"},
+		{runs.StateFailed, runs.ReasonCheckout, "error", "failed", "error"},
+		{runs.StateCanceled, "", "error", "canceled", "error"},
 	}
 	for _, r := range rows {
-		run := &domain.Run{State: r.state}
+		run := &runs.Run{State: r.state}
 		if r.reason != "" {
 			run.FailureReason = s(r.reason)
 		}
-		if r.reason == domain.ReasonExitCode {
+		if r.reason == runs.ReasonExitCode {
 			run.ExitCode = &one
 		}
 		for provider, want := range map[string]string{"github": r.github, "gitlab": r.gitlab, "gitea": r.tea} {
@@ -53,18 +53,18 @@ func TestDescribe(t *testing.T) {
 	s := func(v string) *string { return &v }
 	one := 1
 	for _, tc := range []struct {
-		run  domain.Run
+		run  runs.Run
 		f    Facts
 		want string
 	}{
-		{domain.Run{State: domain.StatePending}, Facts{InLine: 3}, "queued — 3rd in line"},
-		{domain.Run{State: domain.StatePending}, Facts{InLine: 11}, "queued — 11th in line"},
-		{domain.Run{State: domain.StatePending}, Facts{InLine: 22}, "queued — 22nd in line"},
-		{domain.Run{State: domain.StateRunning}, Facts{}, "running"},
-		{domain.Run{State: domain.StatePassed, StartedAt: &start, FinishedAt: &end}, Facts{}, "passed in 42 s"},
-		{domain.Run{State: domain.StateFailed, ExitCode: &one, FailureReason: s(domain.ReasonExitCode)}, Facts{}, "failed: exit code 1"},
-		{domain.Run{State: domain.StateCanceled}, Facts{CanceledBy: "ada@example.com"}, "canceled by ada@example.com"},
-		{domain.Run{State: domain.StateFailed, FailureReason: s(domain.ReasonRunnerLost)}, Facts{}, "runner lost"},
+		{runs.Run{State: runs.StatePending}, Facts{InLine: 3}, "queued — 3rd in line"},
+		{runs.Run{State: runs.StatePending}, Facts{InLine: 11}, "queued — 11th in line"},
+		{runs.Run{State: runs.StatePending}, Facts{InLine: 22}, "queued — 22nd in line"},
+		{runs.Run{State: runs.StateRunning}, Facts{}, "running"},
+		{runs.Run{State: runs.StatePassed, StartedAt: &start, FinishedAt: &end}, Facts{}, "passed in 42 s"},
+		{runs.Run{State: runs.StateFailed, ExitCode: &one, FailureReason: s(runs.ReasonExitCode)}, Facts{}, "failed: exit code 1"},
+		{runs.Run{State: runs.StateCanceled}, Facts{CanceledBy: "ada@example.com"}, "canceled by ada@example.com"},
+		{runs.Run{State: runs.StateFailed, FailureReason: s(runs.ReasonRunnerLost)}, Facts{}, "runner lost"},
 	} {
 		if got := Describe(&tc.run, tc.f); got != tc.want {
 			t.Errorf("Describe(%s) = %q, want %q", tc.run.State, got, tc.want)

@@ -14,6 +14,8 @@ import (
 	"github.com/uptrace/bun"
 
 	"anvil/domain"
+	"anvil/domain/project"
+	"anvil/domain/run"
 )
 
 // MaxInFlightPerHost bounds the posts one process has in flight to one
@@ -81,7 +83,7 @@ func Last(ctx context.Context, db bun.IDB, runID uuid.UUID) (*Report, error) {
 // semaphores and what each host said about its rate limit.
 type Reporter struct {
 	Store     *domain.Store
-	Projects  *domain.Projects
+	Projects  *project.Projects
 	PublicURL string
 	HTTP      *http.Client
 
@@ -95,7 +97,7 @@ type host struct {
 }
 
 // NewReporter builds the process's reporter.
-func NewReporter(s *domain.Store, ps *domain.Projects, publicURL string) *Reporter {
+func NewReporter(s *domain.Store, ps *project.Projects, publicURL string) *Reporter {
 	return &Reporter{Store: s, Projects: ps, PublicURL: strings.TrimRight(publicURL, "/"),
 		HTTP: &http.Client{Timeout: 30 * time.Second}}
 }
@@ -133,7 +135,7 @@ func (rp *Reporter) limit(h *host, until time.Time) {
 // forge, is not reported. Errors are *PostError (classified) or ErrBusy.
 func (rp *Reporter) Report(ctx context.Context, runID uuid.UUID) error {
 	db := rp.Store.DB
-	run := new(domain.Run)
+	run := new(run.Run)
 	if err := db.NewSelect().Model(run).Where("id = ?", runID).Scan(ctx); err != nil {
 		if errors.Is(err, sql.ErrNoRows) {
 			return nil
@@ -252,16 +254,16 @@ func (rp *Reporter) GiveUp(ctx context.Context, runID uuid.UUID) {
 	_, _ = rp.Store.DB.NewRaw(`UPDATE run_forge_reports SET next_attempt_at = NULL WHERE run_id = ?`, runID).Exec(ctx)
 }
 
-func (rp *Reporter) facts(ctx context.Context, r *domain.Run) (Facts, error) {
+func (rp *Reporter) facts(ctx context.Context, r *run.Run) (Facts, error) {
 	var f Facts
 	db := rp.Store.DB
 	switch {
-	case r.Status() == domain.StatusQueued && r.Position != nil:
+	case r.Status() == run.StatusQueued && r.Position != nil:
 		if err := db.NewRaw(`SELECT count(*) FROM project_runs WHERE project_id = ? AND state IN ('pending', 'executable') AND position <= ?`,
 			r.ProjectID, *r.Position).Scan(ctx, &f.InLine); err != nil {
 			return f, err
 		}
-	case r.Status() == domain.StatusCanceled && r.CanceledBy != nil:
+	case r.Status() == run.StatusCanceled && r.CanceledBy != nil:
 		err := db.NewRaw(`SELECT email FROM users WHERE id = ?`, *r.CanceledBy).Scan(ctx, &f.CanceledBy)
 		if err != nil && !errors.Is(err, sql.ErrNoRows) {
 			return f, err

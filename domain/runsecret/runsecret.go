@@ -20,6 +20,7 @@ import (
 	"anvil/db"
 	"anvil/domain"
 	"anvil/domain/internal/mask"
+	"anvil/domain/run"
 )
 
 // Limits.
@@ -173,7 +174,7 @@ func (sv *Service) Delete(ctx context.Context, pr *domain.Principal, projectID u
 // ForRun returns the environment a run's command receives: the project's
 // secrets, opened — none for a run of code from a fork. For the executor
 // only (no principal: it runs what the queue handed it).
-func (sv *Service) ForRun(ctx context.Context, r *domain.Run) (map[string]string, error) {
+func (sv *Service) ForRun(ctx context.Context, r *run.Run) (map[string]string, error) {
 	env := map[string]string{}
 	if !r.SecretsAllowed() {
 		return env, nil

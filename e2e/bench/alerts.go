@@ -6,15 +6,12 @@ package main
 // events/s stay within 5 % of the run without alerts.
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"anvil/domain"
@@ -54,37 +51,12 @@ func alertsBench(ctx context.Context, env *benchEnv) error {
 // returns the accepted events/s and, with alerts, how many distinct
 // incidents were alerted and how many alerts arrived more than once.
 func alertsBenchRun(ctx context.Context, env *benchEnv, alerts bool) (float64, int, int, error) {
-	dbURL, err := env.newDatabase(ctx)
-	if err != nil {
-		return 0, 0, 0, err
-	}
-	if _, err := env.run(ctx, dbURL, "", "migrate"); err != nil {
-		return 0, 0, 0, err
-	}
-	pat, err := env.bootstrap(ctx, dbURL, "bench", "bench@alerts.test", "correct horse battery")
-	if err != nil {
-		return 0, 0, 0, err
-	}
 	// The storm bound is lifted: the figure is about delivering every alert.
-	p, err := env.startWith(dbURL, "ANVIL_ALERTS_PER_MINUTE=1000000")
+	f, err := env.newFeedFixture(ctx, "bench@alerts.test", feedBenchSenders, "ANVIL_ALERTS_PER_MINUTE=1000000")
 	if err != nil {
 		return 0, 0, 0, err
 	}
-	defer func() { _ = p.stop() }()
-	if err := p.waitReady(ctx); err != nil {
-		return 0, 0, 0, err
-	}
-	var project struct {
-		ID string `json:"id"`
-	}
-	if err := feedBenchAPI(ctx, "POST", p.URL+"/api/private/projects", pat, map[string]any{"slug": "shop", "name": "Shop",
-		"repo_url": "https://git.example/shop.git", "default_branch": "main", "run_command": "true"}, 201, &project); err != nil {
-		return 0, 0, 0, err
-	}
-	if err := feedBenchAPI(ctx, "PUT", p.URL+"/api/private/projects/"+project.ID+"/bindings/production", pat,
-		map[string]any{"repair_policy": "observe"}, 200, nil); err != nil {
-		return 0, 0, 0, err
-	}
+	defer f.Stop()
 	var (
 		mu   sync.Mutex
 		seen = map[string]int{}
@@ -105,7 +77,7 @@ func alertsBenchRun(ctx context.Context, env *benchEnv, alerts bool) (float64, i
 	}))
 	defer rcv.Close()
 	if alerts {
-		if err := feedBenchAPI(ctx, "POST", p.URL+"/api/private/alerts/destinations", pat,
+		if err := f.API(ctx, "POST", "/api/private/alerts/destinations",
 			map[string]any{"name": "bench", "kind": "webhook", "url": rcv.URL}, 201, nil); err != nil {
 			return 0, 0, 0, err
 		}
@@ -113,89 +85,19 @@ func alertsBenchRun(ctx context.Context, env *benchEnv, alerts bool) (float64, i
 		for _, k := range domain.AlertKinds {
 			rules = append(rules, map[string]any{"kind": k, "enabled": k == domain.AlertIncidentNew})
 		}
-		if err := feedBenchAPI(ctx, "PUT", p.URL+"/api/private/projects/"+project.ID+"/alert-rules", pat,
+		if err := f.API(ctx, "PUT", "/api/private/projects/"+f.ProjectID+"/alert-rules",
 			map[string]any{"rules": rules}, 200, nil); err != nil {
 			return 0, 0, 0, err
 		}
 	}
-	tokens := make([]string, feedBenchSenders)
-	for i := range tokens {
-		var c struct {
-			Token string `json:"token"`
-		}
-		if err := feedBenchAPI(ctx, "POST", p.URL+"/api/private/projects/"+project.ID+"/connections", pat, map[string]any{"name": fmt.Sprintf("sender-%d", i)}, 201, &c); err != nil {
-			return 0, 0, 0, err
-		}
-		tokens[i] = c.Token
+	bodies := feedBenchBodies(alertsBenchEvent)
+	load, err := f.Load(ctx, feedBenchSenders, feedBenchBatches, func(s, b int) (int, error) {
+		return feedBenchPost(ctx, f, "/api/feed/events/batch", f.Tokens[s], bodies[s][b])
+	})
+	if err != nil {
+		return 0, 0, 0, err
 	}
-	bodies := make([][][]byte, feedBenchSenders)
-	n := 0
-	for s := range bodies {
-		bodies[s] = make([][]byte, feedBenchBatches+1)
-		for b := range bodies[s] {
-			evs := make([]any, feedBenchBatch)
-			for e := range evs {
-				evs[e] = alertsBenchEvent(n)
-				n++
-			}
-			bodies[s][b], _ = json.Marshal(evs)
-		}
-	}
-	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: feedBenchSenders * 2}}
-	post := func(token string, body []byte) (int, error) {
-		req, _ := http.NewRequestWithContext(ctx, "POST", p.URL+"/api/feed/events/batch", bytes.NewReader(body))
-		req.Header.Set("Authorization", "Bearer "+token)
-		req.Header.Set("Content-Type", "application/json")
-		res, err := client.Do(req)
-		if err != nil {
-			return 0, err
-		}
-		var out struct {
-			Accepted []string `json:"accepted"`
-		}
-		err = json.NewDecoder(res.Body).Decode(&out)
-		_, _ = io.Copy(io.Discard, res.Body)
-		res.Body.Close()
-		if res.StatusCode != http.StatusAccepted {
-			return 0, fmt.Errorf("status %d\n%s", res.StatusCode, lastLines(p.logs.String()))
-		}
-		return len(out.Accepted), err
-	}
-	for s := range tokens { // warm-up
-		if _, err := post(tokens[s], bodies[s][0]); err != nil {
-			return 0, 0, 0, fmt.Errorf("warm-up: %w", err)
-		}
-	}
-	checkpoint(ctx, dbURL)
-	var (
-		accepted atomic.Int64
-		firstErr error
-		wg       sync.WaitGroup
-	)
-	start := time.Now()
-	for s := range tokens {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for b := 1; b <= feedBenchBatches; b++ {
-				k, err := post(tokens[s], bodies[s][b])
-				if err != nil {
-					mu.Lock()
-					if firstErr == nil {
-						firstErr = err
-					}
-					mu.Unlock()
-					return
-				}
-				accepted.Add(int64(k))
-			}
-		}()
-	}
-	wg.Wait()
-	eps := float64(accepted.Load()) / time.Since(start).Seconds()
-	if firstErr != nil {
-		return 0, 0, 0, firstErr
-	}
+	eps := load.PerSecond()
 	if !alerts {
 		return eps, 0, 0, nil
 	}

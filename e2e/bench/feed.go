@@ -12,8 +12,6 @@ import (
 	"net/http"
 	"sort"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -71,98 +69,24 @@ func feedBenchEvent(i int) map[string]any {
 }
 
 func feedBenchIngest(ctx context.Context, env *benchEnv) error {
-	dbURL, err := env.newDatabase(ctx)
+	f, err := env.newFeedFixture(ctx, "bench@feed.test", feedBenchSenders)
 	if err != nil {
 		return err
 	}
-	if _, err := env.run(ctx, dbURL, "", "migrate"); err != nil {
-		return err
-	}
-	pat, err := env.bootstrap(ctx, dbURL, "bench", "bench@feed.test", "correct horse battery")
-	if err != nil {
-		return err
-	}
-	p, err := env.serve(ctx, dbURL)
-	if err != nil {
-		return err
-	}
-	defer func() { _ = p.stop() }()
-	var project struct {
-		ID string `json:"id"`
-	}
-	if err := feedBenchAPI(ctx, "POST", p.URL+"/api/private/projects", pat, map[string]any{"slug": "shop", "name": "Shop",
-		"repo_url": "https://git.example/shop.git", "default_branch": "main", "run_command": "true"}, 201, &project); err != nil {
-		return err
-	}
-	if err := feedBenchAPI(ctx, "PUT", p.URL+"/api/private/projects/"+project.ID+"/bindings/production", pat,
-		map[string]any{"repair_policy": "observe"}, 200, nil); err != nil {
-		return err
-	}
-	tokens := make([]string, feedBenchSenders)
-	for i := range tokens {
-		var c struct {
-			Token string `json:"token"`
-		}
-		if err := feedBenchAPI(ctx, "POST", p.URL+"/api/private/projects/"+project.ID+"/connections", pat, map[string]any{"name": fmt.Sprintf("sender-%d", i)}, 201, &c); err != nil {
-			return err
-		}
-		tokens[i] = c.Token
+	defer f.Stop()
+
+	bodies := feedBenchBodies(feedBenchEvent)
+	post := func(s, b int) (int, error) {
+		return feedBenchPost(ctx, f, "/api/feed/events/batch", f.Tokens[s], bodies[s][b])
 	}
 
-	// Bodies are built before the clock starts.
-	bodies := make([][][]byte, feedBenchSenders)
-	n := 0
-	for s := range bodies {
-		bodies[s] = make([][]byte, feedBenchBatches+1) // +1 warm-up batch
-		for b := range bodies[s] {
-			evs := make([]any, feedBenchBatch)
-			for e := range evs {
-				ev := feedBenchEvent(n)
-				n++
-				evs[e] = ev
-			}
-			bodies[s][b], _ = json.Marshal(evs)
-		}
-	}
-	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: feedBenchSenders * 2}}
-	post := func(token string, body []byte) (int, error) {
-		req, _ := http.NewRequestWithContext(ctx, "POST", p.URL+"/api/feed/events/batch", bytes.NewReader(body))
-		req.Header.Set("Authorization", "Bearer "+token)
-		req.Header.Set("Content-Type", "application/json")
-		res, err := client.Do(req)
-		if err != nil {
-			return 0, err
-		}
-		var out struct {
-			Accepted []string `json:"accepted"`
-		}
-		err = json.NewDecoder(res.Body).Decode(&out)
-		res.Body.Close()
-		if res.StatusCode != http.StatusAccepted {
-			return 0, fmt.Errorf("status %d\n%s", res.StatusCode, lastLines(p.logs.String()))
-		}
-		return len(out.Accepted), err
-	}
-	for s := range tokens { // warm-up: connections, prepared statements, incidents
-		if _, err := post(tokens[s], bodies[s][0]); err != nil {
-			return fmt.Errorf("warm-up: %w", err)
-		}
-	}
-
-	checkpoint(ctx, dbURL)
-	var (
-		accepted  atomic.Int64
-		mu        sync.Mutex
-		latencies []time.Duration
-		firstErr  error
-		maxRSS    float64
-	)
+	var maxRSS float64
 	stopRSS := make(chan struct{})
 	rssDone := make(chan struct{})
 	go func() {
 		defer close(rssDone)
 		for {
-			if m, err := procStatus(p.Pid()); err == nil && m["VmRSS"] > maxRSS {
+			if m, err := procStatus(f.Server.Pid()); err == nil && m["VmRSS"] > maxRSS {
 				maxRSS = m["VmRSS"]
 			}
 			select {
@@ -172,45 +96,17 @@ func feedBenchIngest(ctx context.Context, env *benchEnv) error {
 			}
 		}
 	}()
-	var wg sync.WaitGroup
-	start := time.Now()
-	for s := range tokens {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			local := make([]time.Duration, 0, feedBenchBatches)
-			for b := 1; b <= feedBenchBatches; b++ {
-				t0 := time.Now()
-				k, err := post(tokens[s], bodies[s][b])
-				local = append(local, time.Since(t0))
-				if err != nil {
-					mu.Lock()
-					if firstErr == nil {
-						firstErr = err
-					}
-					mu.Unlock()
-					return
-				}
-				accepted.Add(int64(k))
-			}
-			mu.Lock()
-			latencies = append(latencies, local...)
-			mu.Unlock()
-		}()
-	}
-	wg.Wait()
-	elapsed := time.Since(start)
+	load, err := f.Load(ctx, feedBenchSenders, feedBenchBatches, post)
 	close(stopRSS)
 	<-rssDone
-	if firstErr != nil {
-		return fmt.Errorf("ingest: %w", firstErr)
+	if err != nil {
+		return fmt.Errorf("ingest: %w", err)
 	}
-	eps := float64(accepted.Load()) / elapsed.Seconds()
-	sort.Slice(latencies, func(i, j int) bool { return latencies[i] < latencies[j] })
+	eps := load.PerSecond()
 
 	// The raw COPY of the same rows into a table shaped like feed_events
 	// (the median of three).
-	copyRate, copyLow, copyHigh, err := feedBenchCopy(ctx, dbURL)
+	copyRate, copyLow, copyHigh, err := feedBenchCopy(ctx, f.DBURL)
 	if err != nil {
 		return err
 	}
@@ -220,10 +116,63 @@ func feedBenchIngest(ctx context.Context, env *benchEnv) error {
 	env.note("feed", "raw_copy_lowest_rows_per_s", float64(int(copyLow)))
 	env.note("feed", "raw_copy_highest_rows_per_s", float64(int(copyHigh)))
 	env.reportAtLeast("feed", "ingest_to_copy_ratio", float64(int(eps/copyRate*100))/100, 0.5)
-	env.report("feed", "batch_p50_ms", ms(percentile(latencies, 50)), 100)
-	env.report("feed", "batch_p99_ms", ms(percentile(latencies, 99)), 100)
+	env.report("feed", "batch_p50_ms", ms(percentile(load.Latencies, 50)), 100)
+	env.report("feed", "batch_p99_ms", ms(percentile(load.Latencies, 99)), 100)
 	env.report("feed", "server_rss_under_load_mb", maxRSS, 200)
+	noteCPU(env, "feed", "batch", load)
 	return nil
+}
+
+// feedBenchBodies builds every sender's batches (the warm-up's first)
+// before the clock starts, event(n) being the n-th event sent.
+func feedBenchBodies(event func(n int) map[string]any) [][][]byte {
+	bodies := make([][][]byte, feedBenchSenders)
+	n := 0
+	for s := range bodies {
+		bodies[s] = make([][]byte, feedBenchBatches+1)
+		for b := range bodies[s] {
+			evs := make([]any, feedBenchBatch)
+			for e := range evs {
+				evs[e] = event(n)
+				n++
+			}
+			bodies[s][b], _ = json.Marshal(evs)
+		}
+	}
+	return bodies
+}
+
+// feedBenchPost posts one native request (a batch, or one event to
+// /api/feed/events) and returns how many events were accepted.
+func feedBenchPost(ctx context.Context, f *feedFixture, path, token string, body []byte) (int, error) {
+	req, _ := http.NewRequestWithContext(ctx, "POST", f.Server.URL+path, bytes.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Content-Type", "application/json")
+	res, err := f.Client.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer res.Body.Close()
+	var out struct {
+		Accepted []string `json:"accepted"`
+	}
+	err = json.NewDecoder(res.Body).Decode(&out)
+	_, _ = io.Copy(io.Discard, res.Body)
+	if res.StatusCode != http.StatusAccepted {
+		return 0, fmt.Errorf("%s: status %d", path, res.StatusCode)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("%s: %w", path, err)
+	}
+	return len(out.Accepted), nil
+}
+
+// noteCPU prints the CPU one timed request of load cost the server, its
+// Postgres backends and the bench's client, in milliseconds.
+func noteCPU(env *benchEnv, group, what string, load feedLoad) {
+	env.note(group, what+"_server_cpu_ms_per_req", load.CPUPerRequest(load.ServerCPU))
+	env.note(group, what+"_postgres_cpu_ms_per_req", load.CPUPerRequest(load.PostgresCPU))
+	env.note(group, what+"_client_cpu_ms_per_req", load.CPUPerRequest(load.ClientCPU))
 }
 
 // checkpoint asks Postgres to write out what earlier work left dirty, so

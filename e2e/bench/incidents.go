@@ -16,7 +16,8 @@ import (
 
 	"github.com/uptrace/bun/dialect/pgdialect"
 
-	"anvil/domain"
+	"anvil/domain/account"
+	"anvil/domain/card"
 	"anvil/web"
 )
 
@@ -58,7 +59,7 @@ func benchInbox(ctx context.Context, env *benchEnv) error {
 	if _, err := qb.db.Bun.ExecContext(ctx, `ANALYZE incidents`); err != nil {
 		return err
 	}
-	acc := domain.NewAccounts(qb.store)
+	acc := account.NewAccounts(qb.store)
 	cookie, _, err := acc.Login(ctx, "bench@anvil.test", "correct horse battery")
 	if err != nil {
 		return err
@@ -137,7 +138,7 @@ func benchCard(ctx context.Context, env *benchEnv) error {
 	if _, err := qb.db.Bun.ExecContext(ctx, `ANALYZE incidents`); err != nil {
 		return err
 	}
-	cards := domain.NewCards(qb.store)
+	cards := card.NewCards(qb.store)
 	var lat []time.Duration
 	for i := 0; i < 200; i++ {
 		t0 := time.Now()

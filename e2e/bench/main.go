@@ -108,6 +108,7 @@ func (e *benchEnv) env(dbURL string) []string {
 		"ANVIL_HEARTBEAT_TIMEOUT=60s",
 		"ANVIL_LOG_LEVEL=warn",
 		"ANVIL_CHECKOUT_ALLOW_LOCAL=true", // the benchmarks' repositories are local
+		"ANVIL_ALERTS_ALLOW_PRIVATE=true", // and so are their alert receivers
 	}
 }
 

@@ -17,11 +17,13 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/riverqueue/river"
-	"github.com/riverqueue/river/riverdriver/riverdatabasesql"
 
 	"anvil/db"
 	"anvil/domain"
+	"anvil/domain/project"
+	"anvil/domain/run"
 	"anvil/domain/secret"
+	"anvil/domain/wiring"
 )
 
 func init() {
@@ -31,10 +33,10 @@ func init() {
 
 // queueBench is the domain wired on its own fresh database.
 type queueBench struct {
-	sv    *domain.Services
+	sv    *wiring.Services
 	db    *db.DB
 	store *domain.Store
-	queue *domain.Queue
+	queue *run.Queue
 	owner *domain.Principal
 	river *river.Client[*sql.Tx]
 }
@@ -53,15 +55,13 @@ func newQueueBench(ctx context.Context, env *benchEnv) (*queueBench, error) {
 		return nil, err
 	}
 	keys, _ := secret.NewKeyring(make([]byte, 32), nil)
-	sv := domain.NewServices(d.Bun, d.Pool, keys, slog.New(slog.NewTextHandler(io.Discard, nil)), domain.Options{})
+	sv := wiring.NewServices(d, keys, slog.New(slog.NewTextHandler(io.Discard, nil)), wiring.Options{})
 	store := sv.Store
-	client, err := river.NewClient(riverdatabasesql.New(d.SQL), &river.Config{})
+	client, err := sv.Start(ctx, nil)
 	if err != nil {
 		d.Close()
 		return nil, err
 	}
-	store.UseJobs(client)
-	sv.Start(ctx)
 	acc := sv.Accounts
 	res, err := acc.Bootstrap(ctx, "bench", "bench@anvil.test", "correct horse battery")
 	if err != nil {
@@ -83,12 +83,12 @@ func (q *queueBench) close() {
 }
 
 func (q *queueBench) projects(ctx context.Context, n int) ([]uuid.UUID, error) {
-	ps := domain.NewProjects(q.store)
+	ps := project.NewProjects(q.store)
 	var ids []uuid.UUID
 	for i := 0; i < n; i++ {
 		slug := fmt.Sprintf("p%03d", i)
 		repo, branch, cmd := "https://git.example/"+slug+".git", "main", "true"
-		p, err := ps.Create(ctx, q.owner, domain.ProjectInput{Slug: &slug, RepoURL: &repo, DefaultBranch: &branch, RunCommand: &cmd})
+		p, err := ps.Create(ctx, q.owner, project.ProjectInput{Slug: &slug, RepoURL: &repo, DefaultBranch: &branch, RunCommand: &cmd})
 		if err != nil {
 			return nil, err
 		}
@@ -140,7 +140,7 @@ func benchAccept(ctx context.Context, env *benchEnv) error {
 				var mine []time.Duration
 				for {
 					i := next.Add(1) - 1
-					if i >= int64(len(projects)*domain.MaxQueued) {
+					if i >= int64(len(projects)*run.MaxQueued) {
 						break
 					}
 					t0 := time.Now()
@@ -163,7 +163,7 @@ func benchAccept(ctx context.Context, env *benchEnv) error {
 			return err
 		default:
 		}
-		accepted += len(projects) * domain.MaxQueued
+		accepted += len(projects) * run.MaxQueued
 		if err := qb.drain(ctx); err != nil {
 			return err
 		}
@@ -208,7 +208,7 @@ func benchPromotion(ctx context.Context, env *benchEnv) error {
 			}
 			code := 0
 			t0 := time.Now()
-			if _, err := qb.queue.ReportTerminal(ctx, a.ID, domain.TerminalReport{State: domain.StatePassed, ExitCode: &code}); err != nil {
+			if _, err := qb.queue.ReportTerminal(ctx, a.ID, run.TerminalReport{State: run.StatePassed, ExitCode: &code}); err != nil {
 				return err
 			}
 			lat = append(lat, time.Since(t0))

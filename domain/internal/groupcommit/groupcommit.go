@@ -16,7 +16,7 @@
 //
 // (The feed's combiner is not one of these: it stores several groups of a
 // project at once, led by the callers themselves, taking turns for the
-// process's COPY slot; see domain/feed_ingest.go.)
+// process's COPY slot; see domain/feed/feed_ingest.go.)
 package groupcommit
 
 import (

@@ -1,0 +1,29 @@
+package incident_test
+
+import (
+	"testing"
+
+	"anvil/db/testdb"
+	"anvil/domain/internal/domaintest"
+)
+
+func TestMain(m *testing.M) { testdb.Main(m) }
+
+// The harness of every capability package's tests (domain/internal/domaintest).
+type (
+	testBundle     struct{ *domaintest.Bundle }
+	incidentBundle = domaintest.IncidentBundle
+)
+
+func setup(t testing.TB) *testBundle   { return &testBundle{domaintest.Setup(t)} }
+func setupTB(t testing.TB) *testBundle { return setup(t) }
+
+var (
+	setupIncidents = domaintest.SetupIncidents
+	strp           = domaintest.Strp
+	startStore     = domaintest.StartStore
+	newQueue       = domaintest.NewQueue
+	newFeed        = domaintest.NewFeed
+	feedEvent      = domaintest.FeedEvent
+	errCode        = domaintest.ErrCode
+)

@@ -1,0 +1,416 @@
+package project
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/uptrace/bun"
+
+	"anvil/domain"
+	"anvil/domain/internal/dbutil"
+	"anvil/domain/repourl"
+)
+
+// ProjectInput is what a person or client may set on a project. Pointers
+// distinguish "not given" from "empty" on update.
+type ProjectInput struct {
+	Slug              *string `json:"slug"`
+	Name              *string `json:"name"`
+	RepoURL           *string `json:"repo_url"`
+	DefaultBranch     *string `json:"default_branch"`
+	RunCommand        *string `json:"run_command"`
+	RepairCommand     *string `json:"repair_command"`
+	Provider          *string `json:"provider"`
+	ProviderAPIURL    *string `json:"provider_api_url"`
+	ProviderRepo      *string `json:"provider_repo"`
+	ProviderToken     *string `json:"provider_token"`
+	RunTimeoutSeconds *int    `json:"run_timeout_seconds"`
+	// BranchFilters replaces the list of branch globs when given.
+	BranchFilters *[]string `json:"branch_filters"`
+}
+
+var (
+	providerRepoRE = regexp.MustCompile(`^[A-Za-z0-9._-]+(/[A-Za-z0-9._-]+)+$`)
+)
+
+// repoURLProblem checks the syntax of a repository address (https, http,
+// ssh or scp-like; file:// and paths parse, the policy refuses them later).
+func repoURLProblem(s string) (string, string) {
+	if _, err := repourl.Parse(s); err != nil {
+		return "invalid_repo_url", "is not a supported repository address: " + repourl.Detail(err)
+	}
+	return "", ""
+}
+
+func trimmed(p *string) string {
+	if p == nil {
+		return ""
+	}
+	return strings.TrimSpace(*p)
+}
+
+// apply validates in and writes it onto p. creating demands every required
+// field. Every refused field is reported, with those of pre (found before,
+// such as the checkout policy's) in one Invalid error.
+func (in *ProjectInput) apply(p *domain.Project, creating bool, pre domain.FieldErrors) error {
+	type field struct {
+		name     string
+		val      *string
+		dst      *string
+		required bool
+		max      int
+		check    func(string) (code, problem string)
+	}
+	fields := []field{
+		{"slug", in.Slug, &p.Slug, true, 63, func(s string) (string, string) {
+			if !domain.ValidSlug(s) {
+				return "invalid_slug", fmt.Sprintf("%q must match ^[a-z0-9][a-z0-9-]{0,62}$ (lower-case letters, digits and dashes)", s)
+			}
+			return "", ""
+		}},
+		{"name", in.Name, &p.Name, false, 200, nil},
+		{"repo_url", in.RepoURL, &p.RepoURL, true, 2048, repoURLProblem},
+		{"default_branch", in.DefaultBranch, &p.DefaultBranch, true, 255, func(s string) (string, string) {
+			if !domain.ValidBranch(s) || strings.Contains(s, "..") || strings.HasPrefix(s, "-") {
+				return "invalid_default_branch", fmt.Sprintf("%q is not a valid branch name", s)
+			}
+			return "", ""
+		}},
+		{"run_command", in.RunCommand, &p.RunCommand, true, 10000, nil},
+		{"repair_command", in.RepairCommand, &p.RepairCommand, false, 10000, nil},
+		{"provider", in.Provider, &p.Provider, false, 20, func(s string) (string, string) {
+			switch s {
+			case "", "github", "gitlab", "gitea":
+				return "", ""
+			}
+			return "invalid_provider", "must be one of github, gitlab, gitea"
+		}},
+		{"provider_api_url", in.ProviderAPIURL, &p.ProviderAPIURL, false, 2048, func(s string) (string, string) {
+			if s == "" {
+				return "", ""
+			}
+			u, err := url.Parse(s)
+			if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+				return "invalid_provider_api_url", "must be an http(s) URL"
+			}
+			return "", ""
+		}},
+		{"provider_repo", in.ProviderRepo, &p.ProviderRepo, false, 255, func(s string) (string, string) {
+			if s != "" && !providerRepoRE.MatchString(s) {
+				return "invalid_provider_repo", "must look like owner/name"
+			}
+			return "", ""
+		}},
+	}
+	var errs domain.FieldErrors
+	for _, f := range fields {
+		if f.val == nil {
+			if creating && f.required {
+				errs.Add(f.name, "missing_"+f.name, "is required")
+			}
+			continue
+		}
+		v := trimmed(f.val)
+		if f.name == "run_command" || f.name == "repair_command" {
+			v = strings.TrimRight(strings.ReplaceAll(*f.val, "\r\n", "\n"), " \n\t")
+			v = strings.TrimLeft(v, " \n\t")
+		}
+		switch {
+		case v == "" && f.required:
+			errs.Add(f.name, "missing_"+f.name, "must not be empty")
+			continue
+		case len(v) > f.max:
+			errs.Add(f.name, "too_long_"+f.name, "must be at most %d characters", f.max)
+			continue
+		}
+		if f.check != nil {
+			if code, problem := f.check(v); code != "" {
+				errs.Add(f.name, code, "%s", problem)
+				continue
+			}
+		}
+		if f.name == "repo_url" && pre.Has("repo_url") {
+			continue
+		}
+		*f.dst = v
+	}
+	for _, e := range pre {
+		if !errs.Has(e.Field) {
+			errs = append(errs, e)
+		}
+	}
+	if p.Name == "" {
+		p.Name = p.Slug
+	}
+	if in.RunTimeoutSeconds != nil {
+		if *in.RunTimeoutSeconds < 1 || *in.RunTimeoutSeconds > 86400 {
+			errs.Add("run_timeout_seconds", "invalid_run_timeout", "must be between 1 and 86400")
+		} else {
+			p.RunTimeoutSeconds = *in.RunTimeoutSeconds
+		}
+	}
+	if p.RunTimeoutSeconds == 0 {
+		p.RunTimeoutSeconds = 1800
+	}
+	if in.BranchFilters != nil {
+		f, err := checkBranchFilters(*in.BranchFilters)
+		var de *domain.Error
+		switch {
+		case errors.As(err, &de):
+			errs.Add("branch_filters", de.Code, "%s", strings.TrimPrefix(de.Message, "branch filter "))
+		case err == nil:
+			p.BranchFilters = f
+		}
+	}
+	if p.BranchFilters == nil {
+		p.BranchFilters = []string{}
+	}
+	if p.Provider != "" && p.ProviderRepo == "" && in.ProviderRepo != nil && !errs.Has("provider_repo") && !errs.Has("provider") {
+		errs.Add("provider_repo", "missing_provider_repo", "(owner/name) is required when provider is set")
+	}
+	if in.ProviderToken != nil && len(strings.TrimSpace(*in.ProviderToken)) > 4096 {
+		errs.Add("provider_token", "too_long_provider_token", "must be at most 4096 characters")
+	}
+	return errs.Err()
+}
+
+// checkRepoURL applies the checkout policy to a repository address being
+// saved: a local one is refused (a field error), a host that does not
+// resolve only warned about.
+func (ps *Projects) checkRepoURL(ctx context.Context, in *ProjectInput) (domain.FieldErrors, []string) {
+	raw := trimmed(in.RepoURL)
+	if in.RepoURL == nil || raw == "" {
+		return nil, nil
+	}
+	if _, err := repourl.Parse(raw); err != nil {
+		return nil, nil // apply reports the syntax
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	_, err := ps.policy.Check(ctx, raw)
+	switch {
+	case errors.Is(err, repourl.ErrLocal):
+		var fe domain.FieldErrors
+		fe.Add("repo_url", "local_repo_url", "is a local checkout, refused: %s", repourl.Detail(err))
+		return fe, nil
+	case errors.Is(err, repourl.ErrUnresolved):
+		return nil, []string{fmt.Sprintf("the repository's host %s does not resolve (yet); runs fail until it does", repourl.Detail(err))}
+	}
+	return nil, nil
+}
+
+// probe asks a saved project's repository whether it answers (git
+// ls-remote, through the prober the worker's checkout uses) and returns a
+// warning when it does not. The project is saved either way: a repository
+// may be unreachable for a moment, or reachable only from the workers.
+func (ps *Projects) probe(ctx context.Context, p *domain.Project) []string {
+	if ps.prober == nil {
+		return nil
+	}
+	token, err := ps.ProviderToken(p)
+	if err != nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	if err := ps.prober(ctx, p.RepoURL, token); err != nil {
+		msg := strings.TrimPrefix(err.Error(), "sandbox: ")
+		if token != "" {
+			msg = strings.ReplaceAll(msg, token, "[REDACTED]")
+		}
+		if len(msg) > 400 {
+			msg = msg[:400] + "…"
+		}
+		return []string{"the repository did not answer (git ls-remote): " + msg}
+	}
+	return nil
+}
+
+// RepoProber asks a repository whether it answers (git ls-remote), with
+// the provider token; the worker's checkout provides it.
+type RepoProber func(ctx context.Context, repoURL, token string) error
+
+// Projects manages projects.
+type Projects struct {
+	s      *domain.Store
+	policy repourl.Policy
+	prober RepoProber
+}
+
+// NewProjects builds the service; repository addresses are held to the
+// strict checkout policy until SetCheckout says otherwise.
+func NewProjects(s *domain.Store) *Projects { return &Projects{s: s} }
+
+// SetCheckout sets the checkout policy applied when a project is saved and
+// the prober (nil for none) that checks its repository answers.
+func (ps *Projects) SetCheckout(policy repourl.Policy, prober RepoProber) {
+	ps.policy, ps.prober = policy, prober
+}
+
+func providerTokenAAD(id uuid.UUID) []byte {
+	return []byte("project:" + id.String() + ":provider_token")
+}
+
+func (ps *Projects) setToken(p *domain.Project, in *ProjectInput) error {
+	if in.ProviderToken == nil {
+		return nil
+	}
+	tok := strings.TrimSpace(*in.ProviderToken)
+	if tok == "" {
+		p.ProviderTokenEnc = ""
+		return nil
+	}
+	enc, err := ps.s.Keys.Seal([]byte(tok), providerTokenAAD(p.ID))
+	if err != nil {
+		return fmt.Errorf("encrypt provider token: %w", err)
+	}
+	p.ProviderTokenEnc = enc
+	return nil
+}
+
+// ProviderToken decrypts a project's provider token ("" when none).
+func (ps *Projects) ProviderToken(p *domain.Project) (string, error) {
+	if p.ProviderTokenEnc == "" {
+		return "", nil
+	}
+	b, err := ps.s.Keys.Open(p.ProviderTokenEnc, providerTokenAAD(p.ID))
+	if err != nil {
+		return "", fmt.Errorf("decrypt provider token of project %s: %w", p.ID, err)
+	}
+	return string(b), nil
+}
+
+// Create validates and stores a new project.
+func (ps *Projects) Create(ctx context.Context, pr *domain.Principal, in ProjectInput) (*domain.Project, error) {
+	if err := domain.RequireRole(pr, domain.RoleAdmin); err != nil {
+		return nil, err
+	}
+	p := &domain.Project{ID: uuid.New(), OrgID: pr.OrgID}
+	pre, warnings := ps.checkRepoURL(ctx, &in)
+	if err := in.apply(p, true, pre); err != nil {
+		return nil, err
+	}
+	if err := ps.setToken(p, &in); err != nil {
+		return nil, err
+	}
+	err := ps.s.InTx(ctx, func(ctx context.Context, tx bun.Tx) error {
+		if _, err := tx.NewInsert().Model(p).Returning("*").Exec(ctx); err != nil {
+			return err
+		}
+		return domain.RecordAudit(ctx, tx, pr, domain.AuditProjectCreated, p.Slug, map[string]any{"project_id": p.ID.String()})
+	})
+	if err != nil {
+		if dbutil.IsUnique(err, "projects_org_slug_key") {
+			return nil, domain.Conflict("slug_taken", "a project with slug %q already exists in this organisation", p.Slug)
+		}
+		return nil, fmt.Errorf("create project: %w", err)
+	}
+	p.Warnings = warnings
+	if len(warnings) == 0 {
+		p.Warnings = ps.probe(ctx, p)
+	}
+	return p, nil
+}
+
+// Update changes the given fields of a project.
+func (ps *Projects) Update(ctx context.Context, pr *domain.Principal, id uuid.UUID, in ProjectInput) (*domain.Project, error) {
+	if err := domain.RequireRole(pr, domain.RoleAdmin); err != nil {
+		return nil, err
+	}
+	var out *domain.Project
+	// The policy resolves the host: before the project's lock, not under it.
+	pre, warnings := ps.checkRepoURL(ctx, &in)
+	err := ps.s.WithProject(ctx, id, func(ctx context.Context, tx bun.Tx, p *domain.Project) error {
+		if p.OrgID != pr.OrgID || p.DeletedAt != nil {
+			return domain.NotFound("project")
+		}
+		if err := in.apply(p, false, pre); err != nil {
+			return err
+		}
+		if err := ps.setToken(p, &in); err != nil {
+			return err
+		}
+		p.UpdatedAt = ps.s.Now()
+		if _, err := tx.NewUpdate().Model(p).WherePK().
+			Column("slug", "name", "repo_url", "default_branch", "run_command", "repair_command", "provider",
+				"provider_api_url", "provider_repo", "provider_token_enc", "run_timeout_seconds", "branch_filters", "updated_at").
+			Exec(ctx); err != nil {
+			if dbutil.IsUnique(err, "projects_org_slug_key") {
+				return domain.Conflict("slug_taken", "a project with slug %q already exists in this organisation", p.Slug)
+			}
+			return fmt.Errorf("update project: %w", err)
+		}
+		out = p
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	out.Warnings = warnings
+	if len(warnings) == 0 && (in.RepoURL != nil || in.ProviderToken != nil) {
+		out.Warnings = ps.probe(ctx, out)
+	}
+	return out, nil
+}
+
+// Get returns a project of the caller's organisation.
+func (ps *Projects) Get(ctx context.Context, orgID, id uuid.UUID) (*domain.Project, error) {
+	p := new(domain.Project)
+	err := ps.s.DB.NewSelect().Model(p).Where("id = ? AND org_id = ? AND deleted_at IS NULL", id, orgID).Scan(ctx)
+	if dbutil.IsNoRows(err) {
+		return nil, domain.NotFound("project")
+	}
+	return p, err
+}
+
+// ByID returns a project whatever its organisation (system callers only).
+func (ps *Projects) ByID(ctx context.Context, id uuid.UUID) (*domain.Project, error) {
+	p := new(domain.Project)
+	err := ps.s.DB.NewSelect().Model(p).Where("id = ?", id).Scan(ctx)
+	if dbutil.IsNoRows(err) {
+		return nil, domain.NotFound("project")
+	}
+	return p, err
+}
+
+// List returns the organisation's projects by slug.
+func (ps *Projects) List(ctx context.Context, orgID uuid.UUID) ([]domain.Project, error) {
+	var out []domain.Project
+	err := ps.s.DB.NewSelect().Model(&out).Where("org_id = ? AND deleted_at IS NULL", orgID).Order("slug").Scan(ctx)
+	return out, err
+}
+
+// ProjectSummary is a project with what lists show beside it.
+type ProjectSummary struct {
+	domain.Project
+	LastStatus string `bun:"last_status"`
+	QueueDepth int    `bun:"queue_depth"`
+}
+
+// Summaries lists the organisation's projects with their queue depth (from
+// the queue) and last run status (from the read model).
+func (ps *Projects) Summaries(ctx context.Context, orgID uuid.UUID) ([]ProjectSummary, error) {
+	var out []ProjectSummary
+	err := ps.s.DB.NewRaw(`
+		SELECT p.*,
+		       COALESCE((SELECT ri.status FROM run_index ri WHERE ri.project_id = p.id ORDER BY ri.queued_at DESC LIMIT 1), '') AS last_status,
+		       (SELECT count(*) FROM project_runs r WHERE r.project_id = p.id AND r.position IS NOT NULL) AS queue_depth
+		FROM projects p WHERE p.org_id = ? AND p.deleted_at IS NULL ORDER BY p.slug`, orgID).Scan(ctx, &out)
+	return out, err
+}
+
+// BySlug returns a project of the caller's organisation by its slug.
+func (ps *Projects) BySlug(ctx context.Context, orgID uuid.UUID, slug string) (*domain.Project, error) {
+	p := new(domain.Project)
+	err := ps.s.DB.NewSelect().Model(p).Where("slug = ? AND org_id = ? AND deleted_at IS NULL", slug, orgID).Scan(ctx)
+	if dbutil.IsNoRows(err) {
+		return nil, domain.NotFound("project")
+	}
+	return p, err
+}

@@ -1,0 +1,34 @@
+package run_test
+
+import (
+	"testing"
+
+	"anvil/db/testdb"
+	"anvil/domain/internal/domaintest"
+)
+
+func TestMain(m *testing.M) { testdb.Main(m) }
+
+// The harness of every capability package's tests (domain/internal/domaintest).
+type (
+	testBundle     struct{ *domaintest.Bundle }
+	incidentBundle = domaintest.IncidentBundle
+)
+
+func setup(t testing.TB) *testBundle   { return &testBundle{domaintest.Setup(t)} }
+func setupTB(t testing.TB) *testBundle { return setup(t) }
+
+var (
+	setupIncidents = domaintest.SetupIncidents
+	strp           = domaintest.Strp
+	startStore     = domaintest.StartStore
+	newQueue       = domaintest.NewQueue
+	newFeed        = domaintest.NewFeed
+	feedEvent      = domaintest.FeedEvent
+	errCode        = domaintest.ErrCode
+)
+
+func countRows(t *testing.T, b *testBundle, table string, where string, args ...any) int {
+	t.Helper()
+	return b.CountRows(t, table, where, args...)
+}

@@ -1,0 +1,228 @@
+package run
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/google/uuid"
+	"github.com/uptrace/bun"
+
+	"anvil/domain"
+	"anvil/domain/internal/mask"
+)
+
+// DefaultMaxLogBytes bounds one run's log.
+const DefaultMaxLogBytes = 10 << 20
+
+// LogChunk is one stored piece of a run's log.
+type LogChunk struct {
+	Seq  int
+	Body string
+	// Offset is when the chunk was stored, in seconds since the run was
+	// picked up by its executor (its queueing while it had none).
+	Offset float64 `bun:"offset_seconds"`
+}
+
+// Logs stores and reads run logs in ordered chunks.
+type Logs struct {
+	s   *domain.Store
+	max int64
+}
+
+// NewLogs builds the service; max bounds each run's log (≤ 0: the default).
+func NewLogs(s *domain.Store, max int64) *Logs {
+	if max <= 0 {
+		max = DefaultMaxLogBytes
+	}
+	return &Logs{s: s, max: max}
+}
+
+// Chunks returns a run's chunks after seq (0: from the start).
+func (l *Logs) Chunks(ctx context.Context, runID uuid.UUID, after int) ([]LogChunk, error) {
+	var out []LogChunk
+	err := l.s.DB.NewRaw(`SELECT c.seq, c.body,
+			GREATEST(0, EXTRACT(EPOCH FROM c.created_at - COALESCE(r.claimed_at, r.queued_at)))::float8 AS offset_seconds
+		FROM run_log_chunks c JOIN project_runs r ON r.id = c.run_id
+		WHERE c.run_id = ? AND c.seq > ? ORDER BY c.seq`, runID, after).Scan(ctx, &out)
+	return out, err
+}
+
+// Text returns the whole log of a run of the organisation.
+func (l *Logs) Text(ctx context.Context, orgID, runID uuid.UUID) (string, error) {
+	var ok bool
+	if err := l.s.DB.NewRaw(`SELECT EXISTS (SELECT 1 FROM project_runs r JOIN projects p ON p.id = r.project_id
+		WHERE r.id = ? AND r.org_id = ? AND p.deleted_at IS NULL)`, runID, orgID).Scan(ctx, &ok); err != nil {
+		return "", err
+	}
+	if !ok {
+		return "", domain.NotFound("run")
+	}
+	chunks, err := l.Chunks(ctx, runID, 0)
+	if err != nil {
+		return "", err
+	}
+	var b strings.Builder
+	for _, c := range chunks {
+		b.WriteString(c.Body)
+	}
+	return b.String(), nil
+}
+
+// LogWriter appends a run's output: it buffers, flushes every 200 ms or
+// 32 KiB as one chunk (with a live "log" event), and stops at the bound
+// with a visible truncation line. Safe for concurrent writes.
+type LogWriter struct {
+	l         *Logs
+	run       *Run
+	mu        sync.Mutex
+	buf       bytes.Buffer
+	seq       int
+	written   int64
+	truncated bool
+	mask      *mask.Masker // the run's secrets, replaced before buffering
+	err       error
+	stop      chan struct{}
+	done      chan struct{}
+}
+
+// Writer starts a log writer for a run. Close flushes and stops it.
+func (l *Logs) Writer(ctx context.Context, r *Run) *LogWriter {
+	w := &LogWriter{l: l, run: r, stop: make(chan struct{}), done: make(chan struct{})}
+	_ = l.s.DB.NewRaw(`SELECT COALESCE(max(seq), 0), COALESCE(sum(octet_length(body)), 0) FROM run_log_chunks WHERE run_id = ?`, r.ID).Scan(ctx, &w.seq, &w.written)
+	go func() {
+		defer close(w.done)
+		t := time.NewTicker(200 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-w.stop:
+				return
+			case <-t.C:
+				w.Flush(context.WithoutCancel(ctx))
+			}
+		}
+	}()
+	return w
+}
+
+const truncatedLine = "\n[anvil] log truncated: this run's output exceeded %d bytes; the rest was discarded\n"
+
+// Mask makes the writer replace every occurrence of values (and of their
+// base64 and URL-encoded forms) with *** before anything is buffered, so
+// that no value reaches the database or a live stream. Call it before the
+// first write that could hold one.
+func (w *LogWriter) Mask(values []string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if len(values) > 0 {
+		w.mask = mask.New(values)
+	}
+}
+
+// Write buffers p.
+func (w *LogWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.mask != nil {
+		w.writeLocked(w.mask.Write(p))
+	} else {
+		w.writeLocked(p)
+	}
+	return len(p), nil
+}
+
+// writeLocked buffers p (masked already), up to the log's bound.
+func (w *LogWriter) writeLocked(p []byte) {
+	if w.truncated {
+		return
+	}
+	room := w.l.max - w.written - int64(w.buf.Len())
+	if int64(len(p)) > room {
+		cut := p[:max(room, 0)]
+		for len(cut) > 0 && !utf8.Valid(cut) {
+			cut = cut[:len(cut)-1]
+		}
+		w.buf.Write(cut)
+		fmt.Fprintf(&w.buf, truncatedLine, w.l.max)
+		w.truncated = true
+		return
+	}
+	w.buf.Write(p)
+	if w.buf.Len() >= 32<<10 {
+		_ = w.flushLocked(context.Background()) // a failed flush keeps the buffer; Close reports it
+	}
+}
+
+// Printf writes one line of anvil's own narration into the log.
+func (w *LogWriter) Printf(format string, args ...any) {
+	fmt.Fprintf(w, "[anvil] "+format+"\n", args...)
+}
+
+// Flush stores what is buffered.
+func (w *LogWriter) Flush(ctx context.Context) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.flushLocked(ctx)
+}
+
+func (w *LogWriter) flushLocked(ctx context.Context) error { return w.flush(ctx, false) }
+
+// flush stores the buffer as one chunk. Unless final, a trailing partial
+// UTF-8 sequence waits for the next write (Postgres text must be valid).
+func (w *LogWriter) flush(ctx context.Context, final bool) error {
+	if w.buf.Len() == 0 {
+		return w.err
+	}
+	body := w.buf.Bytes()
+	keep := 0
+	if !final && !w.truncated {
+		for keep < 4 && keep < len(body) && !utf8.Valid(body[:len(body)-keep]) {
+			keep++
+		}
+		if keep == 4 || keep == len(body) {
+			keep = 0
+		}
+	}
+	text := strings.ToValidUTF8(string(body[:len(body)-keep]), "\uFFFD")
+	text = strings.ReplaceAll(text, "\x00", "")
+	seq := w.seq + 1
+	err := w.l.s.InTx(ctx, func(ctx context.Context, tx bun.Tx) error {
+		if _, err := tx.NewRaw(`INSERT INTO run_log_chunks (run_id, seq, body) VALUES (?, ?, ?)`, w.run.ID, seq, text).Exec(ctx); err != nil {
+			return err
+		}
+		ev, _ := json.Marshal(domain.LiveEvent{Kind: "log", OrgID: w.run.OrgID, ProjectID: w.run.ProjectID, RunID: w.run.ID})
+		return domain.Notify(ctx, tx, string(ev))
+	})
+	if err != nil {
+		w.err = fmt.Errorf("store log of run %s: %w", w.run.ID, err)
+		return w.err
+	}
+	w.seq = seq
+	w.written += int64(len(text))
+	rest := append([]byte(nil), body[len(body)-keep:]...)
+	w.buf.Reset()
+	w.buf.Write(rest)
+	return nil
+}
+
+// Close flushes and stops the writer.
+func (w *LogWriter) Close(ctx context.Context) error {
+	select {
+	case <-w.stop:
+	default:
+		close(w.stop)
+	}
+	<-w.done
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.mask != nil {
+		w.writeLocked(w.mask.Flush())
+	}
+	return w.flush(ctx, true)
+}

@@ -1,0 +1,74 @@
+package domain
+
+import "regexp"
+
+// The shared vocabulary of the capability packages: incident statuses,
+// actors, repair policies and the spelling of names (slugs, branches,
+// environments). Run states and reasons are domain/run's.
+
+// Incident statuses: docs/architecture.md, "Incident lifecycle".
+const (
+	IncidentObserved        = "OBSERVED"
+	IncidentTriaged         = "TRIAGED"
+	IncidentWaitingApproval = "WAITING_APPROVAL"
+	IncidentQueued          = "QUEUED"
+	IncidentRunning         = "RUNNING"
+	IncidentPROpen          = "PR_OPEN"
+	IncidentNeedsHuman      = "NEEDS_HUMAN"
+	IncidentClosed          = "CLOSED"
+	IncidentIgnored         = "IGNORED"
+)
+
+// Actors of an incident transition.
+const (
+	ActorPerson = "person"
+	ActorPolicy = "policy"
+	ActorRepair = "repair"
+	ActorSystem = "system"
+)
+
+// PolicyTarget is where a triaged incident goes under a binding's repair
+// policy: observe stays TRIAGED, approve waits for a person, auto is queued
+// for repair at once. off never gets here (its events are not stored).
+func PolicyTarget(policy string) string {
+	switch policy {
+	case PolicyApprove:
+		return IncidentWaitingApproval
+	case PolicyAuto:
+		return IncidentQueued
+	}
+	return IncidentTriaged
+}
+
+// Repair policies of a binding (docs/architecture.md, "Incident lifecycle").
+const (
+	PolicyOff     = "off"     // events refused as binding_disabled
+	PolicyObserve = "observe" // incidents, no repair
+	PolicyApprove = "approve" // repair waits for a person
+	PolicyAuto    = "auto"    // repair queued at once
+)
+
+// IncidentStatuses lists the nine statuses in lifecycle order (the inbox's
+// counts and filter follow it).
+var IncidentStatuses = []string{IncidentObserved, IncidentTriaged, IncidentWaitingApproval, IncidentQueued, IncidentRunning,
+	IncidentPROpen, IncidentNeedsHuman, IncidentClosed, IncidentIgnored}
+
+var slugRE = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,62}$`)
+
+// environmentRE is the event's rule for an environment label (see
+// event.Validate), so that every binding can match some event.
+var environmentRE = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,63}$`)
+
+var branchRE = regexp.MustCompile(`^[A-Za-z0-9._/-]{1,255}$`)
+
+// ValidSlug reports whether s is a slug: an organisation's or a project's
+// name in addresses.
+func ValidSlug(s string) bool { return slugRE.MatchString(s) }
+
+// ValidEnvironment reports whether s is an environment label as events
+// spell it (lower-case).
+func ValidEnvironment(s string) bool { return environmentRE.MatchString(s) }
+
+// ValidBranch reports whether s is spelled like a branch name; callers
+// also refuse ".." and a leading "-".
+func ValidBranch(s string) bool { return branchRE.MatchString(s) }

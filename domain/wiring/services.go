@@ -1,0 +1,147 @@
+// Package wiring builds the domain: every capability service over one
+// store, the alert hooks, River's client, and the machinery's Start and
+// Stop. serve, worker, the admin commands and every test harness go through
+// it, so they are wired alike (docs/architecture.md, "Packages and arrows").
+// It is the one package that may import every capability package.
+package wiring
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverdatabasesql"
+
+	"anvil/db"
+	"anvil/domain"
+	"anvil/domain/account"
+	"anvil/domain/alert"
+	"anvil/domain/card"
+	"anvil/domain/erasure"
+	"anvil/domain/feed"
+	"anvil/domain/incident"
+	"anvil/domain/project"
+	"anvil/domain/repourl"
+	"anvil/domain/retention"
+	"anvil/domain/run"
+	"anvil/domain/secret"
+	"anvil/domain/webhook"
+)
+
+// Services is every domain service wired on one store: the one place that
+// knows how they depend on each other (the command and every test harness
+// build it the same way).
+type Services struct {
+	Store     *domain.Store
+	Accounts  *account.Accounts
+	Projects  *project.Projects
+	Queue     *run.Queue
+	Logs      *run.Logs
+	Hub       *domain.Hub
+	Webhooks  *webhook.Webhooks
+	Feed      *feed.Feed
+	Incidents *incident.Incidents
+	Cards     *card.Cards
+	Audit     *domain.Audit
+	// Alerts turns changes into alert deliveries; NewServices installs its
+	// hooks on the store and the queue.
+	Alerts *alert.Service
+	// Retention keeps what the policies say and counts the daily budgets.
+	Retention *retention.Service
+	// Erasure deletes projects and organisations (docs/erasure.md).
+	Erasure *erasure.Service
+
+	db *db.DB
+}
+
+// Options tune the services.
+type Options struct {
+	HeartbeatTimeout time.Duration // the watchdog's timeout (default 60 s)
+	LogMaxBytes      int64         // bound of one run's log (default 10 MiB)
+	// CheckoutPolicy is applied to a repository address when a project is
+	// saved (the zero value refuses local checkouts).
+	CheckoutPolicy repourl.Policy
+	// ProbeRepo, when set, checks at save that a repository answers.
+	ProbeRepo project.RepoProber
+	// LatestCommit, when set, resolves a default branch's head for "run
+	// the latest commit".
+	LatestCommit run.LatestResolver
+	// PublicURL is the cockpit's address, for the links in alerts.
+	PublicURL string
+	// AlertsPerMinute bounds the alerts one destination receives in a
+	// minute (0: alert.PerMinute).
+	AlertsPerMinute int
+	// AlertsAllowPrivate lets alert destinations reach loopback, private,
+	// link-local and unique-local addresses (ANVIL_ALERTS_ALLOW_PRIVATE).
+	AlertsAllowPrivate bool
+	// EventRetention is the default age of stored feed events and the most
+	// any policy may set (0: retention.DefaultEvents; docs/retention.md).
+	EventRetention time.Duration
+}
+
+// NewServices wires the services on d, alerts included (d's pool also
+// serves the live-events listener); Start must be called before anything commits (it
+// gives the store River's client).
+func NewServices(d *db.DB, keys *secret.Keyring, log *slog.Logger, o Options) *Services {
+	s := domain.NewStore(d.Bun, keys, log)
+	s.Pool = d.Pool
+	sv := &Services{Store: s, Accounts: account.NewAccounts(s), Projects: project.NewProjects(s), Queue: run.NewQueue(s, o.HeartbeatTimeout),
+		Logs: run.NewLogs(s, o.LogMaxBytes), Hub: domain.NewHub(d.Pool, s.Log), Feed: feed.NewFeed(s), Cards: card.NewCards(s), Audit: domain.NewAudit(s), db: d}
+	sv.Projects.SetCheckout(o.CheckoutPolicy, o.ProbeRepo)
+	sv.Queue.SetLatestResolver(o.LatestCommit)
+	sv.Webhooks = webhook.NewWebhooks(s, sv.Queue)
+	sv.Incidents = incident.NewIncidents(s, sv.Queue)
+	sv.Feed.OnQueued = sv.Incidents.RequestRepairs
+	sv.Alerts = alert.For(s, sv.Queue, o.PublicURL)
+	if o.AlertsPerMinute > 0 {
+		sv.Alerts.PerMinute = o.AlertsPerMinute
+	}
+	sv.Alerts.SetAllowPrivate(o.AlertsAllowPrivate)
+	sv.Retention = retention.For(s)
+	sv.Erasure = erasure.New(s, sv.Queue, sv.Feed, sv.Webhooks)
+	if o.EventRetention > 0 {
+		sv.Retention.MaxEvents = o.EventRetention
+	}
+	return sv
+}
+
+// Start creates River's client on the services' database with rc — its Workers registered by
+// the caller (jobs.Register) in a process that works jobs, none in one that
+// only inserts; nil is an inserting client —, hands it to the store, and
+// starts the services' machinery: the live-event publisher, the feed's
+// card-refresh requests and the queue's acceptance groups. Nothing of it
+// starts by itself. Working jobs is River's client.Start, the caller's.
+func (sv *Services) Start(ctx context.Context, rc *river.Config) (*river.Client[*sql.Tx], error) {
+	if rc == nil {
+		rc = &river.Config{}
+	}
+	client, err := river.NewClient(riverdatabasesql.NewWithPgxListener(sv.db.SQL, sv.db.Pool), rc)
+	if err != nil {
+		return nil, fmt.Errorf("river client: %w", err)
+	}
+	sv.Store.UseJobs(client)
+	sv.Store.Start(ctx)
+	sv.Feed.Start(ctx)
+	sv.Queue.StartAccepting(ctx)
+	return client, nil
+}
+
+// Stop flushes and stops the machinery, each part after what feeds it:
+// the acceptances waiting are stored (later ones are refused), the feed's
+// pending card refreshes are enqueued, then the live events of every
+// commit are sent. Call it after River's soft stop (no job commits
+// any more) and before the pool closes; Stop twice is no error.
+func (sv *Services) Stop(ctx context.Context) error {
+	return errors.Join(sv.Queue.StopAccepting(ctx), sv.Feed.Stop(ctx), sv.Store.Stop(ctx))
+}
+
+// Queues is River's queues in a process that works jobs: the short jobs,
+// runs executions (runs at a time, ANVIL_RUN_CONCURRENCY) and alert
+// deliveries.
+func Queues(runs int) map[string]river.QueueConfig {
+	return map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: 10}, domain.RunsQueue: {MaxWorkers: runs}, alert.Queue: alert.QueueConfig}
+}
