@@ -9,6 +9,7 @@
 //	anvil admin rotate-key
 //	anvil admin reset-password --email EMAIL
 //	anvil admin retention --now
+//	anvil admin purge-user --email EMAIL
 //	anvil dev     (what `make run` starts: a local database, a key, a demo owner)
 package main
 
@@ -39,6 +40,7 @@ Usage:
   anvil admin rotate-key                               re-encrypt every stored secret under ANVIL_SECRET_KEY
   anvil admin reset-password --email EMAIL             end the user's sessions and password; print a one-time reset link
   anvil admin retention --now                          run one retention clean-up at once and print what it removed
+  anvil admin purge-user --email EMAIL                 remove a person, their access and invitations; the audit keeps a pseudonym
   anvil dev                                            local development: own Postgres, key and demo login
 
 Configuration is read from the environment (ANVIL_DATABASE_URL, ANVIL_SECRET_KEY,
@@ -162,7 +164,7 @@ func cmdMigrate(ctx context.Context, args []string, stderr io.Writer) error {
 
 func cmdAdmin(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" {
-		fmt.Fprint(stdout, "Usage:\n  anvil admin bootstrap --org SLUG --email EMAIL [--password-file F]\n  anvil admin rotate-key\n  anvil admin reset-password --email EMAIL\n  anvil admin retention --now\n")
+		fmt.Fprint(stdout, "Usage:\n  anvil admin bootstrap --org SLUG --email EMAIL [--password-file F]\n  anvil admin rotate-key\n  anvil admin reset-password --email EMAIL\n  anvil admin retention --now\n  anvil admin purge-user --email EMAIL\n")
 		if len(args) == 0 {
 			return errUsage
 		}
@@ -252,6 +254,8 @@ func cmdAdmin(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return nil
 	case "retention":
 		return cmdRetention(ctx, cfg, cerr, args[1:], stdout, stderr)
+	case "purge-user":
+		return cmdPurgeUser(ctx, cfg, cerr, args[1:], stdout, stderr)
 	}
 	return fmt.Errorf("%w: unknown admin command %q", errUsage, args[0])
 }

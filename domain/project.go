@@ -36,6 +36,9 @@ type Project struct {
 	StatusContext string    `bun:"status_context"`
 	CreatedAt     time.Time `bun:"created_at,nullzero,default:now()"`
 	UpdatedAt     time.Time `bun:"updated_at,nullzero,default:now()"`
+	// DeletedAt is set when the project was deleted: it is hidden
+	// everywhere and being erased (docs/erasure.md).
+	DeletedAt *time.Time `bun:"deleted_at"`
 	// Warnings are notes on the save that just happened (the repository
 	// did not answer, …): the project was saved all the same. Not stored.
 	Warnings []string `bun:"-"`

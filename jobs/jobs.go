@@ -10,6 +10,7 @@ import (
 	"github.com/riverqueue/river"
 
 	"anvil/domain"
+	"anvil/domain/erasure"
 	"anvil/domain/forgestatus"
 	"anvil/domain/retention"
 	"anvil/domain/runsecret"
@@ -51,6 +52,9 @@ func Register(w *river.Workers, d Deps) {
 	river.AddWorker(w, &RefreshCardAgainWorker{cards: d.Cards})
 	river.AddWorker(w, &DispatchRepairWorker{incidents: d.Incidents})
 	river.AddWorker(w, &CardSweepWorker{cards: d.Cards, log: d.Log})
+	river.AddWorker(w, &EraseProjectWorker{erasure: d.Erasure, log: d.Log})
+	river.AddWorker(w, &EraseOrganizationWorker{erasure: d.Erasure, log: d.Log})
+	river.AddWorker(w, &EraseSweepWorker{erasure: d.Erasure, log: d.Log})
 	river.AddWorker(w, &DeliverAlertWorker{alerts: d.Alerts})
 	river.AddWorker(w, &AlertDigestWorker{alerts: d.Alerts})
 	river.AddWorker(w, &ExecuteRunWorker{Queue: d.Queue, Projects: d.Projects, Logs: d.Logs, Hub: d.Hub,
@@ -77,6 +81,9 @@ func Periodic(heartbeatTimeout time.Duration) []*river.PeriodicJob {
 		river.NewPeriodicJob(river.PeriodicInterval(RetentionCleanupEvery),
 			func() (river.JobArgs, *river.InsertOpts) { return retention.CleanupArgs{}, nil },
 			&river.PeriodicJobOpts{ID: "retention_cleanup", RunOnStart: true}),
+		river.NewPeriodicJob(river.PeriodicInterval(eraseSweepEvery),
+			func() (river.JobArgs, *river.InsertOpts) { return erasure.SweepArgs{}, nil },
+			&river.PeriodicJobOpts{ID: "erase_sweep", RunOnStart: true}),
 	}
 }
 

@@ -179,7 +179,8 @@ func (s *Server) projectEditPage(c echo.Context) error {
 	if !principal(c).AtLeast(domain.RoleAdmin) {
 		return domain.Forbidden("only admins and owners edit projects")
 	}
-	return Render(c, http.StatusOK, views.ProjectFormPage(views.ProjectFormProps{Page: s.page(c, "Edit "+p.Slug, "projects"), Form: projectForm(p)}))
+	pg := s.page(c, "Edit "+p.Slug, "projects")
+	return Render(c, http.StatusOK, views.ProjectFormPage(views.ProjectFormProps{Page: pg, Form: projectForm(p), Delete: projectDeleteZone(pg.CSRF, p)}))
 }
 
 func (s *Server) projectEditSubmit(c echo.Context) error {

@@ -55,6 +55,8 @@ var routeRoles = map[string]string{
 	"POST /settings/alerts/:destinationId/delete":                                   domain.RoleAdmin,
 	"POST /settings/retention":                                                      domain.RoleAdmin,
 	"POST /settings/retention/projects/:projectId":                                  domain.RoleAdmin,
+	"POST /projects/:projectId/delete":                                              domain.RoleAdmin,
+	"POST /settings/organization/delete":                                            domain.RoleOwner,
 	// private API
 	"POST /api/private/projects":                                                                domain.RoleAdmin,
 	"PATCH /api/private/projects/:projectId":                                                    domain.RoleAdmin,
@@ -84,6 +86,8 @@ var routeRoles = map[string]string{
 	"PUT /api/private/projects/:projectId/alert-rules":                                          domain.RoleAdmin,
 	"PUT /api/private/retention":                                                                domain.RoleAdmin,
 	"PUT /api/private/projects/:projectId/retention":                                            domain.RoleAdmin,
+	"DELETE /api/private/projects/:projectId":                                                   domain.RoleAdmin,
+	"DELETE /api/private/orgs/:orgId":                                                           domain.RoleOwner,
 }
 
 // RouteRoles returns a copy of the table (for tests and documentation).

@@ -34,6 +34,8 @@ var wantRoles = map[string]string{
 	"POST /settings/alerts/:destinationId/delete":  domain.RoleAdmin,
 	"POST /settings/retention":                     domain.RoleAdmin,
 	"POST /settings/retention/projects/:projectId": domain.RoleAdmin,
+	"POST /projects/:projectId/delete":             domain.RoleAdmin,
+	"POST /settings/organization/delete":           domain.RoleOwner,
 
 	"POST /projects/:projectId/runs":                                                domain.RoleMember,
 	"POST /runs/:runId/cancel":                                                      domain.RoleMember,
@@ -83,6 +85,8 @@ var wantRoles = map[string]string{
 	"PUT /api/private/projects/:projectId/alert-rules":                       domain.RoleAdmin,
 	"PUT /api/private/retention":                                             domain.RoleAdmin,
 	"PUT /api/private/projects/:projectId/retention":                         domain.RoleAdmin,
+	"DELETE /api/private/projects/:projectId":                                domain.RoleAdmin,
+	"DELETE /api/private/orgs/:orgId":                                        domain.RoleOwner,
 	"POST /projects/:projectId/secrets":                                      domain.RoleAdmin,
 	"POST /projects/:projectId/secrets/:name/delete":                         domain.RoleAdmin,
 	"PUT /api/private/projects/:projectId/secrets/:name":                     domain.RoleAdmin,

@@ -43,7 +43,7 @@ func (a *Service) forget(orgID uuid.UUID) {
 const snapshotSQL = `SELECT json_build_object(
 	'dests', COALESCE((SELECT json_agg(id ORDER BY id) FROM alert_destinations WHERE org_id = $1), '[]'),
 	'rules', COALESCE((SELECT json_agg(json_build_object('project_id', r.project_id, 'kind', r.kind, 'enabled', r.enabled,
-		'destination_ids', r.destination_ids)) FROM alert_rules r JOIN projects p ON p.id = r.project_id WHERE p.org_id = $1), '[]'))::text`
+		'destination_ids', r.destination_ids)) FROM alert_rules r JOIN projects p ON p.id = r.project_id WHERE p.org_id = $1 AND p.deleted_at IS NULL), '[]'))::text`
 
 // rulesOf returns the organisation's destinations and rules, from the
 // cache when fresh, else read with read (the caller's transaction). A

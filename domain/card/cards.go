@@ -299,7 +299,7 @@ func (r *cardRow) card() (*Card, error) {
 // shows the incident store's empty card.
 func (c *Cards) Get(ctx context.Context, orgID, projectID uuid.UUID) (*Card, error) {
 	var exists bool
-	if err := c.s.DB.NewRaw(`SELECT EXISTS (SELECT 1 FROM projects WHERE id = ? AND org_id = ?)`, projectID, orgID).Scan(ctx, &exists); err != nil {
+	if err := c.s.DB.NewRaw(`SELECT EXISTS (SELECT 1 FROM projects WHERE id = ? AND org_id = ? AND deleted_at IS NULL)`, projectID, orgID).Scan(ctx, &exists); err != nil {
 		return nil, fmt.Errorf("cards: project: %w", err)
 	}
 	if !exists {
@@ -577,4 +577,15 @@ func (c *Cards) SweepStale(ctx context.Context, window time.Duration) (int, erro
 		return nil
 	})
 	return len(ids), err
+}
+
+// TombstoneTx is the card's part of a project's deletion
+// (docs/erasure.md), in the caller's transaction: an external producer's
+// token stops working, and open dashboards re-read their cards (the
+// project is gone from them).
+func TombstoneTx(ctx context.Context, tx bun.IDB, orgID, projectID uuid.UUID) error {
+	if _, err := tx.NewRaw(`UPDATE project_cards SET external = false, token_prefix = NULL, token_hash = NULL WHERE project_id = ?`, projectID).Exec(ctx); err != nil {
+		return fmt.Errorf("cards: card of deleted project %s: %w", projectID, err)
+	}
+	return publishCard(ctx, tx, orgID, projectID)
 }

@@ -131,7 +131,7 @@ func validPolicy(p string) error {
 // project returns a project of the caller's organisation (404 otherwise).
 func (f *Feed) project(ctx context.Context, p *domain.Principal, id uuid.UUID) (*domain.Project, error) {
 	pr := new(domain.Project)
-	err := f.s.DB.NewSelect().Model(pr).Where("id = ? AND org_id = ?", id, p.OrgID).Scan(ctx)
+	err := f.s.DB.NewSelect().Model(pr).Where("id = ? AND org_id = ? AND deleted_at IS NULL", id, p.OrgID).Scan(ctx)
 	if dbutil.IsNoRows(err) {
 		return nil, domain.NotFound("project")
 	}
@@ -434,3 +434,8 @@ func (snd *FeedSender) policyFor(env string) (string, bool) {
 	p, ok := snd.bindings[WildcardEnvironment]
 	return p, ok
 }
+
+// ForgetSenders drops what this process remembers of feed tokens, after
+// connections were revoked outside the feed (a project's deletion,
+// docs/erasure.md); other processes' copies live a second.
+func (f *Feed) ForgetSenders() { f.senders.Clear() }

@@ -152,7 +152,7 @@ func (in *Incidents) List(ctx context.Context, orgID uuid.UUID, f IncidentFilter
 		return out, err
 	}
 	where := func(q *bun.SelectQuery, withStatus bool) *bun.SelectQuery {
-		q = q.Where("i.org_id = ?", orgID)
+		q = q.Where("i.org_id = ?", orgID).Where("i.project_id NOT IN (SELECT id FROM projects WHERE org_id = ? AND deleted_at IS NOT NULL)", orgID)
 		if f.ProjectID != uuid.Nil {
 			q = q.Where("i.project_id = ?", f.ProjectID)
 		}
@@ -166,7 +166,7 @@ func (in *Incidents) List(ctx context.Context, orgID uuid.UUID, f IncidentFilter
 	}
 	var rows []incidentRow
 	q := in.s.DB.NewSelect().TableExpr("incidents AS i").ColumnExpr("i.*, p.name AS project_name").
-		Join("JOIN projects AS p ON p.id = i.project_id")
+		Join("JOIN projects AS p ON p.id = i.project_id AND p.deleted_at IS NULL")
 	err := where(q, true).OrderExpr("i.last_seen DESC, i.id DESC").Limit(int64(f.Limit+1)).Offset(int64(f.Page*f.Limit)).Scan(ctx, &rows)
 	if err != nil {
 		return out, fmt.Errorf("incidents: list: %w", err)
@@ -192,7 +192,8 @@ func (in *Incidents) List(ctx context.Context, orgID uuid.UUID, f IncidentFilter
 	}
 	// The environments for the filter: a loose index scan over the group
 	// key would be faster still, but DISTINCT over one org stays small.
-	eq := in.s.DB.NewSelect().TableExpr("incidents AS i").ColumnExpr("DISTINCT i.environment").Where("i.org_id = ?", orgID).OrderExpr("1").Limit(100)
+	eq := in.s.DB.NewSelect().TableExpr("incidents AS i").ColumnExpr("DISTINCT i.environment").Where("i.org_id = ?", orgID).
+		Where("i.project_id NOT IN (SELECT id FROM projects WHERE org_id = ? AND deleted_at IS NOT NULL)", orgID).OrderExpr("1").Limit(100)
 	if err := eq.Scan(ctx, &out.Environments); err != nil {
 		return out, fmt.Errorf("incidents: environments: %w", err)
 	}
@@ -202,7 +203,8 @@ func (in *Incidents) List(ctx context.Context, orgID uuid.UUID, f IncidentFilter
 // Get returns an incident of the organisation.
 func (in *Incidents) Get(ctx context.Context, orgID, id uuid.UUID) (*Incident, error) {
 	inc := new(Incident)
-	err := in.s.DB.NewSelect().Model(inc).Where("id = ? AND org_id = ?", id, orgID).Scan(ctx)
+	err := in.s.DB.NewSelect().Model(inc).Where("id = ? AND org_id = ?", id, orgID).
+		Where("project_id NOT IN (SELECT id FROM projects WHERE org_id = ? AND deleted_at IS NOT NULL)", orgID).Scan(ctx)
 	if dbutil.IsNoRows(err) {
 		return nil, domain.NotFound("incident")
 	}

@@ -176,7 +176,7 @@ func (b *Budget) Flush(ctx context.Context) error {
 	}
 	err := b.r.s.DB.NewRaw(`INSERT INTO feed_daily_usage AS u (project_id, day, events)
 		SELECT p, d::date, n FROM unnest(?::uuid[], ?::text[], ?::bigint[]) AS t(p, d, n)
-		WHERE EXISTS (SELECT 1 FROM projects WHERE id = t.p)
+		WHERE EXISTS (SELECT 1 FROM projects WHERE id = t.p AND deleted_at IS NULL)
 		ON CONFLICT (project_id, day) DO UPDATE SET events = u.events + EXCLUDED.events
 		RETURNING project_id, day, events`, pgdialect.Array(ids), pgdialect.Array(days), pgdialect.Array(ns)).Scan(ctx, &rows)
 	b.mu.Lock()

@@ -87,7 +87,10 @@ func (r *Service) Cleanup(ctx context.Context) (Report, error) {
 		ID   uuid.UUID `bun:"id"`
 		Slug string    `bun:"slug"`
 	}
-	if err := r.s.DB.NewRaw(`SELECT id, slug FROM organizations ORDER BY id`).Scan(ctx, &orgs); err != nil {
+	// An organisation or project being deleted is left to its erasure
+	// (docs/erasure.md), which removes all of it.
+	if err := r.s.DB.NewRaw(`SELECT id, slug FROM organizations o
+		WHERE NOT EXISTS (SELECT 1 FROM organization_erasures e WHERE e.org_id = o.id) ORDER BY id`).Scan(ctx, &orgs); err != nil {
 		return rep, fmt.Errorf("retention: organisations: %w", err)
 	}
 	for _, o := range orgs {
@@ -108,7 +111,7 @@ func (r *Service) Cleanup(ctx context.Context) (Report, error) {
 			ID   uuid.UUID `bun:"id"`
 			Slug string    `bun:"slug"`
 		}
-		if err := r.s.DB.NewRaw(`SELECT id, slug FROM projects WHERE org_id = ? ORDER BY id`, o.ID).Scan(ctx, &projects); err != nil {
+		if err := r.s.DB.NewRaw(`SELECT id, slug FROM projects WHERE org_id = ? AND deleted_at IS NULL ORDER BY id`, o.ID).Scan(ctx, &projects); err != nil {
 			return rep, fmt.Errorf("retention: projects: %w", err)
 		}
 		for _, p := range projects {

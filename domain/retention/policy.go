@@ -283,7 +283,7 @@ func (r *Service) ProjectPolicy(ctx context.Context, p *domain.Principal, projec
 
 func (r *Service) ownProject(ctx context.Context, orgID, projectID uuid.UUID) error {
 	var ok bool
-	if err := r.s.DB.NewRaw(`SELECT EXISTS (SELECT 1 FROM projects WHERE id = ? AND org_id = ?)`, projectID, orgID).Scan(ctx, &ok); err != nil {
+	if err := r.s.DB.NewRaw(`SELECT EXISTS (SELECT 1 FROM projects WHERE id = ? AND org_id = ? AND deleted_at IS NULL)`, projectID, orgID).Scan(ctx, &ok); err != nil {
 		return fmt.Errorf("retention: project: %w", err)
 	}
 	if !ok {

@@ -379,7 +379,8 @@ func (q *Queue) RequestCancel(ctx context.Context, pr *domain.Principal, runID u
 // RunGet returns a run of the caller's organisation.
 func (q *Queue) RunGet(ctx context.Context, orgID, runID uuid.UUID) (*Run, error) {
 	r := new(Run)
-	err := q.s.DB.NewSelect().Model(r).Where("id = ? AND org_id = ?", runID, orgID).Scan(ctx)
+	err := q.s.DB.NewSelect().Model(r).Where("id = ? AND org_id = ?", runID, orgID).
+		Where("project_id NOT IN (SELECT id FROM projects WHERE org_id = ? AND deleted_at IS NOT NULL)", orgID).Scan(ctx)
 	if dbutil.IsNoRows(err) {
 		return nil, domain.NotFound("run")
 	}
@@ -446,4 +447,31 @@ func (q *Queue) CancelQueuedTx(ctx context.Context, tx bun.Tx, p *domain.Project
 		return false, nil
 	}
 	return true, q.terminalizeTx(ctx, tx, p, r, TerminalReport{State: StateCanceled, FailureReason: reason})
+}
+
+// StopProjectTx stops every run of a project that is being deleted, in the
+// caller's transaction holding p's lock (docs/erasure.md): queued runs are
+// dropped — not promoted one after the other, and marked reconciled, since
+// the project's rows are erased next — and an executing run is asked to
+// stop through the cancel path (its executor stops the sandbox and
+// reports). by is who asked (nil: nobody in particular).
+func (q *Queue) StopProjectTx(ctx context.Context, tx bun.Tx, p *domain.Project, by *uuid.UUID) error {
+	now := q.s.Now()
+	if _, err := tx.NewRaw(`UPDATE project_runs SET state = 'canceled', position = NULL, finished_at = ?, failure_reason = ?,
+			canceled_by = ?, updated_at = ?, d1_sync_status = 'done'
+		WHERE project_id = ? AND state IN ('pending', 'executable')`, now, ReasonCanceledWhileQueued, by, now, p.ID).Exec(ctx); err != nil {
+		return fmt.Errorf("drop queued runs of %s: %w", p.ID, err)
+	}
+	var active []Run
+	if err := tx.NewSelect().Model(&active).Where("project_id = ? AND state IN ('starting', 'running')", p.ID).Scan(ctx); err != nil {
+		return fmt.Errorf("active runs of %s: %w", p.ID, err)
+	}
+	for i := range active {
+		r := &active[i]
+		r.State, r.CanceledBy = StateCancelRequested, by
+		if err := q.changed(ctx, tx, r, "state", "canceled_by"); err != nil {
+			return err
+		}
+	}
+	return nil
 }

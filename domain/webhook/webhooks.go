@@ -510,7 +510,7 @@ func (w *Webhooks) loadMaterial(ctx context.Context, key sealKey, now time.Time)
 	err := w.s.DB.NewRaw(`SELECT true AS exists, w.enabled, COALESCE(w.secret_enc, '') AS secret_enc,
 			COALESCE(w.signing_token_enc, '') AS signing_token_enc
 		FROM projects pr LEFT JOIN project_webhooks w ON w.project_id = pr.id AND w.provider = ?
-		WHERE pr.id = ?`, string(p), projectID).Scan(ctx, &row)
+		WHERE pr.id = ? AND pr.deleted_at IS NULL`, string(p), projectID).Scan(ctx, &row)
 	if dbutil.IsNoRows(err) {
 		w.seals.Delete(key)
 		return Material{}, domain.NotFound("project")
@@ -634,4 +634,13 @@ func (w *Webhooks) DeleteExpiredDeliveries(ctx context.Context) (int64, error) {
 		return 0, fmt.Errorf("delete expired refusals: %w", err)
 	}
 	return res.RowsAffected()
+}
+
+// Forget drops this process's cached material of a project's webhooks (the
+// project was deleted, docs/erasure.md); other processes' copies are
+// refused under the project's lock by Deliver.
+func (w *Webhooks) Forget(projectID uuid.UUID) {
+	for _, p := range Providers {
+		w.seals.Delete(sealKey{projectID, p})
+	}
 }

@@ -21,6 +21,7 @@ import (
 	"anvil/domain/account"
 	"anvil/domain/alert"
 	"anvil/domain/card"
+	"anvil/domain/erasure"
 	"anvil/domain/feed"
 	"anvil/domain/incident"
 	"anvil/domain/project"
@@ -51,6 +52,8 @@ type Services struct {
 	Alerts *alert.Service
 	// Retention keeps what the policies say and counts the daily budgets.
 	Retention *retention.Service
+	// Erasure deletes projects and organisations (docs/erasure.md).
+	Erasure *erasure.Service
 
 	db *db.DB
 }
@@ -99,6 +102,7 @@ func NewServices(d *db.DB, keys *secret.Keyring, log *slog.Logger, o Options) *S
 	}
 	sv.Alerts.SetAllowPrivate(o.AlertsAllowPrivate)
 	sv.Retention = retention.For(s)
+	sv.Erasure = erasure.New(s, sv.Queue, sv.Feed, sv.Webhooks)
 	if o.EventRetention > 0 {
 		sv.Retention.MaxEvents = o.EventRetention
 	}

@@ -1,0 +1,52 @@
+package jobs
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"time"
+
+	"github.com/riverqueue/river"
+
+	"anvil/domain/erasure"
+)
+
+// eraseWait is how long an erase job waits for a deleted project's run
+// to stop before it looks again.
+const eraseWait = 2 * time.Second
+
+// EraseProjectWorker removes a deleted project's rows in batches
+// (docs/erasure.md).
+type EraseProjectWorker struct {
+	river.WorkerDefaults[erasure.EraseProjectArgs]
+	erasure *erasure.Service
+	log     *slog.Logger
+}
+
+// Timeout bounds one attempt beyond the erasure's own budget per pass.
+func (w *EraseProjectWorker) Timeout(*river.Job[erasure.EraseProjectArgs]) time.Duration {
+	return 5 * time.Minute
+}
+
+// Work runs one pass; a pass that ran out of its budget, or waits for a
+// run to stop, snoozes and goes on where it stopped.
+func (w *EraseProjectWorker) Work(ctx context.Context, job *river.Job[erasure.EraseProjectArgs]) error {
+	rep, err := w.erasure.EraseProject(ctx, job.Args.ProjectID)
+	return eraseOutcome(w.log, "project", job.Args.ProjectID.String(), rep, err, erasure.ErrLiveProject)
+}
+
+// eraseOutcome tells River what became of an erase pass.
+func eraseOutcome(log *slog.Logger, what, id string, rep erasure.Report, err, live error) error {
+	switch {
+	case errors.Is(err, live):
+		return river.JobCancel(err)
+	case err != nil:
+		return err
+	case rep.Waiting:
+		return river.JobSnooze(eraseWait)
+	case !rep.Done:
+		return river.JobSnooze(time.Millisecond)
+	}
+	log.Info(what+" erased", "id", id, "rows", rep.Total())
+	return nil
+}
