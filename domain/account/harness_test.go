@@ -10,20 +10,11 @@ import (
 func TestMain(m *testing.M) { testdb.Main(m) }
 
 // The harness of every capability package's tests (domain/internal/domaintest).
-type (
-	testBundle     struct{ *domaintest.Bundle }
-	incidentBundle = domaintest.IncidentBundle
-)
+type testBundle struct{ *domaintest.Bundle }
 
-func setup(t testing.TB) *testBundle   { return &testBundle{domaintest.Setup(t)} }
-func setupTB(t testing.TB) *testBundle { return setup(t) }
+func setup(t testing.TB) *testBundle { return &testBundle{domaintest.Setup(t)} }
 
 var (
-	setupIncidents = domaintest.SetupIncidents
-	strp           = domaintest.Strp
-	startStore     = domaintest.StartStore
-	newQueue       = domaintest.NewQueue
-	newFeed        = domaintest.NewFeed
-	feedEvent      = domaintest.FeedEvent
-	errCode        = domaintest.ErrCode
+	strp    = domaintest.Strp
+	errCode = domaintest.ErrCode
 )

@@ -21,9 +21,6 @@ func setupTB(t testing.TB) *testBundle { return setup(t) }
 var (
 	setupIncidents = domaintest.SetupIncidents
 	strp           = domaintest.Strp
-	startStore     = domaintest.StartStore
-	newQueue       = domaintest.NewQueue
 	newFeed        = domaintest.NewFeed
 	feedEvent      = domaintest.FeedEvent
-	errCode        = domaintest.ErrCode
 )
