@@ -208,13 +208,7 @@ func cmdAdmin(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		if err := parseFlags(fs, args[1:]); err != nil {
 			return err
 		}
-		if cerr != nil {
-			return cerr
-		}
-		if err := cfg.validate(true); err != nil {
-			return err
-		}
-		a, err := newApp(ctx, cfg, stderr, false)
+		a, err := adminApp(ctx, cfg, cerr, stderr)
 		if err != nil {
 			return err
 		}
@@ -234,13 +228,7 @@ func cmdAdmin(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		if *email == "" {
 			return fmt.Errorf("%w: --email is required", errUsage)
 		}
-		if cerr != nil {
-			return cerr
-		}
-		if err := cfg.validate(true); err != nil {
-			return err
-		}
-		a, err := newApp(ctx, cfg, stderr, false)
+		a, err := adminApp(ctx, cfg, cerr, stderr)
 		if err != nil {
 			return err
 		}
@@ -273,13 +261,7 @@ func cmdRetention(ctx context.Context, cfg *Config, cerr error, args []string, s
 	if !*now {
 		return fmt.Errorf("%w: --now is required (the clean-up otherwise runs every %s in the workers)", errUsage, jobs.RetentionCleanupEvery)
 	}
-	if cerr != nil {
-		return cerr
-	}
-	if err := cfg.validate(true); err != nil {
-		return err
-	}
-	a, err := newApp(ctx, cfg, stderr, false)
+	a, err := adminApp(ctx, cfg, cerr, stderr)
 	if err != nil {
 		return err
 	}
@@ -319,4 +301,16 @@ func readPassword(file string) (string, error) {
 		return "", fmt.Errorf("%w: the password is empty (give --password-file or pipe it on standard input)", errUsage)
 	}
 	return pw, nil
+}
+
+// adminApp opens the app for an admin command: the configuration must have
+// loaded (cerr) and be complete, and no worker starts.
+func adminApp(ctx context.Context, cfg *Config, cerr error, stderr io.Writer) (*app, error) {
+	if cerr != nil {
+		return nil, cerr
+	}
+	if err := cfg.validate(true); err != nil {
+		return nil, err
+	}
+	return newApp(ctx, cfg, stderr, false)
 }

@@ -20,13 +20,7 @@ func cmdPurgeUser(ctx context.Context, cfg *Config, cerr error, args []string, s
 	if *email == "" {
 		return fmt.Errorf("%w: --email is required", errUsage)
 	}
-	if cerr != nil {
-		return cerr
-	}
-	if err := cfg.validate(true); err != nil {
-		return err
-	}
-	a, err := newApp(ctx, cfg, stderr, false)
+	a, err := adminApp(ctx, cfg, cerr, stderr)
 	if err != nil {
 		return err
 	}

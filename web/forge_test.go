@@ -165,7 +165,8 @@ func TestRunLatestCommitButton(t *testing.T) {
 	_, member := b.person(t, domain.RoleMember)
 	_, body := member.get(page)
 	button := regexpBetween(body, `data-testid="run-latest"`, "</button>")
-	if !strings.Contains(button, `hx-post="/projects/`+id+`/runs"`) || !strings.Contains(button, `&#34;ref&#34;: &#34;latest&#34;`) && !strings.Contains(button, `"ref": "latest"`) {
+	// The page links by slug (docs/contracts/private-api.md, projects by slug).
+	if !strings.Contains(button, `hx-post="/projects/`+p["slug"].(string)+`/runs"`) || !strings.Contains(button, `&#34;ref&#34;: &#34;latest&#34;`) && !strings.Contains(button, `"ref": "latest"`) {
 		t.Fatalf("button %q", button)
 	}
 	if status, _ := member.htmx(page+"/runs", "", url.Values{"ref": {"latest"}}); status != http.StatusForbidden {
