@@ -17,12 +17,16 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
 
 	"anvil/jobs/sandbox"
 )
+
+// logStampRE finds the stamps the log bench's command prints.
+var logStampRE = regexp.MustCompile(`t=(\d{19})`)
 
 func init() {
 	register("runs/execute", benchRuns)
@@ -254,17 +258,18 @@ func benchRuns(ctx context.Context, env *benchEnv) error {
 	defer res.Body.Close()
 	var lags []time.Duration
 	sc := bufio.NewScanner(res.Body)
+	// The stream carries the log as rendered lines (views.LogHTML: a
+	// time gutter, ANSI spans), several to a chunk: every stamp counts.
 	for sc.Scan() && len(lags) < 40 {
 		line := sc.Text()
-		i := strings.Index(line, "t=")
-		if !strings.HasPrefix(line, "data: ") || i < 0 {
+		if !strings.HasPrefix(line, "data: ") {
 			continue
 		}
-		ns, err := strconv.ParseInt(strings.TrimSpace(line[i+2:]), 10, 64)
-		if err != nil {
-			continue
+		for _, m := range logStampRE.FindAllStringSubmatch(line, -1) {
+			if ns, err := strconv.ParseInt(m[1], 10, 64); err == nil {
+				lags = append(lags, time.Since(time.Unix(0, ns)))
+			}
 		}
-		lags = append(lags, time.Since(time.Unix(0, ns)))
 	}
 	if len(lags) == 0 {
 		return fmt.Errorf("no log lines arrived on the stream")
