@@ -90,7 +90,7 @@ func newApp(ctx context.Context, cfg *Config, logOut io.Writer, withWorkers bool
 	git, gitErr := sandbox.NewGit(cfg.Sandbox != "process", policy)
 	opts := wiring.Options{HeartbeatTimeout: cfg.HeartbeatTimeout, LogMaxBytes: cfg.LogMaxBytes, CheckoutPolicy: policy,
 		PublicURL: cfg.PublicURL, AlertsPerMinute: cfg.AlertsPerMinute,
-		AlertsAllowPrivate: cfg.AlertsAllowPrivate, EventRetention: cfg.EventRetention}
+		AlertsAllowPrivate: cfg.AlertsAllowPrivate, EventRetention: cfg.EventRetention, RetentionShare: cfg.RetentionShare}
 	var gitHead forgestatus.GitHead
 	if gitErr == nil {
 		opts.ProbeRepo, gitHead = git.Probe, git.Head

@@ -50,6 +50,9 @@ type Config struct {
 	// EventRetention is the default age of stored feed events and the most
 	// any retention policy may set (docs/retention.md).
 	EventRetention time.Duration
+	// RetentionShare is the share of the time a clean-up may spend
+	// deleting; it rests the rest (docs/retention.md, "Pacing").
+	RetentionShare float64
 }
 
 // configError is a refusal of the configuration: exit code 2.
@@ -176,6 +179,15 @@ func loadConfig(getenv func(string) string) (*Config, error) {
 			bad("ANVIL_EVENT_RETENTION must be a duration such as 90d, 12h, 30m or 45s, at most 3650d")
 		} else {
 			c.EventRetention = d
+		}
+	}
+	c.RetentionShare = retention.DefaultShare
+	if v := str("ANVIL_RETENTION_SHARE", ""); v != "" {
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil || !(f >= 0.01 && f <= 1) {
+			bad("ANVIL_RETENTION_SHARE must be a number between 0.01 and 1, such as 0.2")
+		} else {
+			c.RetentionShare = f
 		}
 	}
 	c.BodyTimeout = 30 * time.Second

@@ -23,3 +23,21 @@ func TestParseBytes(t *testing.T) {
 		t.Fatalf("ANVIL_ALERTS_ALLOW_PRIVATE=true: %+v, %v", cfg, err)
 	}
 }
+
+func TestRetentionShare(t *testing.T) {
+	t.Parallel()
+	env := func(v string) func(string) string {
+		return func(k string) string { return map[string]string{"ANVIL_RETENTION_SHARE": v}[k] }
+	}
+	if cfg, err := loadConfig(env("")); err != nil || cfg.RetentionShare != 0.15 {
+		t.Fatalf("default: %v, %v", cfg.RetentionShare, err)
+	}
+	if cfg, err := loadConfig(env("0.5")); err != nil || cfg.RetentionShare != 0.5 {
+		t.Fatalf("0.5: %v, %v", cfg.RetentionShare, err)
+	}
+	for _, bad := range []string{"0", "1.5", "lots", "-0.2", "NaN"} {
+		if _, err := loadConfig(env(bad)); err == nil {
+			t.Errorf("ANVIL_RETENTION_SHARE=%s: accepted", bad)
+		}
+	}
+}

@@ -79,6 +79,7 @@ func TestConfigurationIsValidatedWithExitCode2(t *testing.T) {
 		{"bad proxies", []string{dbURL, "ANVIL_SECRET_KEY=" + testKey, "ANVIL_TRUSTED_PROXIES=somewhere"}, []string{"serve"}, "ANVIL_TRUSTED_PROXIES"},
 		{"bad allow local", []string{dbURL, "ANVIL_SECRET_KEY=" + testKey, "ANVIL_CHECKOUT_ALLOW_LOCAL=perhaps"}, []string{"serve"}, "ANVIL_CHECKOUT_ALLOW_LOCAL must be true or false"},
 		{"bad allow private", []string{dbURL, "ANVIL_SECRET_KEY=" + testKey, "ANVIL_ALERTS_ALLOW_PRIVATE=perhaps"}, []string{"serve"}, "ANVIL_ALERTS_ALLOW_PRIVATE must be true or false"},
+		{"bad retention share", []string{dbURL, "ANVIL_SECRET_KEY=" + testKey, "ANVIL_RETENTION_SHARE=2"}, []string{"serve"}, "ANVIL_RETENTION_SHARE must be a number between 0.01 and 1"},
 		{"bad tmp max", []string{dbURL, "ANVIL_SECRET_KEY=" + testKey, "ANVIL_SANDBOX_TMP_MAX=lots"}, []string{"serve"}, "ANVIL_SANDBOX_TMP_MAX must be a size"},
 		{"tiny tmp max", []string{dbURL, "ANVIL_SECRET_KEY=" + testKey, "ANVIL_SANDBOX_TMP_MAX=1K"}, []string{"serve"}, "ANVIL_SANDBOX_TMP_MAX must be a size"},
 		{"unknown command", nil, []string{"explode"}, "unknown command"},

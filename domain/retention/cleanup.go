@@ -216,19 +216,31 @@ func (r *Service) batch(ctx context.Context, sc scope, column, ctes string, args
 		all = append(all, a)
 	}
 	var n int
+	began := time.Now()
 	if err := r.s.DB.NewRaw(q, append(all, wargs...)...).Scan(ctx, &n); err != nil {
 		return 0, err
 	}
 	if r.afterBatch != nil {
 		r.afterBatch()
 	}
-	if n > 0 && r.Pause > 0 {
+	if rest := restAfter(time.Since(began), r.Share); n > 0 && rest > 0 {
+		t := time.NewTimer(rest)
 		select {
 		case <-ctx.Done():
-		case <-time.After(r.Pause):
+		case <-t.C:
 		}
+		t.Stop()
 	}
 	return n, nil
+}
+
+// restAfter is the rest after a batch that took d, for the clean-up to
+// spend share of its time deleting (docs/retention.md, "Pacing").
+func restAfter(d time.Duration, share float64) time.Duration {
+	if share <= 0 || share >= 1 {
+		return 0
+	}
+	return time.Duration(float64(d) * (1 - share) / share)
 }
 
 // drain repeats a batch until it deletes less than a whole one.

@@ -107,14 +107,25 @@ type Service struct {
 	// SampleGrace is how old an event must be before it may be sampled
 	// away (docs/retention.md, "Events per incident").
 	SampleGrace time.Duration
-	// Pause is a rest between two batches, leaving the database to the
-	// ingest (0: none).
-	Pause time.Duration
+	// Share is the share of the time a clean-up spends deleting: after a
+	// batch that took d it rests d·(1−Share)/Share, so on a machine the
+	// ingest shares it takes at most that share of the database's time
+	// (1: no rest; docs/retention.md, "Pacing").
+	Share float64
 
 	budget *Budget
 	// afterBatch, when set (tests), runs after every committed batch.
 	afterBatch func()
 }
+
+const (
+	// DefaultBatch is how many rows one clean-up statement deletes: small
+	// enough that one takes tens of milliseconds next to the ingest.
+	DefaultBatch = 1000
+	// DefaultShare is ANVIL_RETENTION_SHARE's default (docs/retention.md,
+	// "Pacing": measured to keep the feed within a tenth of its rate).
+	DefaultShare = 0.15
+)
 
 var (
 	servicesMu sync.Mutex
@@ -129,7 +140,7 @@ func For(s *domain.Store) *Service {
 	if r := services[s]; r != nil {
 		return r
 	}
-	r := &Service{s: s, MaxEvents: DefaultEvents, BatchSize: 5000, SampleGrace: Day}
+	r := &Service{s: s, MaxEvents: DefaultEvents, BatchSize: DefaultBatch, SampleGrace: Day, Share: DefaultShare}
 	r.SetNow(s.Now)
 	r.budget = newBudget(r)
 	services[s] = r

@@ -55,6 +55,7 @@ func setup(t testing.TB) *testBundle {
 	})
 	b := &testBundle{db: d, sv: sv, ret: sv.Retention, now: time.Now().UTC()}
 	b.ret.SetNow(func() time.Time { return b.now })
+	b.ret.Share = 1 // these tests are about what is kept; pacing has its own test
 	res, err := sv.Accounts.Bootstrap(ctx, "acme", "owner@acme.test", "correct horse battery")
 	if err != nil {
 		t.Fatal(err)

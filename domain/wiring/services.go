@@ -81,6 +81,9 @@ type Options struct {
 	// EventRetention is the default age of stored feed events and the most
 	// any policy may set (0: retention.DefaultEvents; docs/retention.md).
 	EventRetention time.Duration
+	// RetentionShare is the share of the time a clean-up spends deleting
+	// (0: retention.DefaultShare).
+	RetentionShare float64
 }
 
 // NewServices wires the services on d, alerts included (d's pool also
@@ -105,6 +108,9 @@ func NewServices(d *db.DB, keys *secret.Keyring, log *slog.Logger, o Options) *S
 	sv.Erasure = erasure.New(s, sv.Queue, sv.Feed, sv.Webhooks)
 	if o.EventRetention > 0 {
 		sv.Retention.MaxEvents = o.EventRetention
+	}
+	if o.RetentionShare > 0 {
+		sv.Retention.Share = o.RetentionShare
 	}
 	return sv
 }

@@ -142,7 +142,18 @@ func retentionBench(ctx context.Context, env *benchEnv) error {
 		cleanDur = time.Since(start)
 		cleanErr = json.Unmarshal(out.Bytes(), &rep)
 	}()
-	duringEPS, duringP99, err := retentionLoad(ctx, p, next, cleanStop)
+	// The feed runs beside the clean-up for as long as the baseline ran (or
+	// less, if the clean-up ends first); the clean-up, paced, goes on alone
+	// (docs/retention.md, "Pacing").
+	loadStop := make(chan struct{})
+	go func() {
+		select {
+		case <-cleanStop:
+		case <-time.After(retentionBenchBaseline):
+		}
+		close(loadStop)
+	}()
+	duringEPS, duringP99, err := retentionLoad(ctx, p, next, loadStop)
 	<-cleanStop
 	if err != nil {
 		return fmt.Errorf("feed during the clean-up: %w", err)
