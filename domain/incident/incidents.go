@@ -10,6 +10,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/riverqueue/river"
 	"github.com/uptrace/bun"
+	"github.com/uptrace/bun/dialect/pgdialect"
 
 	"anvil/domain"
 	"anvil/domain/event"
@@ -151,8 +152,15 @@ func (in *Incidents) List(ctx context.Context, orgID uuid.UUID, f IncidentFilter
 	if err := f.normalize(); err != nil {
 		return out, err
 	}
+	gone, err := in.tombstoned(ctx, orgID)
+	if err != nil {
+		return out, err
+	}
 	where := func(q *bun.SelectQuery, withStatus bool) *bun.SelectQuery {
-		q = q.Where("i.org_id = ?", orgID).Where("i.project_id NOT IN (SELECT id FROM projects WHERE org_id = ? AND deleted_at IS NOT NULL)", orgID)
+		q = q.Where("i.org_id = ?", orgID)
+		if len(gone) > 0 {
+			q = q.Where("i.project_id <> ALL(?)", pgdialect.Array(gone))
+		}
 		if f.ProjectID != uuid.Nil {
 			q = q.Where("i.project_id = ?", f.ProjectID)
 		}
@@ -166,8 +174,8 @@ func (in *Incidents) List(ctx context.Context, orgID uuid.UUID, f IncidentFilter
 	}
 	var rows []incidentRow
 	q := in.s.DB.NewSelect().TableExpr("incidents AS i").ColumnExpr("i.*, p.name AS project_name").
-		Join("JOIN projects AS p ON p.id = i.project_id AND p.deleted_at IS NULL")
-	err := where(q, true).OrderExpr("i.last_seen DESC, i.id DESC").Limit(int64(f.Limit+1)).Offset(int64(f.Page*f.Limit)).Scan(ctx, &rows)
+		Join("JOIN projects AS p ON p.id = i.project_id")
+	err = where(q, true).OrderExpr("i.last_seen DESC, i.id DESC").Limit(int64(f.Limit+1)).Offset(int64(f.Page*f.Limit)).Scan(ctx, &rows)
 	if err != nil {
 		return out, fmt.Errorf("incidents: list: %w", err)
 	}
@@ -192,12 +200,27 @@ func (in *Incidents) List(ctx context.Context, orgID uuid.UUID, f IncidentFilter
 	}
 	// The environments for the filter: a loose index scan over the group
 	// key would be faster still, but DISTINCT over one org stays small.
-	eq := in.s.DB.NewSelect().TableExpr("incidents AS i").ColumnExpr("DISTINCT i.environment").Where("i.org_id = ?", orgID).
-		Where("i.project_id NOT IN (SELECT id FROM projects WHERE org_id = ? AND deleted_at IS NOT NULL)", orgID).OrderExpr("1").Limit(100)
-	if err := eq.Scan(ctx, &out.Environments); err != nil {
+	eq := in.s.DB.NewSelect().TableExpr("incidents AS i").ColumnExpr("DISTINCT i.environment").Where("i.org_id = ?", orgID)
+	if len(gone) > 0 {
+		eq = eq.Where("i.project_id <> ALL(?)", pgdialect.Array(gone))
+	}
+	if err := eq.OrderExpr("1").Limit(100).Scan(ctx, &out.Environments); err != nil {
 		return out, fmt.Errorf("incidents: environments: %w", err)
 	}
 	return out, nil
+}
+
+// tombstoned returns the organisation's deleted projects whose erasure is
+// still under way (docs/erasure.md) — almost always none, so the inbox's
+// queries carry the filter only then: as a NOT IN subquery on every page
+// it cost the first page a third of its time.
+func (in *Incidents) tombstoned(ctx context.Context, orgID uuid.UUID) ([]uuid.UUID, error) {
+	var ids []uuid.UUID
+	err := in.s.DB.NewSelect().TableExpr("projects").Column("id").Where("org_id = ? AND deleted_at IS NOT NULL", orgID).Scan(ctx, &ids)
+	if err != nil {
+		return nil, fmt.Errorf("incidents: deleted projects: %w", err)
+	}
+	return ids, nil
 }
 
 // Get returns an incident of the organisation.
