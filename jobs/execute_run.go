@@ -151,10 +151,11 @@ func (w *ExecuteRunWorker) execute(ctx context.Context, run *runs.Run, proj *dom
 		logw.Printf("checkout failed: %v", err)
 		return failed(runs.ReasonCheckout, nil)
 	}
+	// A manual run's commit is backfilled by Queue.StartChecked, in the
+	// transaction that starts it.
+	backfill := ""
 	if run.CommitSHA == nil {
-		if err := w.Queue.BackfillCommit(ctx, run.ID, got); err != nil {
-			w.Log.Warn("backfill commit", "run_id", run.ID, "error", err)
-		}
+		backfill = got
 		run.CommitSHA = &got
 	}
 
@@ -180,7 +181,7 @@ func (w *ExecuteRunWorker) execute(ctx context.Context, run *runs.Run, proj *dom
 		spec.Command, spec.Env, spec.ExtraReadOnly = plan.Command, secrets, plan.ExtraReadOnly
 	}
 
-	state, err := w.Queue.Start(ctx, run.ID, w.Executor.Sandboxed())
+	state, err := w.start(ctx, run.ID, backfill)
 	if err != nil {
 		logw.Printf("could not start: %v", err)
 		return failed(runs.ReasonInfra, nil)
@@ -225,6 +226,19 @@ func (w *ExecuteRunWorker) execute(ctx context.Context, run *runs.Run, proj *dom
 		return runs.TerminalReport{State: runs.StatePassed, ExitCode: &code}
 	}
 	return failed(runs.ReasonExitCode, &code)
+}
+
+// start records that the command runs, with the checked-out commit of a
+// manual run (backfill; "" for a pinned run).
+func (w *ExecuteRunWorker) start(ctx context.Context, runID uuid.UUID, backfill string) (string, error) {
+	if backfill != "" {
+		state, err := w.Queue.StartChecked(ctx, runID, w.Executor.Sandboxed(), backfill)
+		if !errors.Is(err, domain.ErrInvalid) {
+			return state, err
+		}
+		w.Log.Warn("backfill commit", "run_id", runID, "error", err)
+	}
+	return w.Queue.Start(ctx, runID, w.Executor.Sandboxed())
 }
 
 // stopped turns a canceled run context into its report.
