@@ -74,7 +74,15 @@ func (w *ExecuteRunWorker) Work(ctx context.Context, job *river.Job[domain.Execu
 	if err != nil {
 		return err
 	}
-	rep := w.execute(ctx, run, proj)
+	// The workspace is removed after the report: removing a checkout takes
+	// milliseconds nobody waiting for the run's result needs to wait for.
+	var removeWorkspace func()
+	defer func() {
+		if removeWorkspace != nil {
+			removeWorkspace()
+		}
+	}()
+	rep := w.execute(ctx, run, proj, &removeWorkspace)
 	// Report even when the job's context is gone (shutdown): the run must
 	// not wait for the watchdog when we can say what happened.
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
@@ -89,8 +97,10 @@ func (w *ExecuteRunWorker) Work(ctx context.Context, job *river.Job[domain.Execu
 }
 
 // execute runs everything between claim and terminal report and returns
-// the report; every path ends with the workspace removed.
-func (w *ExecuteRunWorker) execute(ctx context.Context, run *runs.Run, proj *domain.Project) runs.TerminalReport {
+// the report; when it made a workspace, it sets *removeWorkspace to the
+// function that removes it, which the caller calls on every path (nothing
+// runs in the workspace any more once execute has returned).
+func (w *ExecuteRunWorker) execute(ctx context.Context, run *runs.Run, proj *domain.Project, removeWorkspace *func()) runs.TerminalReport {
 	logw := w.Logs.Writer(ctx, run)
 	defer logw.Close(context.WithoutCancel(ctx))
 
@@ -125,11 +135,11 @@ func (w *ExecuteRunWorker) execute(ctx context.Context, run *runs.Run, proj *dom
 		logw.Printf("could not prepare a workspace: %v", err)
 		return failed(runs.ReasonSandbox, nil)
 	}
-	defer func() {
+	*removeWorkspace = func() {
 		if err := cleanup(); err != nil {
 			w.Log.Error("workspace cleanup failed", "run_id", run.ID, "error", err)
 		}
-	}()
+	}
 
 	token, err := w.Projects.ProviderToken(proj)
 	if err != nil {
@@ -151,10 +161,11 @@ func (w *ExecuteRunWorker) execute(ctx context.Context, run *runs.Run, proj *dom
 		logw.Printf("checkout failed: %v", err)
 		return failed(runs.ReasonCheckout, nil)
 	}
+	// A manual run's commit is backfilled by Queue.StartChecked, in the
+	// transaction that starts it.
+	backfill := ""
 	if run.CommitSHA == nil {
-		if err := w.Queue.BackfillCommit(ctx, run.ID, got); err != nil {
-			w.Log.Warn("backfill commit", "run_id", run.ID, "error", err)
-		}
+		backfill = got
 		run.CommitSHA = &got
 	}
 
@@ -180,7 +191,7 @@ func (w *ExecuteRunWorker) execute(ctx context.Context, run *runs.Run, proj *dom
 		spec.Command, spec.Env, spec.ExtraReadOnly = plan.Command, secrets, plan.ExtraReadOnly
 	}
 
-	state, err := w.Queue.Start(ctx, run.ID, w.Executor.Sandboxed())
+	state, err := w.start(ctx, run.ID, backfill)
 	if err != nil {
 		logw.Printf("could not start: %v", err)
 		return failed(runs.ReasonInfra, nil)
@@ -225,6 +236,19 @@ func (w *ExecuteRunWorker) execute(ctx context.Context, run *runs.Run, proj *dom
 		return runs.TerminalReport{State: runs.StatePassed, ExitCode: &code}
 	}
 	return failed(runs.ReasonExitCode, &code)
+}
+
+// start records that the command runs, with the checked-out commit of a
+// manual run (backfill; "" for a pinned run).
+func (w *ExecuteRunWorker) start(ctx context.Context, runID uuid.UUID, backfill string) (string, error) {
+	if backfill != "" {
+		state, err := w.Queue.StartChecked(ctx, runID, w.Executor.Sandboxed(), backfill)
+		if !errors.Is(err, domain.ErrInvalid) {
+			return state, err
+		}
+		w.Log.Warn("backfill commit", "run_id", runID, "error", err)
+	}
+	return w.Queue.Start(ctx, runID, w.Executor.Sandboxed())
 }
 
 // stopped turns a canceled run context into its report.

@@ -237,19 +237,44 @@ func (q *Queue) Claim(ctx context.Context, runID uuid.UUID, executor string) (*R
 
 // Start records that the command runs (→ running).
 func (q *Queue) Start(ctx context.Context, runID uuid.UUID, sandboxed bool) (string, error) {
+	return q.start(ctx, runID, sandboxed, "")
+}
+
+// StartChecked is Start for a run whose checkout resolved commit: the
+// commit of a manual run is backfilled (as BackfillCommit does) in the same
+// transaction, one transaction fewer on every run's way to its command.
+// The commit is recorded even when the run does not start (a cancel
+// requested meanwhile); a pinned commit is never replaced.
+func (q *Queue) StartChecked(ctx context.Context, runID uuid.UUID, sandboxed bool, commit string) (string, error) {
+	if !validSHA(commit) {
+		return "", domain.Invalid("invalid_commit_sha", "commit SHA must be 40 or 64 lower-case hex characters")
+	}
+	return q.start(ctx, runID, sandboxed, commit)
+}
+
+func (q *Queue) start(ctx context.Context, runID uuid.UUID, sandboxed bool, commit string) (string, error) {
 	var state string
 	err := q.withRun(ctx, runID, func(ctx context.Context, tx bun.Tx, p *domain.Project, r *Run) error {
 		state = r.State
+		var cols []string
+		if commit != "" && r.CommitSHA == nil && !IsTerminal(r.State) {
+			r.CommitSHA = &commit
+			cols = append(cols, "commit_sha")
+		}
 		if r.State != StateStarting {
 			if isActive(r.State) || IsTerminal(r.State) {
-				return nil // cancel requested meanwhile, or lost: the executor reads the state
+				// Cancel requested meanwhile, or lost: the executor reads the state.
+				if len(cols) > 0 {
+					return q.changed(ctx, tx, r, cols...)
+				}
+				return nil
 			}
 			return checkTransition(r.State, StateRunning)
 		}
 		now := q.s.Now()
 		r.State, r.StartedAt, r.HeartbeatAt, r.Sandboxed = StateRunning, &now, &now, &sandboxed
 		state = r.State
-		return q.changed(ctx, tx, r, "state", "started_at", "heartbeat_at", "sandboxed")
+		return q.changed(ctx, tx, r, append(cols, "state", "started_at", "heartbeat_at", "sandboxed")...)
 	})
 	return state, err
 }

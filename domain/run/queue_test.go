@@ -310,3 +310,53 @@ func TestInterleavedProjects(t *testing.T) {
 		t.Fatalf("only %d projects ran anything", len(starts))
 	}
 }
+
+// TestStartCheckedBackfills holds StartChecked to Start plus BackfillCommit
+// in one transaction: the commit is recorded with the start, even when a
+// cancel was requested meanwhile, and a bad commit changes nothing.
+func TestStartCheckedBackfills(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	sha := "89abcdef0123456789abcdef0123456789abcdef"
+
+	p := b.Project(t, "checked")
+	r, err := b.Queue.AcceptManual(ctx, b.Owner, p.ID, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := b.Queue.Claim(ctx, r.ID, "worker-1"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Queue.StartChecked(ctx, r.ID, true, "not-a-sha"); !errors.Is(err, domain.ErrInvalid) {
+		t.Fatalf("bad sha: %v", err)
+	}
+	if got := b.Run(t, r.ID); got.State != runs.StateStarting || got.CommitSHA != nil {
+		t.Fatalf("a refused start changed the run: %s %v", got.State, got.CommitSHA)
+	}
+	if st, err := b.Queue.StartChecked(ctx, r.ID, true, sha); err != nil || st != runs.StateRunning {
+		t.Fatalf("start: %s %v", st, err)
+	}
+	if got := b.Run(t, r.ID); got.State != runs.StateRunning || got.CommitSHA == nil || *got.CommitSHA != sha || got.StartedAt == nil {
+		t.Fatalf("after start: %s %v", got.State, got.CommitSHA)
+	}
+
+	// A cancel requested between claim and start: no start, but the commit.
+	q := b.Project(t, "checked-cancel")
+	c, err := b.Queue.AcceptManual(ctx, b.Owner, q.ID, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := b.Queue.Claim(ctx, c.ID, "worker-1"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Queue.RequestCancel(ctx, b.Owner, c.ID); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := b.Queue.StartChecked(ctx, c.ID, true, sha); err != nil || st != runs.StateCancelRequested {
+		t.Fatalf("start after a cancel request: %s %v", st, err)
+	}
+	if got := b.Run(t, c.ID); got.State != runs.StateCancelRequested || got.StartedAt != nil || got.CommitSHA == nil || *got.CommitSHA != sha {
+		t.Fatalf("after start: %s %v %v", got.State, got.StartedAt, got.CommitSHA)
+	}
+}

@@ -78,7 +78,7 @@ const gitTmpBytes = 64 << 20
 // Checkout prepares a fresh workspace: it clones repoURL into dir (which must
 // not exist or be empty) and checks out sha when given (a full 40- or 64-hex
 // commit id), else the head of branch, and returns the checked-out commit
-// (git rev-parse HEAD). When branch is given the local branch of that name
+// (HEAD, read from the checkout's files; see readHead). When branch is given the local branch of that name
 // points at the commit; otherwise HEAD is detached.
 //
 // git runs in a cleaned environment: nothing is inherited, HOME and
@@ -150,24 +150,26 @@ func (g *Git) checkout(ctx context.Context, repoURL, branch, sha, token, dir str
 	if sha == "" {
 		// A branch head: one shallow clone does init, fetch and checkout in
 		// a single process (a run's checkout is on every run's critical path).
-		if _, err := r.git(ctx, true, "clone", "--progress", "--no-tags", "--depth", "1", "--single-branch",
+		// --template= copies no template directory: its sample hooks never
+		// run (core.hooksPath is /dev/null) and would only be files to write.
+		if _, err := r.git(ctx, true, "clone", "--template=", "--progress", "--no-tags", "--depth", "1", "--single-branch",
 			"--branch", branch, "--", repoURL, "."); err != nil {
 			if strings.Contains(err.Error(), "not found in upstream") || strings.Contains(err.Error(), "couldn't find remote ref") {
 				return "", fmt.Errorf("%w: %q in %s", ErrBranchNotFound, branch, r.redact(repoURL))
 			}
 			return "", err
 		}
-		head, err := r.git(ctx, false, "rev-parse", "HEAD")
+		head, err := r.head(ctx)
 		if err != nil {
 			return "", err
 		}
-		if err := chownToDir(dir); err != nil {
+		if err := chownToDir(dir, g.Confined()); err != nil {
 			return "", err
 		}
 		return strings.TrimSpace(head), nil
 	}
 
-	if _, err := r.git(ctx, true, "init", "-q"); err != nil {
+	if _, err := r.git(ctx, true, "init", "-q", "--template="); err != nil {
 		return "", err
 	}
 	if _, err := r.git(ctx, true, "remote", "add", "origin", repoURL); err != nil {
@@ -194,18 +196,30 @@ func (g *Git) checkout(ctx context.Context, repoURL, branch, sha, token, dir str
 	if err != nil {
 		return "", err
 	}
-	head, err := r.git(ctx, false, "rev-parse", "HEAD")
+	head, err := r.head(ctx)
 	if err != nil {
 		return "", err
 	}
-	head = strings.TrimSpace(head)
 	if head != sha {
 		return "", fmt.Errorf("sandbox: checked out %s, want %s", head, sha)
 	}
-	if err := chownToDir(dir); err != nil {
+	if err := chownToDir(dir, g.Confined()); err != nil {
 		return "", err
 	}
 	return head, nil
+}
+
+// head returns the checked-out commit: read from the checkout's files
+// (readHead), or, for a shape readHead does not know, from git rev-parse.
+func (r *gitRun) head(ctx context.Context) (string, error) {
+	if sha, ok := readHead(r.dir); ok {
+		return sha, nil
+	}
+	out, err := r.git(ctx, false, "rev-parse", "HEAD")
+	if err != nil {
+		return "", err
+	}
+	return strings.TrimSpace(out), nil
 }
 
 // validBranch asks git whether refs/heads/branch is a valid ref name. It
@@ -246,8 +260,10 @@ func prepareDir(dir string, confined bool) error {
 }
 
 // chownToDir gives every file below dir to dir's owner when the host process
-// is root and dir belongs to someone else.
-func chownToDir(dir string) error {
+// is root and dir belongs to someone else. A confined git runs as the
+// sandbox user: when dir is theirs, everything git wrote is theirs already
+// and the walk is skipped (it would cost a system call per file).
+func chownToDir(dir string, confined bool) error {
 	if os.Geteuid() != 0 {
 		return nil
 	}
@@ -256,7 +272,7 @@ func chownToDir(dir string) error {
 		return fmt.Errorf("sandbox: %w", err)
 	}
 	st, ok := fi.Sys().(*syscall.Stat_t)
-	if !ok || (st.Uid == 0 && st.Gid == 0) {
+	if !ok || (st.Uid == 0 && st.Gid == 0) || confined && st.Uid == SandboxUID && st.Gid == SandboxGID {
 		return nil
 	}
 	uid, gid := int(st.Uid), int(st.Gid)
