@@ -87,6 +87,15 @@ func (s *Server) retentionAnswer(c echo.Context, err error, projectID string) er
 		return err
 	}
 	props.Error, props.ErrorProject = de.Message, projectID
+	// The domain names a field as the JSON does; the form's first and last
+	// are events_per_incident's.
+	props.FieldErrors = map[string]string{}
+	for _, f := range de.Fields {
+		name := strings.TrimPrefix(f.Field, "events_per_incident.")
+		if _, dup := props.FieldErrors[name]; !dup {
+			props.FieldErrors[name] = f.Problem
+		}
+	}
 	typed := views.RetentionForm{Events: c.FormValue("events"), Logs: c.FormValue("logs"), LogRuns: c.FormValue("log_runs"),
 		Incidents: c.FormValue("incidents"), Audit: c.FormValue("audit"), First: c.FormValue("first"), Last: c.FormValue("last"),
 		Budget: c.FormValue("daily_event_budget")}

@@ -179,6 +179,11 @@ func TestRetentionPage(t *testing.T) {
 	if res.StatusCode != 422 || !strings.Contains(page, "events must be a whole number followed by d, h, m or s") || !strings.Contains(page, `value="forever"`) {
 		t.Fatalf("bad form: %d %s", res.StatusCode, page)
 	}
+	// The problem stands beside its field, and only there.
+	if !strings.Contains(page, `data-testid="org-events-error">must be a whole number followed by d, h, m or s`) ||
+		strings.Contains(page, `data-testid="org-logs-error"`) || strings.Contains(page, `data-testid="p-`+pid+`-events-error"`) {
+		t.Fatalf("field errors: %s", page)
+	}
 	if res, _ := br.post("/settings/retention/projects/"+pid, url.Values{"_csrf": {csrf}, "logs": {"7d"}, "daily_event_budget": {"500"}}); res.StatusCode != 303 {
 		t.Fatalf("project form: %d", res.StatusCode)
 	}
