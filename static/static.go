@@ -4,7 +4,9 @@ package static
 
 import (
 	"embed"
+	"io/fs"
 	"net/http"
+	"strings"
 )
 
 //go:embed app.css app.js htmx.min.js sse.min.js
@@ -23,12 +25,30 @@ func Favicon() http.Handler {
 	})
 }
 
-// Handler serves the embedded files with a cache lifetime that suits
-// assets which change only with the binary.
-func Handler() http.Handler {
-	fs := http.FileServer(http.FS(files))
+// IsFile reports whether name (a path below /static/, without the prefix)
+// is one of the embedded files. A directory is not: http.FileServer would
+// answer it with a listing of the assets, which nobody needs to read
+// (issue 26, point 15).
+func IsFile(name string) bool {
+	name = strings.TrimPrefix(name, "/")
+	if !fs.ValidPath(name) || name == "." {
+		return false
+	}
+	st, err := fs.Stat(files, name)
+	return err == nil && st.Mode().IsRegular()
+}
+
+// Handler serves the embedded files — files only, never a directory
+// listing: anything but a file is notFound's to answer — with a cache
+// lifetime that suits assets which change only with the binary.
+func Handler(notFound http.Handler) http.Handler {
+	fsrv := http.FileServer(http.FS(files))
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !IsFile(r.URL.Path) {
+			notFound.ServeHTTP(w, r)
+			return
+		}
 		w.Header().Set("Cache-Control", "public, max-age=3600")
-		fs.ServeHTTP(w, r)
+		fsrv.ServeHTTP(w, r)
 	})
 }

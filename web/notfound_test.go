@@ -33,6 +33,9 @@ func TestUnknownPathsAreNotFound(t *testing.T) {
 		{"GET", "/api/private/no/such", true},
 		{"POST", "/api/private/nothing", true},
 		{"GET", "/api/private", true},
+		// Files under /static/, never a listing of them (issue 26, point 15).
+		{"GET", "/static/", false},
+		{"GET", "/static/src/", false},
 	} {
 		req, _ := http.NewRequest(tc.method, b.srv.URL+tc.path, nil)
 		status, body := do(t, anon.c, req)

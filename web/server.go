@@ -5,7 +5,6 @@ package web
 
 import (
 	"log/slog"
-	"net/http"
 	"net/netip"
 	"strings"
 	"time"
@@ -99,7 +98,7 @@ func NewOps(d Deps) *echo.Echo { return newServer(d).base() }
 func New(d Deps) *echo.Echo {
 	s := newServer(d)
 	e := s.base()
-	e.GET("/static/*", echo.WrapHandler(http.StripPrefix("/static/", static.Handler())))
+	e.GET("/static/*", staticFiles())
 	e.GET("/favicon.ico", echo.WrapHandler(static.Favicon()))
 
 	// Pages: a session (or a redirect to /login), CSRF on every write.
