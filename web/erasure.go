@@ -1,7 +1,9 @@
 package web
 
 import (
+	"bytes"
 	"errors"
+	"io"
 	"net/http"
 
 	"github.com/labstack/echo/v4"
@@ -30,11 +32,23 @@ type deleteConfirm struct {
 }
 
 // confirmation reads the typed confirmation of an API deletion: the JSON
-// body's "confirm", or the query parameter of the same name.
+// body's "confirm", or the query parameter of the same name. A DELETE
+// without a body (whatever its Content-Type) carries no confirmation, which
+// the domain refuses as 422 confirmation_mismatch: a missing confirmation is
+// not a malformed request (docs/erasure.md).
 func confirmation(c echo.Context) (string, error) {
 	if q := c.QueryParam("confirm"); q != "" {
 		return q, nil
 	}
+	req := c.Request()
+	body, err := io.ReadAll(io.LimitReader(req.Body, maxAPIBody+1))
+	if err != nil {
+		return "", echo.NewHTTPError(http.StatusBadRequest, "could not read the request body")
+	}
+	if len(bytes.TrimSpace(body)) == 0 {
+		return "", nil
+	}
+	req.Body = io.NopCloser(bytes.NewReader(body))
 	var in deleteConfirm
 	if err := bindJSON(c, &in); err != nil {
 		return "", err
@@ -43,7 +57,7 @@ func confirmation(c echo.Context) (string, error) {
 }
 
 func (s *Server) apiProjectDelete(c echo.Context) error {
-	id, err := pathUUID(c, "projectId", "project")
+	id, err := s.projectIDParam(c)
 	if err != nil {
 		return err
 	}
@@ -81,7 +95,7 @@ func projectDeleteZone(csrf string, p *domain.Project) views.DeleteZoneProps {
 }
 
 func (s *Server) projectDeleteSubmit(c echo.Context) error {
-	id, err := pathUUID(c, "projectId", "project")
+	id, err := s.projectIDParam(c)
 	if err != nil {
 		return err
 	}

@@ -182,3 +182,54 @@ func TestDeletionForms(t *testing.T) {
 		t.Errorf("the owner's token after the organisation's deletion: %d", st)
 	}
 }
+
+// TestProjectDeletionBySlug: the DELETE and the page's form take the slug
+// like every other project path, and a DELETE without a body is a missing
+// confirmation (422 confirmation_mismatch), not a malformed request — with or
+// without a Content-Type (issue 26, point 10).
+func TestProjectDeletionBySlug(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	shop := b.newProject(t, "shop", "main")
+	blog := b.newProject(t, "blog", "main")
+
+	for _, body := range []any{nil, "", " "} {
+		st, out := b.api(t, b.owner.Token, "DELETE", "/api/private/projects/shop", body)
+		if st != http.StatusUnprocessableEntity || out["error"] != "confirmation_mismatch" {
+			t.Fatalf("DELETE by slug, body %q: %d %v, want 422 confirmation_mismatch", body, st, out)
+		}
+		st, out = b.api(t, b.owner.Token, "DELETE", "/api/private/projects/"+shop, body)
+		if st != http.StatusUnprocessableEntity || out["error"] != "confirmation_mismatch" {
+			t.Fatalf("DELETE by id, body %q: %d %v, want 422 confirmation_mismatch", body, st, out)
+		}
+	}
+	if st, _ := b.api(t, b.owner.Token, "GET", "/api/private/projects/shop", nil); st != http.StatusOK {
+		t.Fatalf("a refused deletion deleted: %d", st)
+	}
+	st, out := b.api(t, b.owner.Token, "DELETE", "/api/private/projects/shop", map[string]any{"confirm": "shop"})
+	if st != http.StatusAccepted || out["project_id"] != shop || out["status"] != "deleting" {
+		t.Fatalf("DELETE by slug: %d %v", st, out)
+	}
+	if st, _ := b.api(t, b.owner.Token, "GET", "/api/private/projects/"+shop, nil); st != http.StatusNotFound {
+		t.Fatalf("the deleted project: %d", st)
+	}
+	if st, _ := b.api(t, b.owner.Token, "DELETE", "/api/private/projects/shop", map[string]any{"confirm": "shop"}); st != http.StatusNotFound {
+		t.Fatalf("DELETE of a deleted slug: %d, want 404", st)
+	}
+
+	// The page's form, by slug.
+	br := b.browser(t)
+	br.login("owner@acme.test", testPassword)
+	csrf := br.csrf("/projects/blog/edit")
+	res, body := br.post("/projects/blog/delete", url.Values{"_csrf": {csrf}, "confirm": {"blo"}})
+	if res.StatusCode != http.StatusUnprocessableEntity || !strings.Contains(body, `data-testid="delete-error"`) {
+		t.Fatalf("form by slug, wrong confirmation: %d", res.StatusCode)
+	}
+	res, _ = br.post("/projects/blog/delete", url.Values{"_csrf": {csrf}, "confirm": {"blog"}})
+	if res.StatusCode != http.StatusSeeOther || res.Header.Get("Location") != "/projects" {
+		t.Fatalf("form by slug: %d %s", res.StatusCode, res.Header.Get("Location"))
+	}
+	if st, _ := b.api(t, b.owner.Token, "GET", "/api/private/projects/"+blog, nil); st != http.StatusNotFound {
+		t.Fatalf("the project deleted by the form: %d", st)
+	}
+}
