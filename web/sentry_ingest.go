@@ -133,6 +133,7 @@ func (s *Server) sentryIngest(store bool, lim *feedLimiter) echo.HandlerFunc {
 		}
 
 		var payloads [][]byte
+		var headerID string
 		if store {
 			payloads = [][]byte{body}
 		} else {
@@ -140,7 +141,7 @@ func (s *Server) sentryIngest(store bool, lim *feedLimiter) echo.HandlerFunc {
 			if err != nil {
 				return c.JSON(http.StatusBadRequest, sentryDetail{Detail: "bad_request: " + err.Error()})
 			}
-			payloads = env.Events
+			payloads, headerID = env.Events, env.Header.EventID
 		}
 		if len(payloads) > s.opts.FeedMaxBatch {
 			return c.JSON(http.StatusBadRequest, sentryDetail{Detail: fmt.Sprintf(
@@ -153,14 +154,15 @@ func (s *Server) sentryIngest(store bool, lim *feedLimiter) echo.HandlerFunc {
 		if over, err := s.overBudget(c, snd, len(payloads), true); over {
 			return err
 		}
-		return s.sentryStore(c, snd, payloads)
+		return s.sentryStore(c, snd, payloads, headerID)
 	}
 }
 
 // sentryStore translates the events and hands them to Feed.Ingest, then
 // answers as Sentry's clients expect: the first event's id, or the first
-// refusal's reason code and message.
-func (s *Server) sentryStore(c echo.Context, snd *feed.FeedSender, payloads [][]byte) error {
+// refusal's reason code and message. headerID is the envelope header's
+// event_id, the id of a lone event item that has none of its own.
+func (s *Server) sentryStore(c echo.Context, snd *feed.FeedSender, payloads [][]byte, headerID string) error {
 	req := c.Request()
 	now := time.Now()
 	var (
@@ -168,8 +170,11 @@ func (s *Server) sentryStore(c echo.Context, snd *feed.FeedSender, payloads [][]
 		hexIDs  = make([]string, 0, len(payloads))
 		refused []event.Rejection
 	)
+	if len(payloads) != 1 {
+		headerID = "" // one header id cannot name two events
+	}
 	for _, p := range payloads {
-		tr, prob := sentry.Translate(p, sentry.Defaults{ConnectionName: snd.ConnectionName, Now: now})
+		tr, prob := sentry.Translate(p, sentry.Defaults{ConnectionName: snd.ConnectionName, Now: now, EventID: headerID})
 		if prob != nil {
 			refused = append(refused, event.Rejection{ReasonCode: prob.ReasonCode, Message: prob.Message})
 			continue

@@ -650,3 +650,38 @@ func FuzzSentryIngest(f *testing.F) {
 		}
 	})
 }
+
+// TestSentryEventIDFromEnvelopeHeader: an event item without its own
+// event_id takes the envelope header's, as Sentry's ingestion does; with
+// neither (or on /store/, which has no header) it is still refused
+// schema_violation (issue 26, point 12).
+func TestSentryEventIDFromEnvelopeHeader(t *testing.T) {
+	t.Parallel()
+	s := newSentryFix(t, setup(t))
+	noID := func(m map[string]any) { delete(m, "event_id") }
+	id := hexID()
+	r := sentrySend(t, s.srv.URL, s.envPath(), envelope(`{"event_id":"`+id+`"}`, eventItem(sentryEvent("", noID))), s.auth()...)
+	if r.Status != 200 || string(r.Raw) != `{"id":"`+id+`"}`+"\n" {
+		t.Fatalf("event without event_id, header with one: %d %s", r.Status, r.Raw)
+	}
+	if n := s.count(t, `SELECT count(*) FROM feed_events WHERE event_id_key = ?`, dashed(id)); n != 1 {
+		t.Fatalf("stored %d events under the header's id, want 1", n)
+	}
+	// The event's own id wins over the header's.
+	own, other := hexID(), hexID()
+	if r := sentrySend(t, s.srv.URL, s.envPath(), envelope(`{"event_id":"`+other+`"}`, eventItem(sentryEvent(own))), s.auth()...); r.Status != 200 || string(r.Raw) != `{"id":"`+own+`"}`+"\n" {
+		t.Fatalf("event with its own id: %d %s", r.Status, r.Raw)
+	}
+	for _, tc := range []struct {
+		name, path string
+		body       []byte
+	}{
+		{"no id anywhere", s.envPath(), envelope(`{}`, eventItem(sentryEvent("", noID)))},
+		{"store has no header", "/api/" + strconv.FormatInt(s.number, 10) + "/store/", sentryEvent("", noID)},
+	} {
+		r := sentrySend(t, s.srv.URL, tc.path, tc.body, s.auth()...)
+		if r.Status != 400 || !strings.Contains(string(r.Raw), "schema_violation: event_id is required") {
+			t.Fatalf("%s: %d %s", tc.name, r.Status, r.Raw)
+		}
+	}
+}

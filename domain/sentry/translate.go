@@ -19,6 +19,10 @@ import (
 type Defaults struct {
 	ConnectionName string
 	Now            time.Time
+	// EventID is the envelope header's event_id: the id of an event item
+	// that carries none of its own, as Sentry's ingestion takes it (issue 26,
+	// point 12). Empty on /store/, which has no header.
+	EventID string
 }
 
 // Translated is one Sentry event as a feed event: Raw is the feed event's
@@ -180,7 +184,11 @@ func Translate(raw []byte, d Defaults) (Translated, *Problem) {
 	if err := fastjson.Unmarshal(trimmed, &se); err != nil {
 		return Translated{}, problem("the event is not valid JSON or a field has the wrong type: %s", clip(err.Error(), 200))
 	}
-	id, hexID, p := eventID(se.EventID)
+	rawID := se.EventID
+	if (len(rawID) == 0 || string(rawID) == "null") && d.EventID != "" {
+		rawID, _ = json.Marshal(d.EventID)
+	}
+	id, hexID, p := eventID(rawID)
 	if p != nil {
 		return Translated{}, p
 	}

@@ -162,3 +162,24 @@ func TestTranslateThenScrub(t *testing.T) {
 		t.Fatalf("not scrubbed: %s", out)
 	}
 }
+
+// An event without its own event_id takes the envelope header's; its own id
+// wins over the header's; a bad header id is refused like a bad own id.
+func TestTranslateEventIDFromHeader(t *testing.T) {
+	t.Parallel()
+	d := defaults()
+	d.EventID = "9ec79c33ec9942ab8353589fcb2e04dc"
+	for _, raw := range []string{`{"message":"x"}`, `{"message":"x","event_id":null}`} {
+		tr, p := Translate([]byte(raw), d)
+		if p != nil || tr.HexID != d.EventID || tr.EventID != "9ec79c33-ec99-42ab-8353-589fcb2e04dc" {
+			t.Fatalf("%s: %+v %v", raw, tr, p)
+		}
+	}
+	if tr, p := Translate([]byte(`{"message":"x","event_id":"0123456789abcdef0123456789abcdef"}`), d); p != nil || tr.HexID != "0123456789abcdef0123456789abcdef" {
+		t.Fatalf("own id: %+v %v", tr, p)
+	}
+	d.EventID = "nope"
+	if _, p := Translate([]byte(`{"message":"x"}`), d); p == nil || !strings.Contains(p.Message, "32 hexadecimal digits") {
+		t.Fatalf("bad header id: %v", p)
+	}
+}
