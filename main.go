@@ -38,7 +38,7 @@ Usage:
   anvil admin bootstrap --org SLUG --email EMAIL [--password-file F]
                                                        create an organisation, its owner and an API token
   anvil admin rotate-key                               re-encrypt every stored secret under ANVIL_SECRET_KEY
-  anvil admin reset-password --email EMAIL             end the user's sessions and password; print a one-time reset link
+  anvil admin reset-password --email EMAIL             end the user's sessions, API tokens and password; print a one-time reset link
   anvil admin retention --now                          run one retention clean-up at once and print what it removed
   anvil admin purge-user --email EMAIL                 remove a person, their access and invitations; the audit keeps a pseudonym
   anvil dev                                            local development: own Postgres, key and demo login
@@ -220,7 +220,7 @@ func cmdAdmin(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		fmt.Fprintf(stdout, "re-encrypted %d secrets under key %s\n", n, a.keys.CurrentID())
 		return nil
 	case "reset-password":
-		fs := newFlags("reset-password", "anvil admin reset-password --email EMAIL\n\nStops the user's password and ends every session of theirs at once, and prints a\none-time link (ANVIL_PUBLIC_URL/reset/…, valid for one hour) on which they set a\nnew one. The link is shown only now; hand it over by any channel.", stdout)
+		fs := newFlags("reset-password", "anvil admin reset-password --email EMAIL\n\nStops the user's password, ends every session and revokes every API token of\ntheirs at once, and prints a one-time link (ANVIL_PUBLIC_URL/reset/…, valid for\none hour) on which they set a new one. The link is shown only now; hand it over by any channel.", stdout)
 		email := fs.String("email", "", "the user's email")
 		if err := parseFlags(fs, args[1:]); err != nil {
 			return err
@@ -233,12 +233,13 @@ func cmdAdmin(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			return err
 		}
 		defer a.close()
-		tok, expires, err := a.Accounts.CreatePasswordReset(ctx, *email)
+		r, err := a.Accounts.CreatePasswordReset(ctx, *email)
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(stdout, "%s/reset/%s\n", cfg.PublicURL, tok)
-		fmt.Fprintf(stderr, "the link is valid until %s and works once; the old password no longer works\n", expires.UTC().Format(time.RFC3339))
+		fmt.Fprintf(stdout, "%s/reset/%s\n", cfg.PublicURL, r.Token)
+		fmt.Fprintf(stderr, "the link is valid until %s and works once; the old password no longer works\n", r.Expires.UTC().Format(time.RFC3339))
+		fmt.Fprintf(stderr, "every session ended and %d API token(s) of theirs were revoked\n", r.TokensRevoked)
 		return nil
 	case "retention":
 		return cmdRetention(ctx, cfg, cerr, args[1:], stdout, stderr)

@@ -26,7 +26,7 @@ func TestAdminResetPasswordPrintsAOneTimeLink(t *testing.T) {
 	}
 	code, out, stderr := anvil(t, env, "", "admin", "reset-password", "--email", "OWNER@acme.test")
 	link := regexp.MustCompile(`^https://anvil\.example\.com/reset/anv_rst_[0-9A-Za-z]{32}\n$`)
-	if code != 0 || !link.MatchString(out) || !strings.Contains(stderr, "works once") {
+	if code != 0 || !link.MatchString(out) || !strings.Contains(stderr, "works once") || !strings.Contains(stderr, "1 API token(s) of theirs were revoked") {
 		t.Fatalf("reset: %d %q %s", code, out, stderr)
 	}
 	// Every reset makes a new link (the earlier one stops; domain tests walk

@@ -87,9 +87,16 @@ func (s *Server) accountNameSubmit(c echo.Context) error {
 	return s.accountResult(c, err, "name_saved", "/settings/account", nil)
 }
 
+// accountPasswordSubmit changes the password; the form's "also revoke my
+// API tokens" box revokes every token of the person with it.
 func (s *Server) accountPasswordSubmit(c echo.Context) error {
-	err := s.Accounts.ChangePassword(c.Request().Context(), principal(c), c.FormValue("current_password"), c.FormValue("new_password"))
-	return s.accountResult(c, err, "password_changed", "/settings/account", nil)
+	revoke := c.FormValue("revoke_tokens") != ""
+	err := s.Accounts.ChangePassword(c.Request().Context(), principal(c), c.FormValue("current_password"), c.FormValue("new_password"), revoke)
+	flash := "password_changed"
+	if revoke {
+		flash = "password_changed_tokens_revoked"
+	}
+	return s.accountResult(c, err, flash, "/settings/account", nil)
 }
 
 func (s *Server) accountSessionEndSubmit(c echo.Context) error {

@@ -12,16 +12,17 @@ import (
 
 func init() {
 	for k, v := range map[string]string{
-		"member_role_changed": "Role changed.",
-		"member_removed":      "Member removed: their sessions and API tokens in this organisation have stopped.",
-		"invitation_revoked":  "Invitation revoked: its link no longer works.",
-		"left_organization":   "You left the organisation.",
-		"name_saved":          "Name saved.",
-		"password_changed":    "Password changed; your other sessions have ended.",
-		"session_ended":       "Session ended.",
-		"org_switched":        "Organisation switched.",
-		"org_created":         "Organisation created; you are its owner.",
-		"password_reset":      "Password set. Log in with it.",
+		"member_role_changed":             "Role changed.",
+		"member_removed":                  "Member removed: their sessions and API tokens in this organisation have stopped.",
+		"invitation_revoked":              "Invitation revoked: its link no longer works.",
+		"left_organization":               "You left the organisation.",
+		"name_saved":                      "Name saved.",
+		"password_changed":                "Password changed; your other sessions have ended.",
+		"password_changed_tokens_revoked": "Password changed; your other sessions have ended and your API tokens are revoked.",
+		"session_ended":                   "Session ended.",
+		"org_switched":                    "Organisation switched.",
+		"org_created":                     "Organisation created; you are its owner.",
+		"password_reset":                  "Password set. Log in with it.",
 	} {
 		flashes[k] = v
 	}

@@ -300,10 +300,11 @@ func TestExistingUserJoinsAnInvitationAfterLoggingIn(t *testing.T) {
 func TestPasswordResetPage(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	tok, _, err := b.accounts.CreatePasswordReset(context.Background(), "owner@acme.test")
+	reset, err := b.accounts.CreatePasswordReset(context.Background(), "owner@acme.test")
 	if err != nil {
 		t.Fatal(err)
 	}
+	tok := reset.Token
 	br := b.browser(t)
 	res, page := br.get("/reset/" + tok)
 	if res.StatusCode != 200 || !strings.Contains(page, "owner@acme.test") {
@@ -317,9 +318,46 @@ func TestPasswordResetPage(t *testing.T) {
 		t.Fatalf("reset: %d %s", res.StatusCode, res.Header.Get("Location"))
 	}
 	br.login("owner@acme.test", "the new long password")
+	// The operator's reset revoked the API token too (issue 26, point 7).
+	if st, _ := b.api(t, b.owner.Token, "GET", "/api/private/projects", nil); st != http.StatusUnauthorized {
+		t.Fatalf("the API token after a reset: %d, want 401", st)
+	}
 	for _, p := range []string{"/reset/" + tok, "/reset/anv_rst_nonsense"} {
 		if res, page := b.browser(t).get(p); res.StatusCode != 404 || !strings.Contains(page, "no longer valid") {
 			t.Fatalf("%s: %d", p, res.StatusCode)
 		}
+	}
+}
+
+// TestPasswordChangeCanRevokeTokens: the account page's "also revoke my API
+// tokens" box ends every API token with the password change; without it
+// they keep working (issue 26, point 7).
+func TestPasswordChangeCanRevokeTokens(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	br := b.browser(t)
+	br.login("owner@acme.test", testPassword)
+	_, page := br.get("/settings/account")
+	if !strings.Contains(page, `data-testid="account-password-revoke-tokens"`) {
+		t.Fatal("the password form offers no token revocation")
+	}
+	csrf := br.csrf("/settings/account")
+	res, _ := br.post("/settings/account/password", url.Values{"_csrf": {csrf}, "current_password": {testPassword}, "new_password": {"a brand new password"}})
+	if res.StatusCode != http.StatusSeeOther {
+		t.Fatalf("change: %d", res.StatusCode)
+	}
+	if st, _ := b.api(t, b.owner.Token, "GET", "/api/private/projects", nil); st != http.StatusOK {
+		t.Fatalf("a change without the box: token %d, want 200", st)
+	}
+	res, _ = br.post("/settings/account/password", url.Values{"_csrf": {csrf}, "current_password": {"a brand new password"},
+		"new_password": {"another new password"}, "revoke_tokens": {"true"}})
+	if res.StatusCode != http.StatusSeeOther {
+		t.Fatalf("change with revocation: %d", res.StatusCode)
+	}
+	if _, page := br.get("/settings/account"); !strings.Contains(page, "your API tokens are revoked") {
+		t.Error("the flash does not say the tokens were revoked")
+	}
+	if st, _ := b.api(t, b.owner.Token, "GET", "/api/private/projects", nil); st != http.StatusUnauthorized {
+		t.Fatalf("a change with the box: token %d, want 401", st)
 	}
 }

@@ -66,9 +66,41 @@ func auditEveryOrg(ctx context.Context, tx bun.IDB, userID uuid.UUID, actorID *u
 	return nil
 }
 
+// revokeUserTokens revokes every live personal API token of userID, in
+// every organisation, in the caller's transaction, and records each in its
+// organisation's audit log (token.revoked, with the reason). A password
+// reset or change ends sessions; without this a taken-over account would
+// keep its API access through the tokens its taker made (issue 26, point 7).
+func (a *Accounts) revokeUserTokens(ctx context.Context, tx bun.IDB, userID uuid.UUID, actorID *uuid.UUID, actorEmail, reason string) (int, error) {
+	var revoked []struct {
+		OrgID  uuid.UUID `bun:"org_id"`
+		Name   string    `bun:"name"`
+		Prefix string    `bun:"prefix"`
+	}
+	if err := tx.NewRaw(`UPDATE api_tokens SET revoked_at = ? WHERE user_id = ? AND revoked_at IS NULL RETURNING org_id, name, prefix`,
+		a.s.Now(), userID).Scan(ctx, &revoked); err != nil && !dbutil.IsNoRows(err) {
+		return 0, fmt.Errorf("revoke tokens: %w", err)
+	}
+	for _, t := range revoked {
+		if err := domain.RecordAuditIn(ctx, tx, t.OrgID, actorID, actorEmail, domain.AuditTokenRevoked, t.Name,
+			map[string]any{"prefix": t.Prefix, "reason": reason}); err != nil {
+			return 0, err
+		}
+	}
+	return len(revoked), nil
+}
+
+// Why revokeUserTokens ran, in the audit entries it writes.
+const (
+	revokeReasonReset  = "password_reset"
+	revokeReasonChange = "password_change"
+)
+
 // ChangePassword replaces the caller's password after checking the current
-// one; every other session of the user ends (the calling one stays).
-func (a *Accounts) ChangePassword(ctx context.Context, p *domain.Principal, current, next string) error {
+// one; every other session of the user ends (the calling one stays). With
+// revokeTokens every API token of theirs, in every organisation, is revoked
+// too (the account page's "also revoke my API tokens").
+func (a *Accounts) ChangePassword(ctx context.Context, p *domain.Principal, current, next string, revokeTokens bool) error {
 	if current == "" || len(current) > 512 {
 		return domain.Invalid("wrong_password", "the current password is incorrect")
 	}
@@ -100,6 +132,11 @@ func (a *Accounts) ChangePassword(ctx context.Context, p *domain.Principal, curr
 		}
 		if _, err := tx.NewRaw(`DELETE FROM sessions WHERE user_id = ? AND id <> ?`, p.UserID, keep).Exec(ctx); err != nil {
 			return fmt.Errorf("password: end sessions: %w", err)
+		}
+		if revokeTokens {
+			if _, err := a.revokeUserTokens(ctx, tx, p.UserID, &p.UserID, p.Email, revokeReasonChange); err != nil {
+				return err
+			}
 		}
 		return auditEveryOrg(ctx, tx, p.UserID, &p.UserID, p.Email, domain.AuditPasswordChanged, p.Email)
 	})
@@ -252,18 +289,28 @@ func resetHash(token string) []byte {
 	return sum[:]
 }
 
+// PasswordReset is what an operator's reset made: the link's token (shown
+// once), when it expires, and how many API tokens of the person it revoked.
+type PasswordReset struct {
+	Token         string
+	Expires       time.Time
+	TokensRevoked int
+}
+
 // CreatePasswordReset is the operator's `anvil admin reset-password`: the
-// user's password stops working and every session of theirs ends at once;
-// the returned token (shown once) lets them set a new password within
-// PasswordResetTTL.
-func (a *Accounts) CreatePasswordReset(ctx context.Context, email string) (string, time.Time, error) {
+// user's password stops working, and every session and every API token of
+// theirs ends at once (a reset is what an operator does for a taken-over
+// account); the returned token (shown once) lets them set a new password
+// within PasswordResetTTL.
+func (a *Accounts) CreatePasswordReset(ctx context.Context, email string) (PasswordReset, error) {
 	email, err := validateEmail(email)
 	if err != nil {
-		return "", time.Time{}, err
+		return PasswordReset{}, err
 	}
 	tok := PasswordResetPrefix + tokens.RandomBase62(tokens.RandomLen)
 	now := a.s.Now()
-	expires := now.Add(PasswordResetTTL)
+	out := PasswordReset{Token: tok, Expires: now.Add(PasswordResetTTL)}
+	expires := out.Expires
 	err = a.s.InTx(ctx, func(ctx context.Context, tx bun.Tx) error {
 		var userID uuid.UUID
 		var stored string
@@ -288,12 +335,15 @@ func (a *Accounts) CreatePasswordReset(ctx context.Context, email string) (strin
 		if _, err := tx.NewRaw(`DELETE FROM sessions WHERE user_id = ?`, userID).Exec(ctx); err != nil {
 			return err
 		}
+		if out.TokensRevoked, err = a.revokeUserTokens(ctx, tx, userID, nil, domain.OperatorActor, revokeReasonReset); err != nil {
+			return err
+		}
 		return auditEveryOrg(ctx, tx, userID, nil, domain.OperatorActor, domain.AuditPasswordReset, stored)
 	})
 	if err != nil {
-		return "", time.Time{}, err
+		return PasswordReset{}, err
 	}
-	return tok, expires, nil
+	return out, nil
 }
 
 // PasswordResetEmail names the account of a usable reset link.
@@ -307,7 +357,10 @@ func (a *Accounts) PasswordResetEmail(ctx context.Context, token string) (string
 	return email, err
 }
 
-// ResetPassword sets a new password through a reset link, once.
+// ResetPassword sets a new password through a reset link, once. Every
+// session and every API token of the person ends with it: a reset link is
+// the way back into a taken-over account, and nothing its taker made may
+// outlive it.
 func (a *Accounts) ResetPassword(ctx context.Context, token, password string) error {
 	if !strings.HasPrefix(token, PasswordResetPrefix) || len(token) != len(PasswordResetPrefix)+tokens.RandomLen {
 		return ErrResetInvalid
@@ -337,6 +390,9 @@ func (a *Accounts) ResetPassword(ctx context.Context, token, password string) er
 			return err
 		}
 		if _, err := tx.NewRaw(`DELETE FROM sessions WHERE user_id = ?`, userID).Exec(ctx); err != nil {
+			return err
+		}
+		if _, err := a.revokeUserTokens(ctx, tx, userID, &userID, email, revokeReasonReset); err != nil {
 			return err
 		}
 		return auditEveryOrg(ctx, tx, userID, &userID, email, domain.AuditPasswordChanged, email)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -342,8 +343,8 @@ func TestPasswordChangeEndsOtherSessions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantKind(t, b.Accounts.ChangePassword(ctx, p1, "wrong password", "a brand new password"), domain.ErrInvalid, "wrong_password")
-	wantKind(t, b.Accounts.ChangePassword(ctx, p1, pw, "short"), domain.ErrInvalid, "invalid_password")
+	wantKind(t, b.Accounts.ChangePassword(ctx, p1, "wrong password", "a brand new password", true), domain.ErrInvalid, "wrong_password")
+	wantKind(t, b.Accounts.ChangePassword(ctx, p1, pw, "short", true), domain.ErrInvalid, "invalid_password")
 	if _, err := b.Accounts.Session(ctx, c2); err != nil {
 		t.Fatalf("a refused change ended a session: %v", err)
 	}
@@ -351,7 +352,7 @@ func TestPasswordChangeEndsOtherSessions(t *testing.T) {
 	if err != nil || len(ss) != 2 {
 		t.Fatalf("sessions = %+v %v", ss, err)
 	}
-	if err := b.Accounts.ChangePassword(ctx, p1, pw, "a brand new password"); err != nil {
+	if err := b.Accounts.ChangePassword(ctx, p1, pw, "a brand new password", false); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := b.Accounts.Session(ctx, c1); err != nil {
@@ -393,13 +394,14 @@ func TestOperatorResetStopsTheOldPasswordAtOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := b.Accounts.CreatePasswordReset(ctx, "nobody@acme.test"); !errors.Is(err, domain.ErrNotFound) {
+	if _, err := b.Accounts.CreatePasswordReset(ctx, "nobody@acme.test"); !errors.Is(err, domain.ErrNotFound) {
 		t.Fatalf("unknown email: %v", err)
 	}
-	tok, expires, err := b.Accounts.CreatePasswordReset(ctx, "Owner@acme.test")
-	if err != nil || expires.Sub(b.Clock.Now()) != account.PasswordResetTTL {
-		t.Fatal(err, expires)
+	reset, err := b.Accounts.CreatePasswordReset(ctx, "Owner@acme.test")
+	if err != nil || reset.Expires.Sub(b.Clock.Now()) != account.PasswordResetTTL {
+		t.Fatal(err, reset.Expires)
 	}
+	tok := reset.Token
 	if _, err := b.Accounts.Session(ctx, cookie); !errors.Is(err, domain.ErrUnauthorized) {
 		t.Fatalf("session survived a reset: %v", err)
 	}
@@ -416,9 +418,9 @@ func TestOperatorResetStopsTheOldPasswordAtOnce(t *testing.T) {
 	if _, _, err := b.Accounts.Login(ctx, "owner@acme.test", "the new long password"); err != nil {
 		t.Fatal(err)
 	}
-	tok2, _, _ := b.Accounts.CreatePasswordReset(ctx, "owner@acme.test")
+	reset2, _ := b.Accounts.CreatePasswordReset(ctx, "owner@acme.test")
 	b.Clock.Advance(account.PasswordResetTTL + time.Second)
-	wantKind(t, b.Accounts.ResetPassword(ctx, tok2, "another long password"), domain.ErrNotFound, "reset_invalid")
+	wantKind(t, b.Accounts.ResetPassword(ctx, reset2.Token, "another long password"), domain.ErrNotFound, "reset_invalid")
 	e := b.audit(t, domain.AuditQuery{Kind: domain.AuditPasswordReset})
 	if len(e) != 2 || !strings.Contains(e[0].ActorEmail, "operator") {
 		t.Fatalf("reset audit = %+v", e)
@@ -483,5 +485,81 @@ func TestAuditIsPaginated(t *testing.T) {
 	}
 	if second.Entries[0].ID >= first.Entries[49].ID {
 		t.Fatal("pages overlap")
+	}
+}
+
+// TestPasswordResetsRevokeAPITokens: an operator's reset revokes every API
+// token of the person (and only theirs), a password change does when asked,
+// and each revocation is in the audit log with its reason (issue 26, point 7).
+func TestPasswordResetsRevokeAPITokens(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	_, p1, err := b.Accounts.Login(ctx, "owner@acme.test", pw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Accounts.AddMember(ctx, b.Owner, "member@acme.test", pw, domain.RoleMember); err != nil {
+		t.Fatal(err)
+	}
+	_, pm, err := b.Accounts.Login(ctx, "member@acme.test", pw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	theirs, err := b.Accounts.CreateToken(ctx, pm, "member's")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mine := make([]string, 2)
+	for i := range mine {
+		if mine[i], err = b.Accounts.CreateToken(ctx, p1, fmt.Sprintf("cli %d", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	live := func(tok string) bool {
+		_, err := b.Accounts.Authenticate(ctx, tok)
+		if err != nil && !errors.Is(err, domain.ErrUnauthorized) {
+			t.Fatal(err)
+		}
+		return err == nil
+	}
+
+	// A change without the box leaves them; with it, they stop.
+	if err := b.Accounts.ChangePassword(ctx, p1, pw, "a brand new password", false); err != nil {
+		t.Fatal(err)
+	}
+	if !live(mine[0]) || !live(mine[1]) {
+		t.Fatal("a plain password change revoked the tokens")
+	}
+	if err := b.Accounts.ChangePassword(ctx, p1, "a brand new password", "another new password", true); err != nil {
+		t.Fatal(err)
+	}
+	if live(mine[0]) || live(mine[1]) || !live(theirs) {
+		t.Fatalf("after a change with revocation: mine %v %v, the member's %v", live(mine[0]), live(mine[1]), live(theirs))
+	}
+
+	// An operator's reset revokes every live token (the change above took
+	// the bootstrap's with the two).
+	again, err := b.Accounts.CreateToken(ctx, p1, "again")
+	if err != nil {
+		t.Fatal(err)
+	}
+	reset, err := b.Accounts.CreatePasswordReset(ctx, "owner@acme.test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if reset.TokensRevoked != 1 || live(again) || !live(theirs) {
+		t.Fatalf("after the reset: %d revoked, new token live %v, the member's live %v", reset.TokensRevoked, live(again), live(theirs))
+	}
+
+	reasons := map[string]int{}
+	for _, e := range b.audit(t, domain.AuditQuery{Kind: domain.AuditTokenRevoked}) {
+		reasons[fmt.Sprint(e.Detail["reason"])]++
+		if e.Detail["reason"] == "password_reset" && !strings.Contains(e.ActorEmail, "operator") {
+			t.Errorf("a reset's revocation is not the operator's: %+v", e)
+		}
+	}
+	if reasons["password_change"] != 3 || reasons["password_reset"] != 1 {
+		t.Fatalf("token.revoked audit entries by reason: %v", reasons)
 	}
 }
