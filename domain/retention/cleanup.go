@@ -10,6 +10,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/rivertype"
+	"github.com/uptrace/bun"
 	"github.com/uptrace/bun/dialect/pgdialect"
 )
 
@@ -175,12 +176,37 @@ func (r *Service) begin(ctx context.Context, sc scope, now time.Time) (*time.Tim
 	return mark[0], nil
 }
 
-// finish closes the scope's record and returns what it holds.
-func (r *Service) finish(ctx context.Context, sc scope, sampledUntil *time.Time) (Removed, error) {
+// finish closes the scope's record and returns what it holds. A project's
+// clean-up moves its sampling mark to sampledUntil only if the policy it
+// sampled by (used) is still the one in force: a PUT of the policy while
+// it worked has reset the mark so that the new rule reaches every incident
+// again, and writing the mark now would undo that reset (issue 26, point 9).
+// The policy is re-read under the organisation's row lock (FOR SHARE), which
+// every policy PUT takes first (lockOrg), so the two cannot interleave: a
+// PUT either committed before the re-read (the mark stays reset) or waits
+// for this statement and resets the mark after it.
+func (r *Service) finish(ctx context.Context, sc scope, sampledUntil *time.Time, used *Policy) (Removed, error) {
 	w, args := sc.where()
 	var rm Removed
-	err := r.s.DB.NewRaw(`UPDATE retention_cleanups SET finished_at = ?, sampled_until = COALESCE(?, sampled_until) WHERE `+w+`
-		RETURNING events, sampled, incidents, log_chunks, log_bytes, audit`, append([]any{r.now(), sampledUntil}, args...)...).Scan(ctx, &rm)
+	err := r.s.DB.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+		if sc.projectID != nil && used != nil {
+			if _, err := tx.NewRaw(`SELECT 1 FROM organizations WHERE id = ? FOR SHARE`, sc.orgID).Exec(ctx); err != nil {
+				return err
+			}
+			org, proj, err := r.rows(ctx, tx, sc.orgID, sc.projectID)
+			if err != nil {
+				return err
+			}
+			if r.effective(org, proj) != *used {
+				sampledUntil = nil
+			}
+			if r.beforeFinish != nil {
+				r.beforeFinish()
+			}
+		}
+		return tx.NewRaw(`UPDATE retention_cleanups SET finished_at = ?, sampled_until = COALESCE(?, sampled_until) WHERE `+w+`
+			RETURNING events, sampled, incidents, log_chunks, log_bytes, audit`, append([]any{r.now(), sampledUntil}, args...)...).Scan(ctx, &rm)
+	})
 	if err != nil {
 		return rm, fmt.Errorf("retention: finish: %w", err)
 	}
@@ -267,7 +293,7 @@ func (r *Service) cleanAudit(ctx context.Context, orgID uuid.UUID, pol Policy, n
 	if err != nil {
 		return Removed{}, fmt.Errorf("retention: audit: %w", err)
 	}
-	return r.finish(ctx, sc, nil)
+	return r.finish(ctx, sc, nil, nil)
 }
 
 // incidentChunk is how many incidents one event statement looks at.
@@ -295,7 +321,7 @@ func (r *Service) cleanProject(ctx context.Context, orgID, projectID uuid.UUID, 
 	if err := r.cleanLogs(ctx, sc, pol, now.Add(-pol.Logs)); err != nil {
 		return Removed{}, fmt.Errorf("retention: logs: %w", err)
 	}
-	return r.finish(ctx, sc, &bound)
+	return r.finish(ctx, sc, &bound, &pol)
 }
 
 // incidents walks a project's incidents matching cond in chunks, in id

@@ -116,6 +116,9 @@ type Service struct {
 	budget *Budget
 	// afterBatch, when set (tests), runs after every committed batch.
 	afterBatch func()
+	// beforeFinish, when set (tests), runs in a project's finish between
+	// its re-read of the policy and its write of the sampling mark.
+	beforeFinish func()
 }
 
 const (
@@ -317,6 +320,9 @@ func (r *Service) PutOrgPolicy(ctx context.Context, p *domain.Principal, in Docu
 		row.Budget = nil // the organisation's "none" is null
 	}
 	err = r.s.DB.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+		if err := lockOrg(ctx, tx, p.OrgID); err != nil {
+			return err
+		}
 		if _, err := tx.NewRaw(`INSERT INTO retention_policies (org_id, project_id, events_seconds, logs_seconds, log_runs, incidents_seconds,
 				audit_seconds, events_first, events_last, daily_event_budget, updated_at)
 			VALUES (?, NULL, ?, ?, ?, ?, ?, ?, ?, ?, ?)
@@ -354,6 +360,9 @@ func (r *Service) PutProjectPolicy(ctx context.Context, p *domain.Principal, pro
 		return ProjectDocument{}, err
 	}
 	err = r.s.DB.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+		if err := lockOrg(ctx, tx, p.OrgID); err != nil {
+			return err
+		}
 		if _, err := tx.NewRaw(`INSERT INTO retention_policies (org_id, project_id, events_seconds, logs_seconds, log_runs, incidents_seconds,
 				events_first, events_last, daily_event_budget, updated_at)
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
@@ -374,6 +383,17 @@ func (r *Service) PutProjectPolicy(ctx context.Context, p *domain.Principal, pro
 	}
 	r.budget.forget()
 	return r.ProjectPolicy(ctx, p, projectID)
+}
+
+// lockOrg takes the organisation's row lock that a clean-up's finish waits
+// for (FOR NO KEY UPDATE: it holds back finish's FOR SHARE, not the foreign
+// key checks of inserts that name the organisation), so that a policy PUT
+// and a clean-up's sampling mark never interleave (finish, issue 26 point 9).
+func lockOrg(ctx context.Context, tx bun.Tx, orgID uuid.UUID) error {
+	if _, err := tx.NewRaw(`SELECT 1 FROM organizations WHERE id = ? FOR NO KEY UPDATE`, orgID).Exec(ctx); err != nil {
+		return fmt.Errorf("retention: lock the organisation: %w", err)
+	}
+	return nil
 }
 
 // auditDetail is the policy as set, for the audit entry (nil fields out).

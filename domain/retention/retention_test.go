@@ -615,3 +615,95 @@ func BenchmarkBudgetAdmit(bm *testing.B) {
 		}
 	})
 }
+
+// quietIncident stores an incident of 10 events three days old (past the
+// grace) under a lenient sample (1 first, 5 last), and runs the clean-up
+// that samples it and sets the project's mark past its last event: from
+// then on only a reset of the mark brings the incident back to sampling.
+func (b *testBundle) quietIncident(t *testing.T) {
+	t.Helper()
+	if _, err := b.ret.PutProjectPolicy(context.Background(), b.owner, b.proj.ID, retention.Document{
+		EventsPerIncident: &retention.Samples{First: intp(1), Last: intp(5)}}); err != nil {
+		t.Fatal(err)
+	}
+	b.send(t, "quiet", times(b.now.Add(-3*retention.Day), time.Minute, 10)...)
+	if rep := b.cleanup(t); rep.Total.Sampled != 4 {
+		t.Fatalf("first clean-up sampled %d; want 4", rep.Total.Sampled)
+	}
+}
+
+// stricter is the policy PUT of the tests below: keep 1 first and 1 last.
+func (b *testBundle) stricter(t *testing.T) {
+	if _, err := b.ret.PutProjectPolicy(context.Background(), b.owner, b.proj.ID, retention.Document{
+		EventsPerIncident: &retention.Samples{First: intp(1), Last: intp(1)}}); err != nil {
+		t.Error(err)
+	}
+}
+
+// resetStands checks that the PUT's reset of the mark stood through the
+// clean-up it interleaved with, and that the next clean-up applies the
+// stricter rule to the quiet incident.
+func (b *testBundle) resetStands(t *testing.T) {
+	t.Helper()
+	if n := b.count(t, `SELECT count(*) FROM retention_cleanups WHERE project_id = ? AND sampled_until IS NOT NULL`, b.proj.ID); n != 0 {
+		t.Fatal("the clean-up wrote its sampling mark over the policy change's reset")
+	}
+	if rep := b.cleanup(t); rep.Total.Sampled != 4 || len(b.stored(t)) != 2 {
+		t.Fatalf("the clean-up after the change sampled %d, %d stored; want 4 and 2 (the stricter rule on the quiet incident)",
+			rep.Total.Sampled, len(b.stored(t)))
+	}
+}
+
+// TestPolicyChangeDuringCleanupWins: a policy PUT while a clean-up works on
+// the project resets the sampling mark, and the clean-up, which sampled by
+// the old policy, must not write its mark over that reset (issue 26, point 9).
+func TestPolicyChangeDuringCleanupWins(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.quietIncident(t)
+	var once sync.Once
+	b.ret.SetAfterBatch(func() {
+		// Once the project's clean-up has begun (its record is open), the
+		// policy changes under it.
+		if b.count(t, `SELECT count(*) FROM retention_cleanups WHERE project_id = ? AND finished_at IS NULL`, b.proj.ID) == 1 {
+			once.Do(func() { b.stricter(t) })
+		}
+	})
+	b.cleanup(t)
+	b.ret.SetAfterBatch(nil)
+	b.resetStands(t)
+}
+
+// TestPolicyChangeWaitsForFinish: a PUT that arrives while a clean-up's
+// finish has re-read the policy waits for it (the organisation's row lock)
+// and then resets the mark, rather than committing between the re-read and
+// the write of the mark.
+func TestPolicyChangeWaitsForFinish(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.quietIncident(t)
+	done := make(chan struct{})
+	var once sync.Once
+	b.ret.SetBeforeFinish(func() {
+		once.Do(func() {
+			go func() { defer close(done); b.stricter(t) }()
+			// Until the PUT is done or waits on a lock: either way it has
+			// had every chance to commit before the mark is written.
+			for {
+				select {
+				case <-done:
+					return
+				default:
+				}
+				if b.count(t, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`) > 0 {
+					return
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+		})
+	})
+	b.cleanup(t)
+	<-done
+	b.ret.SetBeforeFinish(nil)
+	b.resetStands(t)
+}
