@@ -1,7 +1,6 @@
 package domain
 
 import (
-	"anvil/domain/internal/dbutil"
 	"context"
 	"database/sql"
 	"fmt"
@@ -107,15 +106,27 @@ func (s *Store) PublishAfter(ctx context.Context, commit func(ctx context.Contex
 // process. fn enqueues the work it implies with s.InsertJob on the same tx.
 // (Acceptance groups take the same row locks for several projects at once,
 // in id order; see domain/run/acceptance.go.)
+//
+// A deleted project is not found (domain/tombstone.go): nothing changes a
+// project that is being erased, except through WithAnyProject.
 func (s *Store) WithProject(ctx context.Context, projectID uuid.UUID, fn func(ctx context.Context, tx bun.Tx, p *Project) error) error {
 	return s.InTx(ctx, func(ctx context.Context, tx bun.Tx) error {
-		p := new(Project)
-		err := tx.NewSelect().Model(p).Where("id = ?", projectID).For("UPDATE").Scan(ctx)
+		p, err := s.lockProject(ctx, tx, projectID, LiveProjects)
 		if err != nil {
-			if dbutil.IsNoRows(err) {
-				return NotFound("project")
-			}
-			return fmt.Errorf("lock project %s: %w", projectID, err)
+			return err
+		}
+		return fn(ctx, tx, p)
+	})
+}
+
+// WithAnyProject is WithProject for a project that may be deleted: the
+// erasure's own transactions, and a run's transitions (a deleted project's
+// executing run is stopped through the cancel path and still reports).
+func (s *Store) WithAnyProject(ctx context.Context, projectID uuid.UUID, fn func(ctx context.Context, tx bun.Tx, p *Project) error) error {
+	return s.InTx(ctx, func(ctx context.Context, tx bun.Tx) error {
+		p, err := s.lockProject(ctx, tx, projectID, AllProjects)
+		if err != nil {
+			return err
 		}
 		return fn(ctx, tx, p)
 	})

@@ -119,26 +119,14 @@ type Service struct {
 	allowPrivate atomic.Bool
 }
 
-var (
-	servicesMu sync.Mutex
-	services   = map[*domain.Store]*Service{}
-)
-
-// For returns the store's alert service, creating it — and installing its
-// hooks on s and q — the first time: the web tier and the workers share it.
-func For(s *domain.Store, q *run.Queue, publicURL string) *Service {
-	servicesMu.Lock()
-	defer servicesMu.Unlock()
-	if a := services[s]; a != nil {
-		if publicURL != "" {
-			a.PublicURL = publicURL
-		}
-		return a
-	}
+// New builds the alert service on s and installs its hooks on s and q. The
+// wiring (domain/wiring) builds it once and passes it to the web tier and
+// the workers: a second service on the same store would install its hooks
+// twice, so nothing else calls New.
+func New(s *domain.Store, q *run.Queue, publicURL string) *Service {
 	a := &Service{s: s, PublicURL: publicURL, Now: s.Now, TTL: 5 * time.Second, PerMinute: PerMinute,
 		cache: map[uuid.UUID]*orgRules{}}
 	a.HTTP = a.newHTTPClient()
-	services[s] = a
 	s.UseAlerts(a)
 	if s.Pool != nil {
 		// An insert-only client on River's pgx driver: the feed's fast

@@ -46,7 +46,7 @@ func setup(t testing.TB) *testBundle {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sv := wiring.NewServices(d, keys, nil, wiring.Options{})
+	sv := wiring.NewServices(d, keys, nil, wiring.Options{PublicURL: "http://anvil.test"})
 	_, err = sv.Start(ctx, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -56,7 +56,7 @@ func setup(t testing.TB) *testBundle {
 			t.Errorf("stop the services: %v", err)
 		}
 	})
-	b := &testBundle{db: d, sv: sv, alerts: alert.For(sv.Store, sv.Queue, "http://anvil.test")}
+	b := &testBundle{db: d, sv: sv, alerts: sv.Alerts}
 	b.alerts.SetAllowPrivate(true) // the receivers are httptest servers on 127.0.0.1
 	res, err := sv.Accounts.Bootstrap(ctx, "acme", "owner@acme.test", "correct horse battery")
 	if err != nil {

@@ -22,6 +22,8 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/riverqueue/river"
 	"github.com/uptrace/bun"
+
+	"anvil/domain"
 )
 
 // PerMinute is the default of Service.PerMinute.
@@ -81,7 +83,7 @@ const deliverySQL = `WITH c AS (
 	i.first_seen, i.last_seen, COALESCE(i.status, ''), COALESCE(i.pr_url, ''), COALESCE(i.needs_human_reason, ''),
 	(SELECT sent FROM c)
 	FROM alert_destinations d JOIN organizations o ON o.id = d.org_id
-	LEFT JOIN projects p ON p.id = $2 AND p.org_id = d.org_id
+	LEFT JOIN ` + domain.AllProjects + ` p ON p.id = $2 AND p.org_id = d.org_id
 	LEFT JOIN incidents i ON i.id = $3 AND i.org_id = d.org_id
 	WHERE d.id = $1`
 

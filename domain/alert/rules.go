@@ -43,7 +43,7 @@ func (a *Service) forget(orgID uuid.UUID) {
 const snapshotSQL = `SELECT json_build_object(
 	'dests', COALESCE((SELECT json_agg(id ORDER BY id) FROM alert_destinations WHERE org_id = $1), '[]'),
 	'rules', COALESCE((SELECT json_agg(json_build_object('project_id', r.project_id, 'kind', r.kind, 'enabled', r.enabled,
-		'destination_ids', r.destination_ids)) FROM alert_rules r JOIN projects p ON p.id = r.project_id WHERE p.org_id = $1 AND p.deleted_at IS NULL), '[]'))::text`
+		'destination_ids', r.destination_ids)) FROM alert_rules r JOIN ` + domain.LiveProjects + ` p ON p.id = r.project_id WHERE p.org_id = $1), '[]'))::text`
 
 // rulesOf returns the organisation's destinations and rules, from the
 // cache when fresh, else read with read (the caller's transaction). A
@@ -241,7 +241,7 @@ func (a *Service) runTerminal(ctx context.Context, tx bun.Tx, r *run.Run) error 
 		return err
 	}
 	var branch string
-	if err := tx.NewRaw(`SELECT default_branch FROM projects WHERE id = ?`, r.ProjectID).Scan(ctx, &branch); err != nil {
+	if err := tx.NewRaw(`SELECT default_branch FROM `+domain.AllProjects+` WHERE id = ?`, r.ProjectID).Scan(ctx, &branch); err != nil {
 		return fmt.Errorf("alerts: project branch: %w", err)
 	}
 	if r.Branch != branch || r.Trigger == run.TriggerRepair {

@@ -245,7 +245,7 @@ func (c *Cards) refreshTx(ctx context.Context, tx bun.Tx, projectID uuid.UUID) (
 		                  ORDER BY i.first_seen, i.id)
 		                 FROM incidents i WHERE i.project_id = p.id AND i.status NOT IN (`+offCardSQL+`)), '[]'::jsonb),
 		       ?
-		FROM projects p WHERE p.id = ?
+		FROM `+domain.LiveProjects+` p WHERE p.id = ?
 		ON CONFLICT (project_id) DO UPDATE SET source = EXCLUDED.source, incidents = EXCLUDED.incidents, updated_at = EXCLUDED.updated_at
 		WHERE NOT c.external
 		RETURNING c.org_id)
@@ -299,7 +299,7 @@ func (r *cardRow) card() (*Card, error) {
 // shows the incident store's empty card.
 func (c *Cards) Get(ctx context.Context, orgID, projectID uuid.UUID) (*Card, error) {
 	var exists bool
-	if err := c.s.DB.NewRaw(`SELECT EXISTS (SELECT 1 FROM projects WHERE id = ? AND org_id = ? AND deleted_at IS NULL)`, projectID, orgID).Scan(ctx, &exists); err != nil {
+	if err := c.s.DB.NewRaw(`SELECT EXISTS (SELECT 1 FROM `+domain.LiveProjects+` p WHERE id = ? AND org_id = ?)`, projectID, orgID).Scan(ctx, &exists); err != nil {
 		return nil, fmt.Errorf("cards: project: %w", err)
 	}
 	if !exists {

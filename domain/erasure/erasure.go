@@ -115,7 +115,7 @@ func (e *Service) DeleteProject(ctx context.Context, pr *domain.Principal, id uu
 	}
 	var out *domain.Project
 	err := e.s.WithProject(ctx, id, func(ctx context.Context, tx bun.Tx, p *domain.Project) error {
-		if p.OrgID != pr.OrgID || p.DeletedAt != nil {
+		if p.OrgID != pr.OrgID {
 			return domain.NotFound("project")
 		}
 		if strings.TrimSpace(confirm) != p.Slug {
@@ -199,7 +199,7 @@ func (e *Service) DeleteOrganization(ctx context.Context, pr *domain.Principal, 
 			return fmt.Errorf("erasure: mark organization: %w", err)
 		}
 		var projects []*domain.Project
-		if err := tx.NewSelect().Model(&projects).Where("org_id = ? AND deleted_at IS NULL", orgID).OrderExpr("id").For("UPDATE").Scan(ctx); err != nil {
+		if err := domain.SelectLiveProjects(tx, &projects).Where("org_id = ?", orgID).OrderExpr("id").For("UPDATE").Scan(ctx); err != nil {
 			return fmt.Errorf("erasure: lock projects: %w", err)
 		}
 		uid := pr.UserID
@@ -379,7 +379,7 @@ func (e *Service) EraseProject(ctx context.Context, id uuid.UUID) (Report, error
 	var org uuid.UUID
 	var slug string
 	var deleted *time.Time
-	err := e.s.DB.DB.QueryRowContext(ctx, `SELECT org_id, slug, deleted_at FROM projects WHERE id = $1`, id).Scan(&org, &slug, &deleted)
+	err := e.s.DB.DB.QueryRowContext(ctx, `SELECT org_id, slug, deleted_at FROM `+domain.AllProjects+` WHERE id = $1`, id).Scan(&org, &slug, &deleted)
 	if dbutil.IsNoRows(err) {
 		rep.Done = true
 		return rep, e.dropJobs(ctx, "project_id", id)
@@ -410,7 +410,7 @@ func (e *Service) EraseProject(ctx context.Context, id uuid.UUID) (Report, error
 			id.String()).Exec(ctx); err != nil {
 			return fmt.Errorf("erasure: jobs of %s: %w", id, err)
 		}
-		res, err := tx.NewRaw(`DELETE FROM projects WHERE id = ? AND deleted_at IS NOT NULL`, id).Exec(ctx)
+		res, err := tx.NewRaw(`DELETE FROM projects WHERE id IN (SELECT id FROM `+domain.DeletedProjects+` p WHERE id = ?)`, id).Exec(ctx)
 		if err != nil {
 			return fmt.Errorf("erasure: project row %s: %w", id, err)
 		}
@@ -468,16 +468,13 @@ func (e *Service) EraseOrganization(ctx context.Context, orgID uuid.UUID) (Repor
 		return rep, ErrLiveOrganization
 	}
 	var ids []uuid.UUID
-	if err := e.s.DB.NewRaw(`SELECT id FROM projects WHERE org_id = ? ORDER BY id`, orgID).Scan(ctx, &ids); err != nil {
+	if err := e.s.DB.NewRaw(`SELECT id FROM `+domain.AllProjects+` WHERE org_id = ? ORDER BY id`, orgID).Scan(ctx, &ids); err != nil {
 		return rep, fmt.Errorf("erasure: projects of %s: %w", orgID, err)
 	}
 	deadline := time.Now().Add(e.Budget)
 	for _, id := range ids {
 		// A project created while the organisation was being deleted.
 		err := e.s.WithProject(ctx, id, func(ctx context.Context, tx bun.Tx, p *domain.Project) error {
-			if p.DeletedAt != nil {
-				return nil
-			}
 			return e.tombstoneTx(ctx, tx, p, nil)
 		})
 		if err != nil && !errors.Is(err, domain.ErrNotFound) {
@@ -527,8 +524,8 @@ var ErrLiveOrganization = errors.New("erasure: the organization was not deleted;
 // no-op for those that have one. It returns how many it asked for.
 func (e *Service) Sweep(ctx context.Context) (int, error) {
 	var projects, orgs []uuid.UUID
-	if err := e.s.DB.NewRaw(`SELECT p.id FROM projects p WHERE p.deleted_at IS NOT NULL
-		AND NOT EXISTS (SELECT 1 FROM organization_erasures o WHERE o.org_id = p.org_id)`).Scan(ctx, &projects); err != nil {
+	if err := e.s.DB.NewRaw(`SELECT p.id FROM `+domain.DeletedProjects+` p
+		WHERE NOT EXISTS (SELECT 1 FROM organization_erasures o WHERE o.org_id = p.org_id)`).Scan(ctx, &projects); err != nil {
 		return 0, fmt.Errorf("erasure: sweep projects: %w", err)
 	}
 	if err := e.s.DB.NewRaw(`SELECT org_id FROM organization_erasures`).Scan(ctx, &orgs); err != nil {

@@ -131,7 +131,7 @@ func validPolicy(p string) error {
 // project returns a project of the caller's organisation (404 otherwise).
 func (f *Feed) project(ctx context.Context, p *domain.Principal, id uuid.UUID) (*domain.Project, error) {
 	pr := new(domain.Project)
-	err := f.s.DB.NewSelect().Model(pr).Where("id = ? AND org_id = ? AND deleted_at IS NULL", id, p.OrgID).Scan(ctx)
+	err := domain.SelectLiveProjects(f.s.DB, pr).Where("id = ? AND org_id = ?", id, p.OrgID).Scan(ctx)
 	if dbutil.IsNoRows(err) {
 		return nil, domain.NotFound("project")
 	}
@@ -355,7 +355,7 @@ type FeedSender struct {
 // and a constant text, so pgx prepares it once per connection.
 const senderQuery = `SELECT c.id, c.org_id, c.project_id, c.hash, c.revoked_at IS NOT NULL, c.last_used_at,
 	COALESCE((SELECT json_object_agg(b.environment, b.repair_policy) FROM feed_bindings b WHERE b.project_id = c.project_id), '{}'),
-	(SELECT p.number FROM projects p WHERE p.id = c.project_id), c.name
+	(SELECT p.number FROM ` + domain.AllProjects + ` p WHERE p.id = c.project_id), c.name
 	FROM feed_connections c WHERE c.prefix = $1`
 
 // Authenticate resolves a bearer server token. Every way of failing —

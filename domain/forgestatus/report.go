@@ -146,7 +146,7 @@ func (rp *Reporter) Report(ctx context.Context, runID uuid.UUID) error {
 		return nil
 	}
 	proj := new(domain.Project)
-	if err := db.NewSelect().Model(proj).Where("id = ?", run.ProjectID).Scan(ctx); err != nil {
+	if err := db.NewSelect().Model(proj).ModelTableExpr(domain.AllProjects+" AS project").Where("id = ?", run.ProjectID).Scan(ctx); err != nil {
 		if errors.Is(err, sql.ErrNoRows) {
 			return nil
 		}

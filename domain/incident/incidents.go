@@ -174,7 +174,7 @@ func (in *Incidents) List(ctx context.Context, orgID uuid.UUID, f IncidentFilter
 	}
 	var rows []incidentRow
 	q := in.s.DB.NewSelect().TableExpr("incidents AS i").ColumnExpr("i.*, p.name AS project_name").
-		Join("JOIN projects AS p ON p.id = i.project_id")
+		Join("JOIN " + domain.LiveProjects + " AS p ON p.id = i.project_id")
 	err = where(q, true).OrderExpr("i.last_seen DESC, i.id DESC").Limit(int64(f.Limit+1)).Offset(int64(f.Page*f.Limit)).Scan(ctx, &rows)
 	if err != nil {
 		return out, fmt.Errorf("incidents: list: %w", err)
@@ -216,7 +216,7 @@ func (in *Incidents) List(ctx context.Context, orgID uuid.UUID, f IncidentFilter
 // it cost the first page a third of its time.
 func (in *Incidents) tombstoned(ctx context.Context, orgID uuid.UUID) ([]uuid.UUID, error) {
 	var ids []uuid.UUID
-	err := in.s.DB.NewSelect().TableExpr("projects").Column("id").Where("org_id = ? AND deleted_at IS NOT NULL", orgID).Scan(ctx, &ids)
+	err := in.s.DB.NewSelect().TableExpr(domain.DeletedProjects+" AS p").Column("id").Where("org_id = ?", orgID).Scan(ctx, &ids)
 	if err != nil {
 		return nil, fmt.Errorf("incidents: deleted projects: %w", err)
 	}
@@ -227,7 +227,7 @@ func (in *Incidents) tombstoned(ctx context.Context, orgID uuid.UUID) ([]uuid.UU
 func (in *Incidents) Get(ctx context.Context, orgID, id uuid.UUID) (*Incident, error) {
 	inc := new(Incident)
 	err := in.s.DB.NewSelect().Model(inc).Where("id = ? AND org_id = ?", id, orgID).
-		Where("project_id NOT IN (SELECT id FROM projects WHERE org_id = ? AND deleted_at IS NOT NULL)", orgID).Scan(ctx)
+		Where("project_id NOT IN (SELECT id FROM "+domain.DeletedProjects+" p WHERE org_id = ?)", orgID).Scan(ctx)
 	if dbutil.IsNoRows(err) {
 		return nil, domain.NotFound("incident")
 	}
@@ -279,7 +279,7 @@ func (in *Incidents) Detail(ctx context.Context, orgID, id uuid.UUID) (*Incident
 		return nil, err
 	}
 	d := &IncidentDetail{Incident: inc.View(), Events: []IncidentEvent{}, Transitions: []IncidentTransition{}}
-	if err := in.s.DB.NewRaw(`SELECT name FROM projects WHERE id = ?`, inc.ProjectID).Scan(ctx, &d.ProjectName); err != nil {
+	if err := in.s.DB.NewRaw(`SELECT name FROM `+domain.AllProjects+` WHERE id = ?`, inc.ProjectID).Scan(ctx, &d.ProjectName); err != nil {
 		return nil, fmt.Errorf("incidents: project name: %w", err)
 	}
 	var evs []struct {

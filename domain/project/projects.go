@@ -339,7 +339,7 @@ func (ps *Projects) Update(ctx context.Context, pr *domain.Principal, id uuid.UU
 	// The policy resolves the host: before the project's lock, not under it.
 	pre, warnings := ps.checkRepoURL(ctx, &in)
 	err := ps.s.WithProject(ctx, id, func(ctx context.Context, tx bun.Tx, p *domain.Project) error {
-		if p.OrgID != pr.OrgID || p.DeletedAt != nil {
+		if p.OrgID != pr.OrgID {
 			return domain.NotFound("project")
 		}
 		if err := in.apply(p, false, pre); err != nil {
@@ -374,7 +374,7 @@ func (ps *Projects) Update(ctx context.Context, pr *domain.Principal, id uuid.UU
 // Get returns a project of the caller's organisation.
 func (ps *Projects) Get(ctx context.Context, orgID, id uuid.UUID) (*domain.Project, error) {
 	p := new(domain.Project)
-	err := ps.s.DB.NewSelect().Model(p).Where("id = ? AND org_id = ? AND deleted_at IS NULL", id, orgID).Scan(ctx)
+	err := domain.SelectLiveProjects(ps.s.DB, p).Where("id = ? AND org_id = ?", id, orgID).Scan(ctx)
 	if dbutil.IsNoRows(err) {
 		return nil, domain.NotFound("project")
 	}
@@ -384,7 +384,7 @@ func (ps *Projects) Get(ctx context.Context, orgID, id uuid.UUID) (*domain.Proje
 // ByID returns a project whatever its organisation (system callers only).
 func (ps *Projects) ByID(ctx context.Context, id uuid.UUID) (*domain.Project, error) {
 	p := new(domain.Project)
-	err := ps.s.DB.NewSelect().Model(p).Where("id = ?", id).Scan(ctx)
+	err := ps.s.DB.NewSelect().Model(p).ModelTableExpr(domain.AllProjects+" AS project").Where("id = ?", id).Scan(ctx)
 	if dbutil.IsNoRows(err) {
 		return nil, domain.NotFound("project")
 	}
@@ -394,7 +394,7 @@ func (ps *Projects) ByID(ctx context.Context, id uuid.UUID) (*domain.Project, er
 // List returns the organisation's projects by slug.
 func (ps *Projects) List(ctx context.Context, orgID uuid.UUID) ([]domain.Project, error) {
 	var out []domain.Project
-	err := ps.s.DB.NewSelect().Model(&out).Where("org_id = ? AND deleted_at IS NULL", orgID).Order("slug").Scan(ctx)
+	err := domain.SelectLiveProjects(ps.s.DB, &out).Where("org_id = ?", orgID).Order("slug").Scan(ctx)
 	return out, err
 }
 
@@ -413,14 +413,14 @@ func (ps *Projects) Summaries(ctx context.Context, orgID uuid.UUID) ([]ProjectSu
 		SELECT p.*,
 		       COALESCE((SELECT ri.status FROM run_index ri WHERE ri.project_id = p.id ORDER BY ri.queued_at DESC LIMIT 1), '') AS last_status,
 		       (SELECT count(*) FROM project_runs r WHERE r.project_id = p.id AND r.position IS NOT NULL) AS queue_depth
-		FROM projects p WHERE p.org_id = ? AND p.deleted_at IS NULL ORDER BY p.slug`, orgID).Scan(ctx, &out)
+		FROM `+domain.LiveProjects+` p WHERE p.org_id = ? ORDER BY p.slug`, orgID).Scan(ctx, &out)
 	return out, err
 }
 
 // BySlug returns a project of the caller's organisation by its slug.
 func (ps *Projects) BySlug(ctx context.Context, orgID uuid.UUID, slug string) (*domain.Project, error) {
 	p := new(domain.Project)
-	err := ps.s.DB.NewSelect().Model(p).Where("slug = ? AND org_id = ? AND deleted_at IS NULL", slug, orgID).Scan(ctx)
+	err := domain.SelectLiveProjects(ps.s.DB, p).Where("slug = ? AND org_id = ?", slug, orgID).Scan(ctx)
 	if dbutil.IsNoRows(err) {
 		return nil, domain.NotFound("project")
 	}

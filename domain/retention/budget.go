@@ -9,6 +9,8 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/uptrace/bun/dialect/pgdialect"
+
+	"anvil/domain"
 )
 
 // The daily event budget (docs/retention.md, "The daily event budget";
@@ -176,7 +178,7 @@ func (b *Budget) Flush(ctx context.Context) error {
 	}
 	err := b.r.s.DB.NewRaw(`INSERT INTO feed_daily_usage AS u (project_id, day, events)
 		SELECT p, d::date, n FROM unnest(?::uuid[], ?::text[], ?::bigint[]) AS t(p, d, n)
-		WHERE EXISTS (SELECT 1 FROM projects WHERE id = t.p AND deleted_at IS NULL)
+		WHERE EXISTS (SELECT 1 FROM `+domain.LiveProjects+` p WHERE id = t.p)
 		ON CONFLICT (project_id, day) DO UPDATE SET events = u.events + EXCLUDED.events
 		RETURNING project_id, day, events`, pgdialect.Array(ids), pgdialect.Array(days), pgdialect.Array(ns)).Scan(ctx, &rows)
 	b.mu.Lock()

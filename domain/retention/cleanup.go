@@ -12,6 +12,8 @@ import (
 	"github.com/riverqueue/river/rivertype"
 	"github.com/uptrace/bun"
 	"github.com/uptrace/bun/dialect/pgdialect"
+
+	"anvil/domain"
 )
 
 // CleanupArgs is the periodic clean-up. Unique while it waits or runs, so a
@@ -112,7 +114,7 @@ func (r *Service) Cleanup(ctx context.Context) (Report, error) {
 			ID   uuid.UUID `bun:"id"`
 			Slug string    `bun:"slug"`
 		}
-		if err := r.s.DB.NewRaw(`SELECT id, slug FROM projects WHERE org_id = ? AND deleted_at IS NULL ORDER BY id`, o.ID).Scan(ctx, &projects); err != nil {
+		if err := r.s.DB.NewRaw(`SELECT id, slug FROM `+domain.LiveProjects+` p WHERE org_id = ? ORDER BY id`, o.ID).Scan(ctx, &projects); err != nil {
 			return rep, fmt.Errorf("retention: projects: %w", err)
 		}
 		for _, p := range projects {

@@ -14,7 +14,6 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -130,23 +129,13 @@ const (
 	DefaultShare = 0.15
 )
 
-var (
-	servicesMu sync.Mutex
-	services   = map[*domain.Store]*Service{}
-)
-
-// For returns the store's retention service, creating it the first time:
-// the web tier, the workers and the admin command share it.
-func For(s *domain.Store) *Service {
-	servicesMu.Lock()
-	defer servicesMu.Unlock()
-	if r := services[s]; r != nil {
-		return r
-	}
+// New builds the retention service on s. The wiring (domain/wiring) builds
+// it once and passes it to the web tier, the workers and the admin command,
+// which must share one: its daily budget counts in memory.
+func New(s *domain.Store) *Service {
 	r := &Service{s: s, MaxEvents: DefaultEvents, BatchSize: DefaultBatch, SampleGrace: Day, Share: DefaultShare}
 	r.SetNow(s.Now)
 	r.budget = newBudget(r)
-	services[s] = r
 	return r
 }
 
@@ -297,7 +286,7 @@ func (r *Service) ProjectPolicy(ctx context.Context, p *domain.Principal, projec
 
 func (r *Service) ownProject(ctx context.Context, orgID, projectID uuid.UUID) error {
 	var ok bool
-	if err := r.s.DB.NewRaw(`SELECT EXISTS (SELECT 1 FROM projects WHERE id = ? AND org_id = ? AND deleted_at IS NULL)`, projectID, orgID).Scan(ctx, &ok); err != nil {
+	if err := r.s.DB.NewRaw(`SELECT EXISTS (SELECT 1 FROM `+domain.LiveProjects+` p WHERE id = ? AND org_id = ?)`, projectID, orgID).Scan(ctx, &ok); err != nil {
 		return fmt.Errorf("retention: project: %w", err)
 	}
 	if !ok {

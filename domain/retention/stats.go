@@ -42,7 +42,7 @@ func (r *Service) Stats(ctx context.Context, p *domain.Principal) ([]ProjectStat
 		Slug string    `bun:"slug"`
 		Name string    `bun:"name"`
 	}
-	if err := r.s.DB.NewRaw(`SELECT id, slug, name FROM projects WHERE org_id = ? AND deleted_at IS NULL ORDER BY name, slug`, p.OrgID).Scan(ctx, &projects); err != nil {
+	if err := r.s.DB.NewRaw(`SELECT id, slug, name FROM `+domain.LiveProjects+` p WHERE org_id = ? ORDER BY name, slug`, p.OrgID).Scan(ctx, &projects); err != nil {
 		return nil, nil, fmt.Errorf("retention: projects: %w", err)
 	}
 	out := make([]ProjectStats, 0, len(projects))

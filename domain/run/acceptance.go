@@ -60,7 +60,7 @@ const openStates = `('pending', 'executable', 'starting', 'running', 'cancel_req
 
 // lockProjectsSQL locks a group's projects ($1) in id order, reading what
 // its decisions need.
-const lockProjectsSQL = `SELECT id, org_id, default_branch, provider, branch_filters FROM projects WHERE id = ANY($1::uuid[]) AND deleted_at IS NULL ORDER BY id FOR UPDATE`
+const lockProjectsSQL = `SELECT id, org_id, default_branch, provider, branch_filters FROM ` + domain.LiveProjects + ` p WHERE id = ANY($1::uuid[]) ORDER BY id FOR UPDATE`
 
 // queueStateSQL reads the queue state of locked projects ($1).
 const queueStateSQL = `SELECT project_id, count(*) FILTER (WHERE position IS NOT NULL) AS queued,
@@ -387,7 +387,7 @@ func (q *Queue) tryGroup(group []*acceptJob) error {
 	return q.s.InTx(ctx, func(ctx context.Context, tx bun.Tx) error {
 		ids := groupProjects(group)
 		var projects []*domain.Project
-		if err := tx.NewSelect().Model(&projects).Where("id IN (?) AND deleted_at IS NULL", bun.List(ids)).OrderExpr("id").For("UPDATE").Scan(ctx); err != nil {
+		if err := domain.SelectLiveProjects(tx, &projects).Where("id IN (?)", bun.List(ids)).OrderExpr("id").For("UPDATE").Scan(ctx); err != nil {
 			return fmt.Errorf("lock projects: %w", err)
 		}
 		byID := make(map[uuid.UUID]*domain.Project, len(projects))

@@ -56,8 +56,8 @@ func (l *Logs) Chunks(ctx context.Context, runID uuid.UUID, after int) ([]LogChu
 // Text returns the whole log of a run of the organisation.
 func (l *Logs) Text(ctx context.Context, orgID, runID uuid.UUID) (string, error) {
 	var ok bool
-	if err := l.s.DB.NewRaw(`SELECT EXISTS (SELECT 1 FROM project_runs r JOIN projects p ON p.id = r.project_id
-		WHERE r.id = ? AND r.org_id = ? AND p.deleted_at IS NULL)`, runID, orgID).Scan(ctx, &ok); err != nil {
+	if err := l.s.DB.NewRaw(`SELECT EXISTS (SELECT 1 FROM project_runs r JOIN `+domain.LiveProjects+` p ON p.id = r.project_id
+		WHERE r.id = ? AND r.org_id = ?)`, runID, orgID).Scan(ctx, &ok); err != nil {
 		return "", err
 	}
 	if !ok {

@@ -202,7 +202,8 @@ func (q *Queue) withRun(ctx context.Context, runID uuid.UUID, fn func(ctx contex
 	if err != nil {
 		return fmt.Errorf("find run %s: %w", runID, err)
 	}
-	return q.s.WithProject(ctx, projectID, func(ctx context.Context, tx bun.Tx, p *domain.Project) error {
+	// A deleted project's run still moves: its cancel and its report.
+	return q.s.WithAnyProject(ctx, projectID, func(ctx context.Context, tx bun.Tx, p *domain.Project) error {
 		r := new(Run)
 		if err := tx.NewSelect().Model(r).Where("id = ?", runID).Scan(ctx); err != nil {
 			if dbutil.IsNoRows(err) {
@@ -405,7 +406,7 @@ func (q *Queue) RequestCancel(ctx context.Context, pr *domain.Principal, runID u
 func (q *Queue) RunGet(ctx context.Context, orgID, runID uuid.UUID) (*Run, error) {
 	r := new(Run)
 	err := q.s.DB.NewSelect().Model(r).Where("id = ? AND org_id = ?", runID, orgID).
-		Where("project_id NOT IN (SELECT id FROM projects WHERE org_id = ? AND deleted_at IS NOT NULL)", orgID).Scan(ctx)
+		Where("project_id NOT IN (SELECT id FROM "+domain.DeletedProjects+" p WHERE org_id = ?)", orgID).Scan(ctx)
 	if dbutil.IsNoRows(err) {
 		return nil, domain.NotFound("run")
 	}

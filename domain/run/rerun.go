@@ -46,7 +46,7 @@ func (q *Queue) Rerun(ctx context.Context, pr *domain.Principal, runID uuid.UUID
 func (q *Queue) RunByNumber(ctx context.Context, orgID, projectID uuid.UUID, n int64) (*Run, error) {
 	r := new(Run)
 	err := q.s.DB.NewSelect().Model(r).Where("project_id = ? AND org_id = ? AND number = ?", projectID, orgID, n).
-		Where("project_id NOT IN (SELECT id FROM projects WHERE org_id = ? AND deleted_at IS NOT NULL)", orgID).Scan(ctx)
+		Where("project_id NOT IN (SELECT id FROM "+domain.DeletedProjects+" p WHERE org_id = ?)", orgID).Scan(ctx)
 	if dbutil.IsNoRows(err) {
 		return nil, domain.NotFound("run")
 	}

@@ -35,7 +35,7 @@ func (w *Webhooks) CountRefusal(ctx context.Context, projectID uuid.UUID, provid
 	}
 	now := w.s.Now()
 	_, err := w.s.DB.NewRaw(`INSERT INTO webhook_refusals (project_id, provider, reason, hour, refusals, last_at, last_detail)
-		SELECT id, ?, ?, date_trunc('hour', ?::timestamptz), 1, ?, ? FROM projects WHERE id = ? AND deleted_at IS NULL
+		SELECT id, ?, ?, date_trunc('hour', ?::timestamptz), 1, ?, ? FROM `+domain.LiveProjects+` p WHERE id = ?
 		ON CONFLICT (project_id, provider, reason, hour) DO UPDATE SET refusals = webhook_refusals.refusals + 1,
 			last_at = GREATEST(webhook_refusals.last_at, EXCLUDED.last_at), last_detail = EXCLUDED.last_detail`,
 		provider, reason, now, now, detail, projectID).Exec(ctx)

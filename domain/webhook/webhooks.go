@@ -509,8 +509,8 @@ func (w *Webhooks) loadMaterial(ctx context.Context, key sealKey, now time.Time)
 	// One round trip: the project's existence and the webhook row together.
 	err := w.s.DB.NewRaw(`SELECT true AS exists, w.enabled, COALESCE(w.secret_enc, '') AS secret_enc,
 			COALESCE(w.signing_token_enc, '') AS signing_token_enc
-		FROM projects pr LEFT JOIN project_webhooks w ON w.project_id = pr.id AND w.provider = ?
-		WHERE pr.id = ? AND pr.deleted_at IS NULL`, string(p), projectID).Scan(ctx, &row)
+		FROM `+domain.LiveProjects+` pr LEFT JOIN project_webhooks w ON w.project_id = pr.id AND w.provider = ?
+		WHERE pr.id = ?`, string(p), projectID).Scan(ctx, &row)
 	if dbutil.IsNoRows(err) {
 		w.seals.Delete(key)
 		return Material{}, domain.NotFound("project")

@@ -99,12 +99,12 @@ func NewServices(d *db.DB, keys *secret.Keyring, log *slog.Logger, o Options) *S
 	sv.Webhooks = webhook.NewWebhooks(s, sv.Queue)
 	sv.Incidents = incident.NewIncidents(s, sv.Queue)
 	sv.Feed.OnQueued = sv.Incidents.RequestRepairs
-	sv.Alerts = alert.For(s, sv.Queue, o.PublicURL)
+	sv.Alerts = alert.New(s, sv.Queue, o.PublicURL)
 	if o.AlertsPerMinute > 0 {
 		sv.Alerts.PerMinute = o.AlertsPerMinute
 	}
 	sv.Alerts.SetAllowPrivate(o.AlertsAllowPrivate)
-	sv.Retention = retention.For(s)
+	sv.Retention = retention.New(s)
 	sv.Erasure = erasure.New(s, sv.Queue, sv.Feed, sv.Webhooks)
 	if o.EventRetention > 0 {
 		sv.Retention.MaxEvents = o.EventRetention

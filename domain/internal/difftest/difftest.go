@@ -54,7 +54,7 @@ type Bundle struct {
 	Name  string // "fast" or "general"
 	DB    *db.DB
 	SV    *wiring.Services
-	Clock *Clock
+	Clock *domaintest.Clock // the store's Now; it starts at Epoch
 	Owner *domain.Principal
 	// Lookups counts the feed's groups by the path they looked their
 	// incidents up on: [0] fast, [1] general (a fallback, in the fast
@@ -65,26 +65,6 @@ type Bundle struct {
 	// log is every answer the script got, in script order: the two
 	// databases must also have answered alike.
 	log []string
-}
-
-// Clock is the bundle's fake clock, the store's Now; it starts at Epoch.
-type Clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-// Now is the clock's time.
-func (c *Clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-// Advance moves the clock on by d.
-func (c *Clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	c.mu.Unlock()
 }
 
 // Seam is what the test does to a bundle's services before its script
@@ -116,7 +96,7 @@ func setup(t *testing.T, general bool, seam Seam) *Bundle {
 	// resolve: allowing private destinations skips the check at create.
 	sv := wiring.NewServices(&db.DB{Pool: pool, SQL: d.SQL, Bun: d.Bun}, keys, nil,
 		wiring.Options{PublicURL: "http://anvil.test", AlertsAllowPrivate: true})
-	c := &Clock{now: Epoch}
+	c := domaintest.NewClock(Epoch)
 	sv.Store.Now = c.Now
 	b := &Bundle{Name: "fast", DB: d, SV: sv, Clock: c, commits: commits}
 	if general {
@@ -252,12 +232,12 @@ func (b *Bundle) snapshot(t *testing.T, events []string) *dbdiff.Snapshot {
 	for _, q := range []string{
 		`SELECT id::text, 'org:' || slug FROM organizations`,
 		`SELECT id::text, 'user:' || email FROM users`,
-		`SELECT id::text, 'project:' || slug FROM projects`,
+		`SELECT id::text, 'project:' || slug FROM ` + domain.AllProjects,
 		`SELECT id::text, 'connection:' || name FROM feed_connections`,
 		`SELECT id::text, 'destination:' || name FROM alert_destinations`,
 		`SELECT i.id::text, 'incident:' || p.slug || '/' || i.environment || '/' || i.title
-			FROM incidents i JOIN projects p ON p.id = i.project_id`,
-		`SELECT r.id::text, 'run:' || p.slug || '#' || r.number FROM project_runs r JOIN projects p ON p.id = r.project_id`,
+			FROM incidents i JOIN ` + domain.AllProjects + ` p ON p.id = i.project_id`,
+		`SELECT r.id::text, 'run:' || p.slug || '#' || r.number FROM project_runs r JOIN ` + domain.AllProjects + ` p ON p.id = r.project_id`,
 	} {
 		if err := l.AddQuery(ctx, b.DB.SQL, "", q); err != nil {
 			t.Fatal(err)

@@ -29,11 +29,16 @@ import (
 	"anvil/domain/secret"
 )
 
-// Clock is a settable clock for Store.Now.
+// Clock is a settable clock for Store.Now: the one fake clock of the
+// domain's tests (domaintest's bundles start it at the wall clock's time,
+// difftest's at its Epoch).
 type Clock struct {
 	mu  sync.Mutex
 	now time.Time
 }
+
+// NewClock is a clock that starts at start.
+func NewClock(start time.Time) *Clock { return &Clock{now: start} }
 
 // Now is the clock's time.
 func (c *Clock) Now() time.Time {
@@ -72,7 +77,7 @@ func Setup(t testing.TB) *Bundle {
 	}
 	store := domain.NewStore(d.Bun, keys, nil)
 	store.Pool = d.Pool
-	c := &Clock{now: time.Now().UTC()}
+	c := NewClock(time.Now().UTC())
 	store.Now = c.Now
 	client, err := river.NewClient(riverdatabasesql.New(d.SQL), &river.Config{})
 	if err != nil {
