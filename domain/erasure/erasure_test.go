@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/google/uuid"
+	"github.com/uptrace/bun"
 
 	"anvil/db"
 	"anvil/db/testdb"
@@ -521,5 +522,41 @@ func TestErasureLeavesNoRowOfTheOrganization(t *testing.T) {
 	// The slug is free again.
 	if _, err := b.sv.Accounts.Bootstrap(ctx, "doomed", "boss@doomed.test", "correct horse battery"); err != nil {
 		t.Errorf("the slug of an erased organisation: %v", err)
+	}
+}
+
+// TestTombstonedProjectIsLockedByNothingButTheErasure: once deleted, a
+// project is not found by the per-project lock every mutation takes
+// (Store.WithProject), nor by the readers of live projects — only
+// WithAnyProject (the erasure, a run's transitions) still reaches it
+// (domain/tombstone.go; issue 26, point 13).
+func TestTombstonedProjectIsLockedByNothingButTheErasure(t *testing.T) {
+	t.Parallel()
+	b := setupErasure(t)
+	ctx := context.Background()
+	p, err := b.sv.Projects.Create(ctx, b.owner, project.ProjectInput{Slug: strp("shop"), RepoURL: strp("https://git.example/shop.git"),
+		DefaultBranch: strp("main"), RunCommand: strp("make test")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.sv.Erasure.DeleteProject(ctx, b.owner, p.ID, "shop"); err != nil {
+		t.Fatal(err)
+	}
+	called := false
+	err = b.sv.Store.WithProject(ctx, p.ID, func(context.Context, bun.Tx, *domain.Project) error { called = true; return nil })
+	if !errors.Is(err, domain.ErrNotFound) || called {
+		t.Fatalf("WithProject on a deleted project: %v (called %v); want not found", err, called)
+	}
+	if err := b.sv.Store.WithAnyProject(ctx, p.ID, func(_ context.Context, _ bun.Tx, q *domain.Project) error {
+		if q.DeletedAt == nil {
+			t.Error("WithAnyProject: the project is not marked deleted")
+		}
+		return nil
+	}); err != nil {
+		t.Fatalf("WithAnyProject on a deleted project: %v", err)
+	}
+	var live []domain.Project
+	if err := domain.SelectLiveProjects(b.db.Bun, &live).Where("org_id = ?", b.owner.OrgID).Scan(ctx); err != nil || len(live) != 0 {
+		t.Fatalf("live projects after the deletion: %d %v", len(live), err)
 	}
 }
