@@ -223,7 +223,7 @@ func (m *Masker) scanShown(data []byte, vis []bool, final bool) (out []byte, res
 // last carriage return): CSI (ESC [ parameters intermediates final), OSC
 // (ESC ] … up to BEL or ESC \), ESC and one more byte; besides them every
 // control character but tab, newline and carriage return is dropped, and
-// so is DEL (and NUL by the store). Keep the two in step.
+// so is DEL. NUL is dropped earlier, by the store. Keep the two in step.
 type escState uint8
 
 const (
@@ -237,6 +237,11 @@ const (
 
 // shown reports whether the renderer shows byte c, and moves the state.
 func (s *escState) shown(c byte) bool {
+	if c == 0 {
+		// The store drops NULs before the renderer reads the text, so a
+		// NUL is no part of any sequence either ("\x1b\x00m" is "\x1bm").
+		return false
+	}
 	for {
 		switch *s {
 		case escStart:

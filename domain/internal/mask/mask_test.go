@@ -105,6 +105,7 @@ func TestOverlappingValues(t *testing.T) {
 // OSC strings, other escapes and control characters (tab and newline
 // kept) — written apart from the masker's own grammar, for the cases below.
 func shownText(s string) string {
+	s = strings.ReplaceAll(s, "\x00", "") // the store's, before the renderer
 	for _, re := range []*regexp.Regexp{
 		regexp.MustCompile("\x1b\\[[0-9:;<=>?]*[ -/]*[@-~]"),
 		regexp.MustCompile("\x1b\\][^\x07\x1b\n]*(\x07|\x1b\\\\)"),
@@ -124,13 +125,14 @@ func shownText(s string) string {
 func TestMasksWhatIsShown(t *testing.T) {
 	t.Parallel()
 	cases := map[string]struct{ in, want string }{
-		"color words": {"- old \x1b[32m" + secret[:6] + "\x1b[m\x1b[32m" + secret[6:] + "\x1b[m\n", "- old \x1b[32m***\x1b[m\x1b[32m\x1b[m\n"},
-		"grep color":  {"key=\x1b[01;31m\x1b[K" + secret + "\x1b[m\x1b[K ok\n", "key=\x1b[01;31m\x1b[K***\x1b[m\x1b[K ok\n"},
-		"every byte":  {"\x1b[1m" + strings.Join(strings.Split(secret, ""), "\x1b[0m") + "!\n", "\x1b[1m***" + strings.Repeat("\x1b[0m", len(secret)-1) + "!\n"},
-		"nul":         {"v=" + secret[:3] + "\x00" + secret[3:] + ".\n", "v=***\x00.\n"},
-		"backspace":   {secret[:5] + "\b" + secret[5:] + "\n", "***\b\n"},
-		"osc link":    {secret[:4] + "\x1b]8;;https://x.example\x07" + secret[4:] + "\x1b]8;;\x1b\\\n", "***\x1b]8;;https://x.example\x07\x1b]8;;\x1b\\\n"},
-		"esc pair":    {secret[:4] + "\x1b7" + secret[4:] + "\n", "***\x1b7\n"},
+		"color words":  {"- old \x1b[32m" + secret[:6] + "\x1b[m\x1b[32m" + secret[6:] + "\x1b[m\n", "- old \x1b[32m***\x1b[m\x1b[32m\x1b[m\n"},
+		"grep color":   {"key=\x1b[01;31m\x1b[K" + secret + "\x1b[m\x1b[K ok\n", "key=\x1b[01;31m\x1b[K***\x1b[m\x1b[K ok\n"},
+		"every byte":   {"\x1b[1m" + strings.Join(strings.Split(secret, ""), "\x1b[0m") + "!\n", "\x1b[1m***" + strings.Repeat("\x1b[0m", len(secret)-1) + "!\n"},
+		"nul":          {"v=" + secret[:3] + "\x00" + secret[3:] + ".\n", "v=***\x00.\n"},
+		"backspace":    {secret[:5] + "\b" + secret[5:] + "\n", "***\b\n"},
+		"osc link":     {secret[:4] + "\x1b]8;;https://x.example\x07" + secret[4:] + "\x1b]8;;\x1b\\\n", "***\x1b]8;;https://x.example\x07\x1b]8;;\x1b\\\n"},
+		"esc nul pair": {secret[:5] + "\x1b\x00X" + secret[5:] + "\n", "***\x1b\x00X\n"}, // stored as ESC X: a pair
+		"esc pair":     {secret[:4] + "\x1b7" + secret[4:] + "\n", "***\x1b7\n"},
 		"base64 split": {"b64 " + b64(secret)[:5] + "\x1b[33m" + b64(secret)[5:] + "\n",
 			strings.Replace(run(New([]string{secret}), "b64 "+b64(secret)+"\n"), "***", "***\x1b[33m", 1)},
 	}
