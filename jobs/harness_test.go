@@ -3,6 +3,7 @@ package jobs_test
 import (
 	"context"
 	"database/sql"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"testing"
@@ -53,6 +54,8 @@ type options struct {
 	idle bool
 	// wrap, when set, wraps the sandbox executor the workers use.
 	wrap func(sandbox.Executor) sandbox.Executor
+	// log, when set, is the services', the workers' and River's logger.
+	log *slog.Logger
 }
 
 // setup starts a real River client working every job kind against a fresh
@@ -76,7 +79,7 @@ func setup(t *testing.T, o options) *testBundle {
 	keys, _ := secret.NewKeyring(make([]byte, 32), nil)
 	// The fixtures are local repositories (jobstest.GitRepo).
 	policy := repourl.Policy{AllowLocal: true}
-	sv := wiring.NewServices(d, keys, nil, wiring.Options{HeartbeatTimeout: o.heartbeatTimeout, CheckoutPolicy: policy})
+	sv := wiring.NewServices(d, keys, o.log, wiring.Options{HeartbeatTimeout: o.heartbeatTimeout, CheckoutPolicy: policy})
 	store := sv.Store
 	b := &testBundle{services: sv, db: d, store: store, accounts: sv.Accounts, projects: sv.Projects,
 		queue: sv.Queue, logs: sv.Logs, hub: sv.Hub}
@@ -101,11 +104,11 @@ func setup(t *testing.T, o options) *testBundle {
 	if err != nil {
 		t.Fatal(err)
 	}
-	jobs.Register(workers, jobs.Deps{Services: sv, Executor: exe, Git: git, WorkRoot: root})
+	jobs.Register(workers, jobs.Deps{Services: sv, Executor: exe, Git: git, WorkRoot: root, Log: o.log})
 	client, err := sv.Start(ctx, &river.Config{
 		Workers: workers, Queues: wiring.Queues(4),
 		PeriodicJobs: jobs.Periodic(o.heartbeatTimeout), FetchCooldown: 5 * time.Millisecond, FetchPollInterval: 50 * time.Millisecond,
-		TestOnly: true,
+		TestOnly: true, Logger: o.log,
 	})
 	if err != nil {
 		t.Fatal(err)

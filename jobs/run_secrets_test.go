@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"net/url"
+	"os"
 	"os/exec"
 	"strings"
 	"testing"
@@ -102,5 +103,48 @@ func TestRunSecretsReachTheCommandAndNeverTheLog(t *testing.T) {
 		if strings.Contains(string(dump), f) {
 			t.Errorf("pg_dump holds %q", f)
 		}
+	}
+}
+
+// TestRunSecretsNeverInTheProcessList: while a run with a secret sleeps,
+// no process's command line on the host holds the value (bubblewrap lives
+// for the whole run; anything in its argv is in /proc/PID/cmdline, readable
+// by every local user). In both executor modes.
+func TestRunSecretsNeverInTheProcessList(t *testing.T) {
+	t.Parallel()
+	for _, mode := range []string{"bwrap", "process"} {
+		t.Run(mode, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t, options{mode: mode})
+			ctx := context.Background()
+			repo, _, _ := gitRepo(t)
+			p := b.project(t, "argv-"+mode, repo, `[ ${#DEPLOY_KEY} -eq 24 ] && echo has-the-secret; sleep 3`, 0)
+			if _, _, err := runsecret.New(b.store).Put(ctx, b.owner, p.ID, "DEPLOY_KEY", secretValue); err != nil {
+				t.Fatal(err)
+			}
+			id := accept(t, b, p).ID
+			waitFor(t, 60*time.Second, "the command to start", func() bool { return strings.Contains(b.logText(t, id), "has-the-secret") })
+			dirs, err := os.ReadDir("/proc")
+			if err != nil {
+				t.Fatal(err)
+			}
+			read := 0
+			for _, d := range dirs {
+				cmdline, err := os.ReadFile("/proc/" + d.Name() + "/cmdline")
+				if err != nil {
+					continue // not a process, or gone meanwhile
+				}
+				read++
+				if strings.Contains(string(cmdline), secretValue) {
+					t.Errorf("pid %s has the secret in its command line: %q", d.Name(), strings.ReplaceAll(string(cmdline), "\x00", " "))
+				}
+			}
+			if read < 3 {
+				t.Fatalf("read %d command lines: is /proc mounted?", read)
+			}
+			if r := b.waitTerminal(t, id, 60*time.Second); r.Status() != run.StatusPassed {
+				t.Fatalf("run %s:\n%s", r.Status(), b.logText(t, id))
+			}
+		})
 	}
 }

@@ -106,6 +106,9 @@ func FoldProgress(line string) string {
 }
 
 // ANSIToHTML renders one line of log text as escaped HTML with colour spans.
+// What it drops is what the log's secret masker (domain/internal/mask,
+// escState) treats as hidden when it looks for a value split by those
+// bytes: change the two together.
 func ANSIToHTML(line string) string {
 	var b strings.Builder
 	var st ansiStyle

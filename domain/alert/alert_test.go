@@ -255,6 +255,36 @@ func TestSlackBody(t *testing.T) {
 	}
 }
 
+// TestSlackBodyEscapesMarkup: an incident title from production input
+// with Slack's control sequences — a channel-wide ping, a disguised link,
+// an entity — reaches the channel as text: &, < and > escaped as Slack
+// documents, and nothing of the title left unescaped.
+func TestSlackBodyEscapesMarkup(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	rcv := newReceiver(t)
+	b.destination(t, alert.KindSlack, rcv.URL+"/services/T000/B000/XXXX")
+	b.ingest(t, feedEvent("<!channel> log in at <https://evil.example|Re-login here> &amp; now"))
+	js := b.jobs(t)
+	if o := b.alerts.Deliver(context.Background(), js[0].Args, 1, js[0].Created); !o.Done {
+		t.Fatalf("outcome %+v", o)
+	}
+	var body map[string]string
+	if err := json.Unmarshal(rcv.received()[0], &body); err != nil {
+		t.Fatal(err)
+	}
+	txt := body["text"]
+	want := "&lt;!channel&gt; log in at &lt;https://evil.example|Re-login here&gt; &amp;amp; now"
+	if !contains(txt, want) {
+		t.Errorf("slack text %q lacks the escaped title %q", txt, want)
+	}
+	for _, bad := range []string{"<!channel>", "<https://evil.example", "Re-login here>", " &amp; now"} {
+		if contains(txt, bad) {
+			t.Errorf("slack text %q holds %q unescaped", txt, bad)
+		}
+	}
+}
+
 func contains(s, sub string) bool { return len(s) >= len(sub) && (s == sub || indexOf(s, sub) >= 0) }
 func indexOf(s, sub string) int {
 	for i := 0; i+len(sub) <= len(s); i++ {

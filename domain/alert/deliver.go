@@ -218,6 +218,15 @@ func (a *Service) fold(ctx context.Context, d dest, args DeliverArgs) error {
 }
 
 // Digest sends "and N more" for the alerts folded for a destination.
+//
+// The folded rows become 'digested' only once the digest is delivered: a
+// 5xx, a timeout or a 429 leaves them folded, and River's retry of this job
+// counts and sends them again (docs/contracts/alerts.md, "Delivery"). They
+// are claimed with FOR UPDATE SKIP LOCKED in a transaction that lasts the
+// attempt (at most the client's 10 s), so that the next minute's digest for
+// the same destination, running meanwhile, neither counts them too nor
+// waits for them. Should the commit fail after a delivery, the retry sends
+// the digest again: at least once, never lost.
 func (a *Service) Digest(ctx context.Context, destinationID uuid.UUID, attempt int, created time.Time) Outcome {
 	d, found, _, err := a.readDest(ctx, destinationID, uuid.Nil, uuid.Nil, false)
 	if err != nil {
@@ -226,22 +235,37 @@ func (a *Service) Digest(ctx context.Context, destinationID uuid.UUID, attempt i
 	if !found {
 		return Outcome{Done: true}
 	}
-	res, err := a.s.DB.NewRaw(`UPDATE alert_deliveries SET status = 'digested' WHERE destination_id = ? AND status = 'folded'`, d.ID).Exec(ctx)
-	if err != nil {
+	// One message id for every attempt of this job, as for alerts (the
+	// receiver's webhook-id deduplicates a digest that arrived twice).
+	msg := "msg_" + uuid.NewSHA1(d.ID, []byte("digest "+created.UTC().Format(time.RFC3339Nano))).String()
+	var o Outcome
+	errNotSent := errors.New("alerts: digest not delivered")
+	err = a.s.DB.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+		var ids []int64
+		if err := tx.NewRaw(`SELECT id FROM alert_deliveries WHERE destination_id = ? AND status = 'folded'
+			ORDER BY id FOR UPDATE SKIP LOCKED`, d.ID).Scan(ctx, &ids); err != nil {
+			return err
+		}
+		n := len(ids)
+		if n == 0 {
+			o = Outcome{Done: true}
+			return nil
+		}
+		text := fmt.Sprintf("anvil: and %d more alerts in the last minute (folded to keep the channel readable)", n)
+		body, _ := json.Marshal(map[string]any{"type": "digest", "id": msg, "timestamp": a.Now(), "data": map[string]any{"folded": n, "text": text}})
+		if d.Kind == KindSlack {
+			body, _ = json.Marshal(map[string]string{"text": text})
+		}
+		if o = a.send(ctx, d, msg, "digest", attempt, body, created); !o.Done {
+			return errNotSent // the rows stay folded for the next attempt
+		}
+		_, err := tx.NewRaw(`UPDATE alert_deliveries SET status = 'digested' WHERE id IN (?)`, bun.In(ids)).Exec(ctx)
+		return err
+	})
+	if err != nil && !errors.Is(err, errNotSent) {
 		return Outcome{Retry: fmt.Errorf("alerts: digest: %w", err)}
 	}
-	m, _ := res.RowsAffected()
-	n := int(m)
-	if n == 0 {
-		return Outcome{Done: true}
-	}
-	msg := "msg_" + uuid.NewString()
-	text := fmt.Sprintf("anvil: and %d more alerts in the last minute (folded to keep the channel readable)", n)
-	body, _ := json.Marshal(map[string]any{"type": "digest", "id": msg, "timestamp": a.Now(), "data": map[string]any{"folded": n, "text": text}})
-	if d.Kind == KindSlack {
-		body, _ = json.Marshal(map[string]string{"text": text})
-	}
-	return a.send(ctx, d, msg, "digest", attempt, body, created)
+	return o
 }
 
 // Sign is the Standard Webhooks signature of body: v1,<base64 HMAC-SHA256
@@ -263,20 +287,25 @@ func (a *Service) send(ctx context.Context, d dest, msgID, kind string, attempt 
 	logIt := func(code, lat int, msg string, o Outcome) Outcome {
 		return a.finishLog(ctx, d, logLine{msgID: msgID, kind: kind, attempt: attempt, at: at, code: code, lat: lat, msg: msg}, o, created)
 	}
+	// The URL is sealed at rest (its path is often the credential: Slack's
+	// /services/T…/B…/secret): no error of an attempt may carry it, neither
+	// into the delivery log nor into what River keeps of the job
+	// (river_job.errors) and logs. Every Outcome below holds a fixed text.
 	url, err := a.s.Keys.Open(d.URLEnc, aad(d.ID, "url"))
 	if err != nil {
-		return logIt(0, 0, "cannot decrypt the destination's url", Outcome{Stop: err})
+		return logIt(0, 0, "cannot decrypt the destination's url", Outcome{Stop: errors.New("alerts: cannot decrypt the destination's url")})
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, string(url), bytes.NewReader(payload))
 	if err != nil {
-		return logIt(0, 0, err.Error(), Outcome{Stop: err})
+		// url.Parse's error quotes the URL whole.
+		return logIt(0, 0, "the destination's url cannot be used", Outcome{Stop: errors.New("alerts: the destination's url cannot be used")})
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("User-Agent", "anvil-alerts/1")
 	if d.Kind == KindWebhook {
 		sec, err := a.s.Keys.Open(d.SecretEnc, aad(d.ID, "secret"))
 		if err != nil {
-			return logIt(0, 0, "cannot decrypt the destination's secret", Outcome{Stop: err})
+			return logIt(0, 0, "cannot decrypt the destination's secret", Outcome{Stop: errors.New("alerts: cannot decrypt the destination's secret")})
 		}
 		sig, err := Sign(string(sec), msgID, at, payload)
 		if err != nil {
@@ -293,7 +322,8 @@ func (a *Service) send(ctx context.Context, d dest, msgID, kind string, attempt 
 		if errors.Is(err, ErrPrivateDestination) {
 			// The address the name resolves to now is private: the
 			// operator has not allowed it, and retrying will not help.
-			return logIt(0, lat, "refused: the destination resolves to a private address", Outcome{Stop: err})
+			// err is a *url.Error naming the URL: keep the sentinel only.
+			return logIt(0, lat, "refused: the destination resolves to a private address", Outcome{Stop: ErrPrivateDestination})
 		}
 		// The error names the URL, whose path may be a secret: say only what failed.
 		why := "network error"

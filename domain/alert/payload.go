@@ -76,6 +76,15 @@ var summaries = map[string]string{
 	KindTest:                      "Test alert",
 }
 
+// slackEscape makes s plain text in a Slack message: Slack reads <…> as a
+// mention or a link (<!channel> pings a whole channel, <https://x|text>
+// shows a disguised link) and &…; as an entity, and asks senders to escape
+// exactly these three characters
+// (https://api.slack.com/reference/surfaces/formatting#escaping). Every
+// value anvil puts into the chat text goes through it: titles and reasons
+// come from production input, names and branches from members.
+var slackEscape = strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;").Replace
+
 // message builds the webhook body and the chat text of args, from the
 // rows as they are now.
 func (a *Service) message(ctx context.Context, args DeliverArgs, d dest) ([]byte, string, error) {
@@ -100,13 +109,13 @@ func (a *Service) message(ctx context.Context, args DeliverArgs, d dest) ([]byte
 		m.Data.Incident = &IncidentData{ID: i.ID, Title: i.Title, Type: i.ExceptionType, Environment: i.Environment, EventCount: i.EventCount,
 			FirstSeen: i.FirstSeen, LastSeen: i.LastSeen, Status: i.Status, PRURL: i.PRURL, Reason: i.NeedsHumanReason}
 		m.Data.URL = base + "/incidents/" + i.ID.String()
-		lines = append(lines, fmt.Sprintf("*%s* in %s (%s): %s", m.Data.Summary, m.Data.Project.Name, i.Environment, i.Title),
+		lines = append(lines, fmt.Sprintf("*%s* in %s (%s): %s", m.Data.Summary, slackEscape(m.Data.Project.Name), slackEscape(i.Environment), slackEscape(i.Title)),
 			fmt.Sprintf("%d events, first seen %s, last seen %s", i.EventCount, i.FirstSeen.Format(time.RFC3339), i.LastSeen.Format(time.RFC3339)))
 		if i.PRURL != "" {
-			lines = append(lines, "Pull request: "+i.PRURL)
+			lines = append(lines, "Pull request: "+slackEscape(i.PRURL))
 		}
 		if i.NeedsHumanReason != "" {
-			lines = append(lines, "Why: "+i.NeedsHumanReason)
+			lines = append(lines, "Why: "+slackEscape(i.NeedsHumanReason))
 		}
 	case args.RunID != uuid.Nil:
 		var rs []run.Run
@@ -130,19 +139,19 @@ func (a *Service) message(ctx context.Context, args DeliverArgs, d dest) ([]byte
 		}
 		m.Data.Run = rd
 		m.Data.URL = base + "/runs/" + r.ID.String()
-		line := fmt.Sprintf("*%s* in %s: run on %s", m.Data.Summary, m.Data.Project.Name, r.Branch)
+		line := fmt.Sprintf("*%s* in %s: run on %s", m.Data.Summary, slackEscape(m.Data.Project.Name), slackEscape(r.Branch))
 		if rd.SHA != "" {
-			line += " at " + rd.SHA[:min(12, len(rd.SHA))]
+			line += " at " + slackEscape(rd.SHA[:min(12, len(rd.SHA))])
 		}
-		line += " " + r.State
+		line += " " + slackEscape(r.State)
 		if rd.FailureReason != "" {
-			line += " (" + rd.FailureReason + ")"
+			line += " (" + slackEscape(rd.FailureReason) + ")"
 		}
 		lines = append(lines, line)
 	default:
-		lines = append(lines, fmt.Sprintf("*%s* from anvil for %s: this destination works.", m.Data.Summary, orgs[0].Name))
+		lines = append(lines, fmt.Sprintf("*%s* from anvil for %s: this destination works.", m.Data.Summary, slackEscape(orgs[0].Name)))
 	}
-	lines = append(lines, m.Data.URL)
+	lines = append(lines, slackEscape(m.Data.URL))
 	body, err := json.Marshal(m)
 	if err != nil {
 		return nil, "", fmt.Errorf("alerts: encode: %w", err)

@@ -40,7 +40,8 @@ var etcFiles = []string{
 //   - the workspace bound read-write at its real (symlink-resolved) path,
 //     which is also the working directory and HOME;
 //   - Spec.ExtraReadOnly bound read-only at the same paths;
-//   - --clearenv and only the allowlisted variables set;
+//   - only the allowlisted variables, as bwrap's own environment (never
+//     --setenv, which would put their values into argv);
 //   - bwrap itself started as SandboxUID/SandboxGID when the host process is
 //     root, so the user namespace maps nothing but that uid.
 //
@@ -170,11 +171,12 @@ func (b *bwrapExecutor) Run(ctx context.Context, spec Spec, out io.Writer) (Resu
 	for _, p := range spec.ExtraReadOnly {
 		args = append(args, "--ro-bind", p, p)
 	}
-	args = append(args, "--remount-ro", "/", "--chdir", ws, "--clearenv")
-	for _, kv := range env {
-		k, v, _ := strings.Cut(kv, "=")
-		args = append(args, "--setenv", k, v)
-	}
+	// The environment is bwrap's own (cmd.Env below), which bwrap hands to
+	// the command unchanged: never argv, where --setenv would put every run
+	// secret into /proc/PID/cmdline for the whole run, readable by any local
+	// user (docs/runs.md, "Secrets"). The checkout passes its token the same
+	// way.
+	args = append(args, "--remount-ro", "/", "--chdir", ws)
 	args = append(args, "--json-status-fd", "3", "--")
 	args = append(args, commandArgv(b.prlimit, &spec)...)
 

@@ -3,7 +3,9 @@ package sandbox
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net"
@@ -1001,4 +1003,53 @@ func TestBwrapSetupFailureIsAnError(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "set up the sandbox") {
 		t.Fatalf("err %v, want a setup error (output %q)", err, out.String())
 	}
+}
+
+// TestEnvNeverInArgv: a variable's value reaches the command but no
+// process's command line on the host, read from /proc/*/cmdline while the
+// command runs (bwrap lives for the whole run, so a --setenv VALUE there
+// would be readable by any local user for as long).
+func TestEnvNeverInArgv(t *testing.T) {
+	t.Parallel()
+	executors(t, func(t *testing.T, e Executor) {
+		value := "argv-secret-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+		ws := newWorkspace(t)
+		var out syncBuffer
+		done := make(chan error, 1)
+		go func() {
+			_, err := e.Run(context.Background(), Spec{Workspace: ws, Limits: DefaultLimits(),
+				Command: `printf '%s' "$RUN_SECRET" | sha256sum; sleep 3; echo done`,
+				Env:     map[string]string{"RUN_SECRET": value}}, &out)
+			done <- err
+		}()
+		sum := sha256.Sum256([]byte(value)) // the command's text must not hold the value either
+		waitFor(t, &out, hex.EncodeToString(sum[:])+"  -\n")
+		procs := 0
+		dirs, err := os.ReadDir("/proc")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range dirs {
+			if _, err := strconv.Atoi(d.Name()); err != nil {
+				continue
+			}
+			cmdline, err := os.ReadFile("/proc/" + d.Name() + "/cmdline")
+			if err != nil {
+				continue // gone meanwhile
+			}
+			procs++
+			if bytes.Contains(cmdline, []byte(value)) {
+				t.Errorf("pid %s has the value in its command line: %q", d.Name(), bytes.ReplaceAll(cmdline, []byte{0}, []byte{' '}))
+			}
+		}
+		if procs < 3 {
+			t.Fatalf("read %d command lines: is /proc mounted?", procs)
+		}
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		if !strings.HasSuffix(out.String(), "done\n") {
+			t.Fatalf("output %q", out.String())
+		}
+	})
 }

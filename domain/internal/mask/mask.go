@@ -7,6 +7,17 @@
 // path escaping, RFC 3986 and encodeURIComponent, either hex case). The stream may cut a value anywhere: the masker holds
 // back a tail that could still become one, so a value split across two
 // writes is masked as a whole.
+//
+// A value is masked twice over: in the raw bytes, and in what a reader is
+// shown of them. The run page's renderer (views/ansi.go) drops escape
+// sequences (colours, OSC titles and links) and control characters, and the
+// log store drops NULs, so "sec\x1b[32mret" (git diff --color-words,
+// grep --color=always) or "sec\x00ret" reads as the value whole on the page,
+// in a terminal that cats the download, and in the download itself. The
+// second pass matches values in the shown text only — the bytes the
+// renderer keeps, tracked with the same escape-sequence grammar across
+// writes — and replaces the shown characters of a match with *** while
+// keeping the hidden bytes between them (so colours stay balanced).
 package mask
 
 import (
@@ -35,7 +46,13 @@ type Masker struct {
 	patterns [][]byte // longest first
 	first    [256]bool
 	maxLen   int
-	pending  []byte
+	pending  []byte // the raw pass's held-back tail
+
+	// The shown pass: its held-back tail, which of its bytes a reader is
+	// shown, and the escape-sequence state after the last byte seen.
+	shownPending []byte
+	shownVis     []bool
+	esc          escState
 }
 
 // New builds a masker for values (those shorter than MinLen are ignored:
@@ -129,17 +146,160 @@ func (m *Masker) Write(p []byte) []byte {
 	data := append(m.pending, p...)
 	out, rest := m.scan(data, false)
 	m.pending = append(m.pending[:0:0], rest...)
-	return out
+	return m.writeShown(out, false)
 }
 
 // Flush returns the held-back tail, masked: the stream has ended.
 func (m *Masker) Flush() []byte {
-	if len(m.pending) == 0 {
+	if len(m.pending) == 0 && len(m.shownPending) == 0 {
 		return nil
 	}
 	out, _ := m.scan(m.pending, true)
 	m.pending = nil
+	return m.writeShown(out, true)
+}
+
+// writeShown is the second pass: p (masked raw already) is classified byte
+// by byte into shown and hidden, and values are matched in the shown bytes.
+func (m *Masker) writeShown(p []byte, final bool) []byte {
+	for _, c := range p {
+		m.shownVis = append(m.shownVis, m.esc.shown(c))
+	}
+	data := append(m.shownPending, p...)
+	out, rest := m.scanShown(data, m.shownVis, final)
+	m.shownPending = append(m.shownPending[:0:0], data[rest:]...)
+	m.shownVis = append(m.shownVis[:0:0], m.shownVis[rest:]...)
 	return out
+}
+
+// scanShown masks data, matching values in its shown bytes (vis) only: a
+// match's shown bytes become ***, the hidden ones between them are kept.
+// Unless final, it stops before a shown tail that is a proper prefix of a
+// value and returns where that tail starts in data.
+func (m *Masker) scanShown(data []byte, vis []bool, final bool) (out []byte, rest int) {
+	idx := make([]int, 0, len(data)) // the shown bytes' places in data
+	shown := make([]byte, 0, len(data))
+	for i, c := range data {
+		if vis[i] {
+			idx = append(idx, i)
+			shown = append(shown, c)
+		}
+	}
+	out = make([]byte, 0, len(data))
+	r := 0 // data[:r] is in out
+	for i := 0; i < len(shown); {
+		if !m.first[shown[i]] {
+			i++
+			continue
+		}
+		tail := shown[i:]
+		if !final && len(tail) < m.maxLen && m.couldStart(tail) {
+			return append(out, data[r:idx[i]]...), idx[i]
+		}
+		matched := false
+		for _, p := range m.patterns {
+			if bytes.HasPrefix(tail, p) {
+				start, end := idx[i], idx[i+len(p)-1]+1
+				out = append(out, data[r:start]...)
+				out = append(out, Replacement...)
+				for k := start; k < end; k++ {
+					if !vis[k] {
+						out = append(out, data[k])
+					}
+				}
+				r, i, matched = end, i+len(p), true
+				break
+			}
+		}
+		if !matched {
+			i++
+		}
+	}
+	return append(out, data[r:]...), len(data)
+}
+
+// escState follows the escape-sequence grammar of the run page's renderer
+// (views.ANSIToHTML, which works on lines and on the text after a line's
+// last carriage return): CSI (ESC [ parameters intermediates final), OSC
+// (ESC ] … up to BEL or ESC \), ESC and one more byte; besides them every
+// control character but tab, newline and carriage return is dropped, and
+// so is DEL. NUL is dropped earlier, by the store. Keep the two in step.
+type escState uint8
+
+const (
+	escGround   escState = iota
+	escStart             // after ESC
+	escCSIParam          // after ESC [ and parameter bytes
+	escCSIInter          // after an intermediate byte
+	escOSC               // inside ESC ] …
+	escOSCEsc            // ESC inside an OSC
+)
+
+// shown reports whether the renderer shows byte c, and moves the state.
+func (s *escState) shown(c byte) bool {
+	if c == 0 {
+		// The store drops NULs before the renderer reads the text, so a
+		// NUL is no part of any sequence either ("\x1b\x00m" is "\x1bm").
+		return false
+	}
+	for {
+		switch *s {
+		case escStart:
+			switch c {
+			case '\n', '\r': // the line ends the sequence; c is text again
+				*s = escGround
+				continue
+			case '[':
+				*s = escCSIParam
+			case ']':
+				*s = escOSC
+			default:
+				*s = escGround // ESC and this byte
+			}
+			return false
+		case escCSIParam, escCSIInter:
+			switch {
+			case *s == escCSIParam && c >= 0x30 && c <= 0x3f:
+			case c >= 0x20 && c <= 0x2f:
+				*s = escCSIInter
+			case c >= 0x40 && c <= 0x7e:
+				*s = escGround
+			default: // the sequence ends without a final byte; c is text again
+				*s = escGround
+				continue
+			}
+			return false
+		case escOSC:
+			switch c {
+			case 0x07:
+				*s = escGround
+			case 0x1b:
+				*s = escOSCEsc
+			case '\n', '\r':
+				*s = escGround
+				continue
+			}
+			return false
+		case escOSCEsc:
+			if c == '\\' {
+				*s = escGround
+				return false
+			}
+			*s = escStart // this ESC ended the OSC and starts a sequence
+			continue
+		default:
+			switch {
+			case c == 0x1b:
+				*s = escStart
+				return false
+			case c == '\t' || c == '\n' || c == '\r':
+				return true
+			case c < 0x20 || c == 0x7f:
+				return false
+			}
+			return true
+		}
+	}
 }
 
 // scan masks data from the left, replacing the longest value found at each
@@ -191,4 +351,4 @@ func (m *Masker) couldStart(tail []byte) bool {
 }
 
 // Held reports how many bytes are held back.
-func (m *Masker) Held() int { return len(m.pending) }
+func (m *Masker) Held() int { return len(m.pending) + len(m.shownPending) }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/base64"
 	"net/url"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -100,6 +101,81 @@ func TestOverlappingValues(t *testing.T) {
 	}
 }
 
+// shownText is what a reader sees of a log: without SGR/CSI sequences,
+// OSC strings, other escapes and control characters (tab and newline
+// kept) — written apart from the masker's own grammar, for the cases below.
+func shownText(s string) string {
+	s = strings.ReplaceAll(s, "\x00", "") // the store's, before the renderer
+	for _, re := range []*regexp.Regexp{
+		regexp.MustCompile("\x1b\\[[0-9:;<=>?]*[ -/]*[@-~]"),
+		regexp.MustCompile("\x1b\\][^\x07\x1b\n]*(\x07|\x1b\\\\)"),
+		regexp.MustCompile("\x1b[^\\[\\]\n]"),
+		regexp.MustCompile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]"),
+	} {
+		s = re.ReplaceAllString(s, "")
+	}
+	return s
+}
+
+// TestMasksWhatIsShown: a value split by colour codes (git diff
+// --color-words, grep --color=always), by a NUL, a backspace, an OSC
+// hyperlink or a bare ESC pair — all dropped by the renderer or the store
+// — is masked, at every cut of the stream into two writes and byte by
+// byte; the hidden bytes stay, so colours are still balanced.
+func TestMasksWhatIsShown(t *testing.T) {
+	t.Parallel()
+	cases := map[string]struct{ in, want string }{
+		"color words":  {"- old \x1b[32m" + secret[:6] + "\x1b[m\x1b[32m" + secret[6:] + "\x1b[m\n", "- old \x1b[32m***\x1b[m\x1b[32m\x1b[m\n"},
+		"grep color":   {"key=\x1b[01;31m\x1b[K" + secret + "\x1b[m\x1b[K ok\n", "key=\x1b[01;31m\x1b[K***\x1b[m\x1b[K ok\n"},
+		"every byte":   {"\x1b[1m" + strings.Join(strings.Split(secret, ""), "\x1b[0m") + "!\n", "\x1b[1m***" + strings.Repeat("\x1b[0m", len(secret)-1) + "!\n"},
+		"nul":          {"v=" + secret[:3] + "\x00" + secret[3:] + ".\n", "v=***\x00.\n"},
+		"backspace":    {secret[:5] + "\b" + secret[5:] + "\n", "***\b\n"},
+		"osc link":     {secret[:4] + "\x1b]8;;https://x.example\x07" + secret[4:] + "\x1b]8;;\x1b\\\n", "***\x1b]8;;https://x.example\x07\x1b]8;;\x1b\\\n"},
+		"esc nul pair": {secret[:5] + "\x1b\x00X" + secret[5:] + "\n", "***\x1b\x00X\n"}, // stored as ESC X: a pair
+		"esc pair":     {secret[:4] + "\x1b7" + secret[4:] + "\n", "***\x1b7\n"},
+		"base64 split": {"b64 " + b64(secret)[:5] + "\x1b[33m" + b64(secret)[5:] + "\n",
+			strings.Replace(run(New([]string{secret}), "b64 "+b64(secret)+"\n"), "***", "***\x1b[33m", 1)},
+	}
+	for name, c := range cases {
+		for cut := range len(c.in) + 1 {
+			got := run(New([]string{secret}), c.in[:cut], c.in[cut:])
+			if got != c.want {
+				t.Fatalf("%s, cut at %d: %q, want %q", name, cut, got, c.want)
+			}
+		}
+		var parts []string
+		for i := range len(c.in) {
+			parts = append(parts, c.in[i:i+1])
+		}
+		got := run(New([]string{secret}), parts...)
+		if got != c.want {
+			t.Fatalf("%s, byte by byte: %q, want %q", name, got, c.want)
+		}
+		if shown := shownText(got); strings.Contains(shown, secret) || !strings.Contains(shown, Replacement) {
+			t.Fatalf("%s: shown as %q", name, shown)
+		}
+	}
+}
+
+// TestShownPassLeavesOtherTextAlone: escape codes and text that only look
+// like a value once joined across a line end, or a sequence that ends the
+// value's first part, are not masked — the renderer does not join them.
+func TestShownPassLeavesOtherTextAlone(t *testing.T) {
+	t.Parallel()
+	for _, in := range []string{
+		secret[:6] + "\n" + secret[6:] + "\n",             // two lines
+		secret[:6] + "\r" + secret[6:] + "\n",             // a redraw shows the second part only
+		"\x1b[31mred\x1b[0m and \x1b]0;title\x07 plain\n", // no value at all
+		secret[:6] + "\x1b[31\n" + secret[6:] + "\n",      // the line ends the unfinished sequence
+	} {
+		if got := run(New([]string{secret}), in); got != in {
+			t.Errorf("%q became %q", in, got)
+		}
+	}
+}
+
+func b64(s string) string { return base64.StdEncoding.EncodeToString([]byte(s)) }
+
 func FuzzMasker(f *testing.F) {
 	f.Add("log "+secret+" end", 3, secret)
 	f.Add(base64.StdEncoding.EncodeToString([]byte(secret)), 7, secret)
@@ -116,6 +192,10 @@ func FuzzMasker(f *testing.F) {
 		out := run(New([]string{value}), in[:cut], in[cut:])
 		if strings.Contains(out, value) {
 			t.Fatalf("value %q left in %q", value, out)
+		}
+		// Nor in what a reader is shown, when the value is all shown bytes.
+		if shownText(value) == value && strings.Contains(shownText(out), value) {
+			t.Fatalf("value %q shown in %q", value, shownText(out))
 		}
 		// Splitting never changes the result.
 		if whole := run(New([]string{value}), in); whole != out {
