@@ -13,6 +13,14 @@ import (
 // BranchHead asks the forge for a branch's head commit. Errors are *Error
 // or anvil's own (an unknown provider, a repository that is not owner/name).
 func BranchHead(ctx context.Context, hc *http.Client, f Forge, branch string) (string, error) {
+	// go-github reads a branch through the client's transport alone
+	// (RoundTrip, for its optional redirects), which skips the client's
+	// timeout: bound the call here. The transport is still the confined one.
+	if hc.Timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, hc.Timeout)
+		defer cancel()
+	}
 	switch f.Provider {
 	case "github":
 		owner, name, err := SplitRepo(f.Repo)
