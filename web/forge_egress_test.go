@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"testing"
 
@@ -48,6 +49,18 @@ func TestPrivateProviderAPIURLRefusedWhenSaved(t *testing.T) {
 	}
 	if _, got := b.api(t, b.owner.Token, "GET", path, nil); got["provider_api_url"] != "https://ghe.example/api/v3" {
 		t.Fatalf("after the refusal: %v", got["provider_api_url"])
+	}
+
+	// The project form says it beside the field.
+	br := b.browser(t)
+	br.login("owner@acme.test", testPassword)
+	form := url.Values{"_csrf": {br.csrf("/projects/new")}, "slug": {"web"}, "repo_url": {"https://git.example/web.git"},
+		"default_branch": {"main"}, "run_command": {"make"}, "provider": {"gitea"}, "provider_repo": {"acme/web"},
+		"provider_api_url": {"http://127.0.0.1:3000"}}
+	res, body := br.post("/projects", form)
+	if field := regexpBetween(body, `data-testid="field-error-provider_api_url"`, "</p>"); res.StatusCode != http.StatusUnprocessableEntity ||
+		!strings.Contains(field, "is a private address, refused") {
+		t.Fatalf("form: %d, beside the field: %q", res.StatusCode, field)
 	}
 }
 
