@@ -126,9 +126,9 @@ func OpenPullRequest(ctx context.Context, hc *http.Client, f Forge, pr PullReque
 	return "", errors.New("unknown provider " + f.Provider)
 }
 
-// GitHubHTTP, GitLabHTTP and GiteaHTTP unwrap an SDK's response into the
-// *http.Response [Clean] and the statuses' retry policy read (nil when
-// there was none).
+// GitHubHTTP unwraps go-github's response into the *http.Response [Clean]
+// and the statuses' retry policy read (nil when there was none); GitLabHTTP
+// and GiteaHTTP do the same for the other SDKs.
 func GitHubHTTP(r *github.Response) *http.Response {
 	if r == nil {
 		return nil
@@ -136,7 +136,7 @@ func GitHubHTTP(r *github.Response) *http.Response {
 	return r.Response
 }
 
-// GitLabHTTP: see [GitHubHTTP].
+// GitLabHTTP unwraps client-go's response (see [GitHubHTTP]).
 func GitLabHTTP(r *gitlab.Response) *http.Response {
 	if r == nil {
 		return nil
@@ -144,7 +144,7 @@ func GitLabHTTP(r *gitlab.Response) *http.Response {
 	return r.Response
 }
 
-// GiteaHTTP: see [GitHubHTTP].
+// GiteaHTTP unwraps the Gitea SDK's response (see [GitHubHTTP]).
 func GiteaHTTP(r *gitea.Response) *http.Response {
 	if r == nil {
 		return nil
