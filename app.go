@@ -18,6 +18,7 @@ import (
 	"github.com/riverqueue/river"
 
 	"anvil/db"
+	"anvil/domain/forgeapi"
 	"anvil/domain/forgestatus"
 	"anvil/domain/repourl"
 	"anvil/domain/secret"
@@ -97,7 +98,9 @@ func newApp(ctx context.Context, cfg *Config, logOut io.Writer, withWorkers bool
 	} else if !withWorkers {
 		log.Warn("repositories are not probed at save: git cannot be confined here", "error", gitErr)
 	}
-	opts.LatestCommit = forgestatus.LatestCommit(&http.Client{Timeout: 30 * time.Second}, gitHead)
+	// Every forge call goes through the confined client under the same
+	// policy (docs/forgeapi.md).
+	opts.LatestCommit = forgestatus.LatestCommit(forgeapi.NewHTTPClient(policy), gitHead)
 	if cfg.CheckoutAllowLocal {
 		log.Warn("local checkouts are allowed (ANVIL_CHECKOUT_ALLOW_LOCAL=true): projects may read this machine's repositories and private network")
 	}

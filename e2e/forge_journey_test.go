@@ -85,7 +85,7 @@ func TestForgeJourney(t *testing.T) {
 	gh := newFakeGitHub(t, repo.Head)
 	p := apiJSON(t, s, "POST", "/api/private/projects", map[string]any{
 		"slug": "app", "name": "App", "repo_url": repo.URL, "default_branch": "main", "run_command": "git rev-parse HEAD",
-		"provider": "github", "provider_api_url": gh.srv.URL, "provider_repo": "acme/app", "provider_token": "ghp_journey",
+		"provider": "github", "provider_api_url": gh.srv.URL + "/api/v3", "provider_repo": "acme/app", "provider_token": "ghp_journey",
 		"status_context": "ci/anvil"})
 	pid := p["id"].(string)
 	page := loggedIn(t, s)

@@ -16,11 +16,8 @@ import (
 	"strings"
 	"time"
 
-	"code.gitea.io/sdk/gitea"
-	"github.com/google/go-github/v75/github"
-	gitlab "gitlab.com/gitlab-org/api/client-go"
-
 	"anvil/domain"
+	"anvil/domain/forgeapi"
 	"anvil/domain/incident"
 	"anvil/domain/project"
 	"anvil/domain/repourl"
@@ -44,15 +41,17 @@ import (
 type Repair struct {
 	Incidents *incident.Incidents
 	Projects  *project.Projects
-	// Policy is the checkout policy, applied again to the push.
+	// Policy is the checkout policy, applied again to the push and to the
+	// forge's API (ANVIL_CHECKOUT_ALLOW_LOCAL is the one switch for both).
 	Policy repourl.Policy
-	// HTTPClient talks to the provider's API (default: 30 s timeout).
+	// HTTPClient talks to the provider's API: forgeapi.NewHTTPClient
+	// under Policy.
 	HTTPClient *http.Client
 }
 
 // NewRepair builds the handler.
 func NewRepair(in *incident.Incidents, ps *project.Projects, policy repourl.Policy) *Repair {
-	return &Repair{Incidents: in, Projects: ps, Policy: policy, HTTPClient: &http.Client{Timeout: 30 * time.Second}}
+	return &Repair{Incidents: in, Projects: ps, Policy: policy, HTTPClient: forgeapi.NewHTTPClient(policy)}
 }
 
 // incidentFile is where Prepare writes the incident of a workspace: beside
@@ -166,7 +165,11 @@ func (r *Repair) Finish(ctx context.Context, run *runs.Run, proj *domain.Project
 	if err != nil {
 		return needsHuman(fmt.Sprintf("the branch %s was pushed, but the pull request could not be opened: %v", branch, err), runs.ReasonRepairForge)
 	}
-	log.Printf("repair: pull request %s", prURL)
+	if prURL == "" {
+		log.Printf("repair: pull request opened; the forge's address for it is not an https:// URL and is not kept")
+	} else {
+		log.Printf("repair: pull request %s", prURL)
+	}
 	if err := r.Incidents.RepairPROpened(ctx, run, prURL); err != nil {
 		return runs.TerminalReport{}, err
 	}
@@ -174,39 +177,25 @@ func (r *Repair) Finish(ctx context.Context, run *runs.Run, proj *domain.Project
 }
 
 // openPR proposes branch into the default branch through the provider's
-// API and returns the pull request's web URL. Errors name the provider's
-// answer, never the token.
+// API (forgeapi.OpenPullRequest, the client every forge call shares) and
+// returns the pull request's web URL when it may be shown (forgeapi.WebURL:
+// https://, or http:// when private forges are allowed; "" otherwise).
+// Errors name the forge's HTTP status and code, never its answer's body
+// or the token.
 func (r *Repair) openPR(ctx context.Context, proj *domain.Project, token, branch, title, body string) (string, error) {
 	if err := providerProblem(proj, token); err != nil {
 		return "", err
 	}
-	owner, name, _ := strings.Cut(proj.ProviderRepo, "/")
 	hc := r.HTTPClient
 	if hc == nil {
-		hc = http.DefaultClient
+		hc = forgeapi.NewHTTPClient(r.Policy)
 	}
-	api := strings.TrimSpace(proj.ProviderAPIURL)
-	var (
-		u   string
-		err error
-	)
-	switch proj.Provider {
-	case "github":
-		u, err = openGitHubPR(ctx, hc, api, token, owner, name, branch, proj.DefaultBranch, title, body)
-	case "gitlab":
-		u, err = openGitLabMR(ctx, hc, api, token, proj.ProviderRepo, branch, proj.DefaultBranch, title, body)
-	case "gitea":
-		u, err = openGiteaPR(ctx, hc, api, token, owner, name, branch, proj.DefaultBranch, title, body)
-	default:
-		return "", fmt.Errorf("unknown provider %q", proj.Provider)
-	}
+	f := forgeapi.Forge{Provider: proj.Provider, APIURL: strings.TrimSpace(proj.ProviderAPIURL), Repo: proj.ProviderRepo, Token: token}
+	u, err := forgeapi.OpenPullRequest(ctx, hc, f, forgeapi.PullRequest{Head: branch, Base: proj.DefaultBranch, Title: title, Body: body})
 	if err != nil {
 		return "", errors.New(strings.ReplaceAll(err.Error(), token, "[REDACTED]"))
 	}
-	if u == "" {
-		return "", errors.New("the provider answered without the pull request's URL")
-	}
-	return u, nil
+	return forgeapi.WebURL(u, r.Policy.AllowLocal), nil
 }
 
 // providerProblem says why a pull request could not be opened for proj with
@@ -232,62 +221,6 @@ func providerProblem(proj *domain.Project, token string) error {
 	return nil
 }
 
-// openGitHubPR: POST {api}/repos/{owner}/{repo}/pulls. provider_api_url is
-// the API root as GitHub Enterprise serves it (https://ghe.example/api/v3).
-func openGitHubPR(ctx context.Context, hc *http.Client, api, token, owner, repo, head, base, title, body string) (string, error) {
-	gh := github.NewClient(hc).WithAuthToken(token)
-	if api != "" {
-		bu, err := url.Parse(strings.TrimSuffix(api, "/") + "/")
-		if err != nil {
-			return "", fmt.Errorf("provider_api_url: %w", err)
-		}
-		gh.BaseURL = bu
-	}
-	pr, _, err := gh.PullRequests.Create(ctx, owner, repo, &github.NewPullRequest{Title: &title, Head: &head, Base: &base, Body: &body})
-	if err != nil {
-		return "", fmt.Errorf("GitHub: %s", providerError(err))
-	}
-	return pr.GetHTMLURL(), nil
-}
-
-// openGitLabMR: POST {api}/projects/{owner%2Fname}/merge_requests.
-func openGitLabMR(ctx context.Context, hc *http.Client, api, token, path, head, base, title, body string) (string, error) {
-	opts := []gitlab.ClientOptionFunc{gitlab.WithHTTPClient(hc)}
-	if api != "" {
-		opts = append(opts, gitlab.WithBaseURL(api))
-	}
-	gl, err := gitlab.NewClient(token, opts...)
-	if err != nil {
-		return "", fmt.Errorf("GitLab client: %w", err)
-	}
-	mr, _, err := gl.MergeRequests.CreateMergeRequest(path, &gitlab.CreateMergeRequestOptions{
-		Title: &title, Description: &body, SourceBranch: &head, TargetBranch: &base,
-	}, gitlab.WithContext(ctx))
-	if err != nil {
-		return "", fmt.Errorf("GitLab: %s", providerError(err))
-	}
-	return mr.WebURL, nil
-}
-
-// openGiteaPR: POST {api}/api/v1/repos/{owner}/{repo}/pulls.
-func openGiteaPR(ctx context.Context, hc *http.Client, api, token, owner, repo, head, base, title, body string) (string, error) {
-	if api == "" {
-		return "", errors.New("a Gitea project needs provider_api_url (the instance's address)")
-	}
-	gc, err := gitea.NewClient(api, gitea.SetToken(token), gitea.SetHTTPClient(hc), gitea.SetContext(ctx), gitea.SetGiteaVersion(""))
-	if err != nil {
-		return "", fmt.Errorf("Gitea client: %w", err) //nolint:staticcheck // ST1005: Gitea is a name, and this is the reason a person reads
-	}
-	pr, _, err := gc.CreatePullRequest(owner, repo, gitea.CreatePullRequestOption{Head: head, Base: base, Title: title, Body: body})
-	if err != nil {
-		return "", fmt.Errorf("Gitea: %s", providerError(err)) //nolint:staticcheck // ST1005: as above
-	}
-	return pr.HTMLURL, nil
-}
-
-// providerError shortens a client library's error for the incident page.
-func providerError(err error) string { return clip(strings.TrimSpace(err.Error()), 300) }
-
 func clip(s string, n int) string {
 	if len(s) <= n {
 		return s
@@ -306,7 +239,8 @@ func clip(s string, n int) string {
 // http.extraHeader through GIT_CONFIG_* variables — never in argv, a URL,
 // a config file, the log or an error text (it is redacted from git's
 // stderr). The push goes to the project's repository address, checked by the
-// checkout policy again and pinned to the checked addresses.
+// checkout policy again and pinned to the checked addresses, over http(s)
+// (http.curloptResolve) and ssh (sandbox.SSHCommand) alike.
 type hostGit struct {
 	dir     string
 	home    string
@@ -357,7 +291,7 @@ func newHostGit(ctx context.Context, dir, base, repoURL, token string, policy re
 		"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + home, "XDG_CONFIG_HOME=" + home, "LC_ALL=C", "LANG=C",
 		"GIT_DIR=" + gitDir, "GIT_WORK_TREE=" + dir, "GIT_ALLOW_PROTOCOL=" + protocols,
 		"GIT_TERMINAL_PROMPT=0", "GIT_CONFIG_NOSYSTEM=1", "GIT_ASKPASS=/bin/false", "SSH_ASKPASS=/bin/false",
-		"GIT_SSH_COMMAND=ssh -o BatchMode=yes",
+		"GIT_SSH_COMMAND=" + sandbox.SSHCommand(chk, policy.AllowLocal),
 		"GIT_AUTHOR_NAME=anvil", "GIT_AUTHOR_EMAIL=anvil@localhost", "GIT_COMMITTER_NAME=anvil", "GIT_COMMITTER_EMAIL=anvil@localhost",
 		"GIT_CONFIG_COUNT=" + strconv.Itoa(len(config)),
 	}

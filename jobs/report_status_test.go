@@ -19,8 +19,10 @@ import (
 	"anvil/db"
 	"anvil/db/testdb"
 	"anvil/domain"
+	"anvil/domain/forgeapi"
 	"anvil/domain/forgestatus"
 	"anvil/domain/project"
+	"anvil/domain/repourl"
 	runs "anvil/domain/run"
 	"anvil/domain/secret"
 	"anvil/domain/wiring"
@@ -60,6 +62,15 @@ func newFakeForge(t *testing.T, provider string) *fakeForge {
 	f.srv = httptest.NewServer(http.HandlerFunc(f.serve))
 	t.Cleanup(f.srv.Close)
 	return f
+}
+
+// apiURL is the project's provider_api_url for the fake: GitHub's API root
+// (as GitHub Enterprise Server serves it), GitLab's and Gitea's instance.
+func (f *fakeForge) apiURL() string {
+	if f.provider == "github" {
+		return f.srv.URL + "/api/v3"
+	}
+	return f.srv.URL
 }
 
 func (f *fakeForge) statusPath() string {
@@ -164,7 +175,10 @@ func setupStatus(t *testing.T, f *fakeForge) *statusBundle {
 	t.Helper()
 	d := testdb.New(t)
 	keys, _ := secret.NewKeyring(make([]byte, 32), nil)
-	sv := wiring.NewServices(d, keys, nil, wiring.Options{LatestCommit: forgestatus.LatestCommit(http.DefaultClient, nil)})
+	// The fake forges listen on loopback: the operator's switch allows them.
+	policy := repourl.Policy{AllowLocal: true}
+	sv := wiring.NewServices(d, keys, nil, wiring.Options{CheckoutPolicy: policy,
+		LatestCommit: forgestatus.LatestCommit(forgeapi.NewHTTPClient(policy), nil)})
 	workers := river.NewWorkers()
 	// The test is the executor; executions (on the runs queue, which this
 	// client does not work) and reconciliations are accepted and left be.
@@ -196,7 +210,7 @@ func setupStatus(t *testing.T, f *fakeForge) *statusBundle {
 	}
 	owner, _ := sv.Accounts.Authenticate(context.Background(), res.Token)
 	p, err := sv.Projects.Create(context.Background(), owner, project.ProjectInput{Slug: strp("app"), RepoURL: strp("https://example.com/acme/app.git"),
-		DefaultBranch: strp("main"), RunCommand: strp("true"), Provider: strp(f.provider), ProviderAPIURL: strp(f.srv.URL),
+		DefaultBranch: strp("main"), RunCommand: strp("true"), Provider: strp(f.provider), ProviderAPIURL: strp(f.apiURL()),
 		ProviderRepo: strp("acme/app"), ProviderToken: strp("tok-" + f.provider)})
 	if err != nil {
 		t.Fatal(err)

@@ -873,7 +873,7 @@ func ProjectFormPage(p ProjectFormProps) templ.Component {
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = textField("provider_api_url", "API URL", p.Form.ProviderAPIURL, "for self-hosted instances; empty for the public service", false, p.Form.Errors).Render(ctx, templ_7745c5c3_Buffer)
+			templ_7745c5c3_Err = textField("provider_api_url", "API URL", p.Form.ProviderAPIURL, "self-hosted only: GitHub Enterprise's API root (https://ghe.example/api/v3), a GitLab or Gitea instance (https://git.example); empty for github.com, gitlab.com", false, p.Form.Errors).Render(ctx, templ_7745c5c3_Buffer)
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"anvil/domain"
+	"anvil/domain/forgeapi"
 	"anvil/domain/forgestatus"
 	"anvil/domain/repourl"
 	"anvil/jobs/jobstest"
@@ -68,7 +69,7 @@ func setupLatest(t *testing.T) *testBundle {
 	}
 	dopts := testDomainOptions()
 	dopts.CheckoutPolicy = policy
-	dopts.LatestCommit = forgestatus.LatestCommit(http.DefaultClient, git.Head)
+	dopts.LatestCommit = forgestatus.LatestCommit(forgeapi.NewHTTPClient(policy), git.Head)
 	return setupFull(t, testOptions(), dopts)
 }
 
@@ -93,7 +94,7 @@ func TestRunLatestCommitThroughTheAPI(t *testing.T) {
 	b := setupLatest(t)
 	f := newFakeGitHub(t)
 	in := validProject("shop")
-	in["provider"], in["provider_api_url"], in["provider_repo"], in["provider_token"] = "github", f.srv.URL, "acme/shop", "ghp_test"
+	in["provider"], in["provider_api_url"], in["provider_repo"], in["provider_token"] = "github", f.srv.URL+"/api/v3", "acme/shop", "ghp_test"
 	status, p := b.api(t, b.owner.Token, "POST", "/api/private/projects", in)
 	if status != http.StatusCreated {
 		t.Fatalf("create: %d %v", status, p)

@@ -3,15 +3,14 @@ package alert
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net"
 	"net/http"
 	"net/netip"
 	"net/url"
-	"syscall"
 	"time"
 
 	"anvil/domain"
+	"anvil/domain/internal/egress"
 	"anvil/domain/repourl"
 )
 
@@ -73,36 +72,15 @@ func (a *Service) checkAddress(ctx context.Context, u *url.URL) error {
 	return nil
 }
 
-// dialControl refuses a connection to a private address unless allowed.
-// It runs on the address actually dialled, after resolution, so a name
-// that resolved to a public address at create time and to a private one
-// now (DNS rebinding) is refused too.
-func (a *Service) dialControl(_, address string, _ syscall.RawConn) error {
-	if a.allowPrivate.Load() {
-		return nil
-	}
-	ap, err := netip.ParseAddrPort(address)
-	if err != nil {
-		return fmt.Errorf("%w: cannot read the address %q", ErrPrivateDestination, address)
-	}
-	if repourl.IsLocalAddr(ap.Addr().Unmap()) {
-		return ErrPrivateDestination
-	}
-	return nil
-}
-
 // newHTTPClient keeps a connection per concurrent delivery open to each
 // destination (Go keeps two per host by default, so a burst would dial a
-// new connection for most deliveries), and bounds an attempt to 10 s. It
-// connects directly (no proxy from the environment: the address checked
-// must be the destination's), checks every address it dials, and follows
-// no redirect (a 3xx could point anywhere).
+// new connection for most deliveries), and bounds an attempt to 10 s. The
+// client is the confined one every request anvil makes for a user goes
+// through (domain/internal/egress): it checks every address it dials (a
+// name that resolved to a public address at create time and to a private
+// one now — DNS rebinding — is refused too), takes no proxy from the
+// environment and follows no redirect.
 func (a *Service) newHTTPClient() *http.Client {
-	t := http.DefaultTransport.(*http.Transport).Clone()
-	t.Proxy = nil
-	t.MaxIdleConnsPerHost = QueueConfig.MaxWorkers
-	d := &net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second, Control: a.dialControl}
-	t.DialContext = d.DialContext
-	return &http.Client{Timeout: 10 * time.Second, Transport: t,
-		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	return egress.NewClient(egress.Options{Timeout: 10 * time.Second, MaxIdleConnsPerHost: QueueConfig.MaxWorkers,
+		AllowPrivate: a.allowPrivate.Load, Refused: ErrPrivateDestination})
 }

@@ -6,10 +6,8 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/google/go-github/v75/github"
-	gitlab "gitlab.com/gitlab-org/api/client-go"
-
 	"anvil/domain"
+	"anvil/domain/forgeapi"
 	"anvil/domain/run"
 )
 
@@ -19,7 +17,8 @@ type GitHead func(ctx context.Context, repoURL, token, branch string) (string, e
 
 // LatestCommit resolves a project's default-branch head through its forge's
 // API (GET the branch with the official client), or with git ls-remote when
-// the project has no provider.
+// the project has no provider. hc is forgeapi.NewHTTPClient under the
+// checkout policy.
 func LatestCommit(hc *http.Client, git GitHead) run.LatestResolver {
 	return func(ctx context.Context, p *domain.Project, token string) (string, error) {
 		if p.Provider == "" {
@@ -33,55 +32,7 @@ func LatestCommit(hc *http.Client, git GitHead) run.LatestResolver {
 	}
 }
 
-// BranchHead asks the forge for a branch's head commit.
+// BranchHead asks the forge for a branch's head commit (forgeapi.BranchHead).
 func BranchHead(ctx context.Context, hc *http.Client, f Forge, branch string) (string, error) {
-	switch f.Provider {
-	case "github":
-		owner, name, err := splitRepo(f.Repo)
-		if err != nil {
-			return "", err
-		}
-		gh := github.NewClient(hc).WithAuthToken(f.Token)
-		if f.APIURL != "" {
-			if gh, err = gh.WithEnterpriseURLs(f.APIURL, f.APIURL); err != nil {
-				return "", err
-			}
-		}
-		b, _, err := gh.Repositories.GetBranch(ctx, owner, name, branch, 0)
-		if err != nil {
-			return "", err
-		}
-		return b.GetCommit().GetSHA(), nil
-	case "gitlab":
-		gl, err := gitlabClient(hc, f)
-		if err != nil {
-			return "", err
-		}
-		b, _, err := gl.Branches.GetBranch(f.Repo, branch, gitlab.WithContext(ctx))
-		if err != nil {
-			return "", err
-		}
-		if b.Commit == nil {
-			return "", errors.New("the branch has no commit")
-		}
-		return b.Commit.ID, nil
-	case "gitea":
-		owner, name, err := splitRepo(f.Repo)
-		if err != nil {
-			return "", err
-		}
-		gc, err := giteaClient(ctx, hc, f)
-		if err != nil {
-			return "", err
-		}
-		b, _, err := gc.GetRepoBranch(owner, name, branch)
-		if err != nil {
-			return "", err
-		}
-		if b.Commit == nil {
-			return "", errors.New("the branch has no commit")
-		}
-		return b.Commit.ID, nil
-	}
-	return "", errors.New("unknown provider " + f.Provider)
+	return forgeapi.BranchHead(ctx, hc, f, branch)
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -13,6 +12,8 @@ import (
 	"code.gitea.io/sdk/gitea"
 	"github.com/google/go-github/v75/github"
 	gitlab "gitlab.com/gitlab-org/api/client-go"
+
+	"anvil/domain/forgeapi"
 )
 
 // Status is one commit status as every forge takes it.
@@ -24,29 +25,9 @@ type Status struct {
 	Description string
 }
 
-// Forge is where a project's statuses go.
-type Forge struct {
-	Provider string // github, gitlab, gitea
-	APIURL   string // "" for github.com / gitlab.com
-	Repo     string // owner/name (GitLab: the project path)
-	Token    string
-}
-
-// Host is the forge host the per-host limits are kept for.
-func (f Forge) Host() string {
-	if f.APIURL != "" {
-		if u, err := url.Parse(f.APIURL); err == nil && u.Host != "" {
-			return u.Host
-		}
-	}
-	switch f.Provider {
-	case "github":
-		return "api.github.com"
-	case "gitlab":
-		return "gitlab.com"
-	}
-	return f.Provider
-}
+// Forge is where a project's statuses go (forgeapi.Forge: one meaning of
+// provider_api_url for every call to a forge).
+type Forge = forgeapi.Forge
 
 // PostError is a post that failed, classified for the retry policy.
 type PostError struct {
@@ -60,19 +41,17 @@ type PostError struct {
 }
 
 func (e *PostError) Error() string {
-	if e.Status != 0 {
-		return fmt.Sprintf("HTTP %d: %s", e.Status, e.Err.Error())
-	}
+	// Err is a forgeapi.Error (it names the status) or anvil's own words.
 	return e.Err.Error()
 }
 func (e *PostError) Unwrap() error { return e.Err }
 
 // classify turns a client's answer into a PostError (nil on success).
-func classify(resp *http.Response, err error, now time.Time) error {
+func classify(provider string, resp *http.Response, err error, now time.Time) error {
 	if err == nil {
 		return nil
 	}
-	pe := &PostError{Err: err}
+	pe := &PostError{Err: forgeapi.Clean(provider, resp, err)}
 	if resp == nil {
 		pe.Transient = true // network error: no answer at all
 		return pe
@@ -122,9 +101,9 @@ func Post(ctx context.Context, hc *http.Client, f Forge, s Status, now time.Time
 }
 
 func splitRepo(repo string) (string, string, error) {
-	owner, name, ok := strings.Cut(repo, "/")
-	if !ok || owner == "" || name == "" || strings.Contains(name, "/") {
-		return "", "", &PostError{Err: fmt.Errorf("repository %q is not owner/name", repo)}
+	owner, name, err := forgeapi.SplitRepo(repo)
+	if err != nil {
+		return "", "", &PostError{Err: err}
 	}
 	return owner, name, nil
 }
@@ -134,53 +113,30 @@ func postGitHub(ctx context.Context, hc *http.Client, f Forge, s Status, now tim
 	if err != nil {
 		return err
 	}
-	gh := github.NewClient(hc).WithAuthToken(f.Token)
-	if f.APIURL != "" {
-		if gh, err = gh.WithEnterpriseURLs(f.APIURL, f.APIURL); err != nil {
-			return &PostError{Err: err}
-		}
+	gh, err := forgeapi.GitHub(hc, f)
+	if err != nil {
+		return &PostError{Err: err}
 	}
 	_, resp, err := gh.Repositories.CreateStatus(ctx, owner, name, s.SHA, &github.RepoStatus{
 		State: &s.State, Context: &s.Context, TargetURL: &s.TargetURL, Description: &s.Description})
-	var r *http.Response
-	if resp != nil {
-		r = resp.Response
-	}
+	r := forgeapi.GitHubHTTP(resp)
 	var rl *github.RateLimitError
 	if errors.As(err, &rl) && r == nil {
 		// go-github refuses locally while it knows the quota is spent.
-		return &PostError{Transient: true, RetryAt: rl.Rate.Reset.Time, Err: err}
+		return &PostError{Transient: true, RetryAt: rl.Rate.Reset.Time, Err: forgeapi.Clean(f.Provider, nil, err)}
 	}
-	return classify(r, err, now)
-}
-
-func gitlabClient(hc *http.Client, f Forge) (*gitlab.Client, error) {
-	// No retries inside the client: the job's back-off is the one policy,
-	// and a rate-limit answer must reach it.
-	opts := []gitlab.ClientOptionFunc{gitlab.WithHTTPClient(hc), gitlab.WithCustomRetryMax(0)}
-	if f.APIURL != "" {
-		opts = append(opts, gitlab.WithBaseURL(f.APIURL))
-	}
-	return gitlab.NewClient(f.Token, opts...)
+	return classify(f.Provider, r, err, now)
 }
 
 func postGitLab(ctx context.Context, hc *http.Client, f Forge, s Status, now time.Time) error {
-	gl, err := gitlabClient(hc, f)
+	gl, err := forgeapi.GitLab(hc, f)
 	if err != nil {
 		return &PostError{Err: err}
 	}
 	_, resp, err := gl.Commits.SetCommitStatus(f.Repo, s.SHA, &gitlab.SetCommitStatusOptions{
 		State: gitlab.BuildStateValue(s.State), Context: &s.Context, TargetURL: &s.TargetURL, Description: &s.Description,
 	}, gitlab.WithContext(ctx))
-	var r *http.Response
-	if resp != nil {
-		r = resp.Response
-	}
-	return classify(r, err, now)
-}
-
-func giteaClient(ctx context.Context, hc *http.Client, f Forge) (*gitea.Client, error) {
-	return gitea.NewClient(f.APIURL, gitea.SetToken(f.Token), gitea.SetHTTPClient(hc), gitea.SetContext(ctx), gitea.SetGiteaVersion(""))
+	return classify(f.Provider, forgeapi.GitLabHTTP(resp), err, now)
 }
 
 func postGitea(ctx context.Context, hc *http.Client, f Forge, s Status, now time.Time) error {
@@ -188,15 +144,11 @@ func postGitea(ctx context.Context, hc *http.Client, f Forge, s Status, now time
 	if err != nil {
 		return err
 	}
-	gc, err := giteaClient(ctx, hc, f)
+	gc, err := forgeapi.Gitea(ctx, hc, f)
 	if err != nil {
 		return &PostError{Err: err}
 	}
 	_, resp, err := gc.CreateStatus(owner, name, s.SHA, gitea.CreateStatusOption{
 		State: gitea.StatusState(s.State), TargetURL: s.TargetURL, Description: s.Description, Context: s.Context})
-	var r *http.Response
-	if resp != nil {
-		r = resp.Response
-	}
-	return classify(r, err, now)
+	return classify(f.Provider, forgeapi.GiteaHTTP(resp), err, now)
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/uptrace/bun"
 
 	"anvil/domain"
+	"anvil/domain/forgeapi"
 	"anvil/domain/project"
 	"anvil/domain/run"
 )
@@ -51,17 +52,7 @@ type Report struct {
 }
 
 // ProviderName is the forge's name as people write it.
-func ProviderName(p string) string {
-	switch p {
-	case "github":
-		return "GitHub"
-	case "gitlab":
-		return "GitLab"
-	case "gitea":
-		return "Gitea"
-	}
-	return p
-}
+func ProviderName(p string) string { return forgeapi.ProviderName(p) }
 
 // Last returns the run's last report, nil when nothing was reported.
 func Last(ctx context.Context, db bun.IDB, runID uuid.UUID) (*Report, error) {
@@ -96,10 +87,11 @@ type host struct {
 	until time.Time // rate-limited until
 }
 
-// NewReporter builds the process's reporter.
+// NewReporter builds the process's reporter; its client is the forges'
+// confined one under the projects' checkout policy.
 func NewReporter(s *domain.Store, ps *project.Projects, publicURL string) *Reporter {
 	return &Reporter{Store: s, Projects: ps, PublicURL: strings.TrimRight(publicURL, "/"),
-		HTTP: &http.Client{Timeout: 30 * time.Second}}
+		HTTP: forgeapi.NewHTTPClient(ps.CheckoutPolicy())}
 }
 
 func (rp *Reporter) host(name string) *host {

@@ -265,6 +265,10 @@ func (ps *Projects) SetCheckout(policy repourl.Policy, prober RepoProber) {
 	ps.policy, ps.prober = policy, prober
 }
 
+// CheckoutPolicy is the policy repositories and forges are held to
+// (ANVIL_CHECKOUT_ALLOW_LOCAL); the forges' client is built on it.
+func (ps *Projects) CheckoutPolicy() repourl.Policy { return ps.policy }
+
 func providerTokenAAD(id uuid.UUID) []byte {
 	return []byte("project:" + id.String() + ":provider_token")
 }
@@ -305,6 +309,7 @@ func (ps *Projects) Create(ctx context.Context, pr *domain.Principal, in Project
 	}
 	p := &domain.Project{ID: uuid.New(), OrgID: pr.OrgID}
 	pre, warnings := ps.checkRepoURL(ctx, &in)
+	pre, warnings = ps.checkAPIURL(ctx, &in, pre, warnings)
 	if err := in.apply(p, true, pre); err != nil {
 		return nil, err
 	}
@@ -338,6 +343,7 @@ func (ps *Projects) Update(ctx context.Context, pr *domain.Principal, id uuid.UU
 	var out *domain.Project
 	// The policy resolves the host: before the project's lock, not under it.
 	pre, warnings := ps.checkRepoURL(ctx, &in)
+	pre, warnings = ps.checkAPIURL(ctx, &in, pre, warnings)
 	err := ps.s.WithProject(ctx, id, func(ctx context.Context, tx bun.Tx, p *domain.Project) error {
 		if p.OrgID != pr.OrgID {
 			return domain.NotFound("project")

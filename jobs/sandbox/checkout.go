@@ -333,7 +333,7 @@ func (g *Git) newRun(ctx context.Context, repoURL, token, dir string, log io.Wri
 		{"init.defaultBranch", "anvil"},
 		{"protocol.ext.allow", "never"},
 	}
-	sshCommand := "ssh -o BatchMode=yes"
+	sshCommand := SSHCommand(chk, g.Policy.AllowLocal)
 	if g.Policy.AllowLocal {
 		protocols += ":file"
 		if chk.Kind == repourl.KindLocal && g.bwrap != "" {
@@ -345,13 +345,9 @@ func (g *Git) newRun(ctx context.Context, repoURL, token, dir string, log io.Wri
 	} else {
 		// A redirect is a new address the policy has not seen.
 		config = append(config, [2]string{"http.followRedirects", "false"}, [2]string{"protocol.file.allow", "never"})
-		if _, err := netip.ParseAddr(chk.Host); err != nil && len(chk.Addrs) > 0 {
-			switch chk.Kind {
-			case repourl.KindHTTP:
-				config = append(config, [2]string{"http.curloptResolve", CurlResolve(chk)})
-			case repourl.KindSSH:
-				sshCommand += " -o HostName=" + chk.Addrs[0].String() + " -o HostKeyAlias=" + chk.Host
-			}
+		// ssh is pinned by SSHCommand above.
+		if _, err := netip.ParseAddr(chk.Host); err != nil && len(chk.Addrs) > 0 && chk.Kind == repourl.KindHTTP {
+			config = append(config, [2]string{"http.curloptResolve", CurlResolve(chk)})
 		}
 	}
 	config = append(config, extraConfig...)
