@@ -63,7 +63,7 @@ type sentryEvent struct {
 		URL     string          `json:"url"`
 		Headers json.RawMessage `json:"headers"`
 	} `json:"request"`
-	DebugMeta json.RawMessage `json:"debug_meta"`
+	DebugMeta   json.RawMessage `json:"debug_meta"`
 	User        json.RawMessage `json:"user"`
 	Breadcrumbs json.RawMessage `json:"breadcrumbs"`
 	Tags        json.RawMessage `json:"tags"`
