@@ -86,6 +86,8 @@ func (s *Server) originGate(c echo.Context, snd *feed.FeedSender, sentryDoor boo
 	switch snd.JudgeOrigin(hasOrigin, origin) {
 	case feed.OriginRefused:
 		msg := "a server token was sent with an Origin header, so it is in a browser; revoke this connection and issue a new token for a server process"
+		// Counted too: the Feed page then shows that the key leaked.
+		s.recordRefusal(snd, "origin_refused", msg)
 		if sentryDoor {
 			return true, c.JSON(http.StatusForbidden, sentryDetail{Detail: "origin_refused: a server key was sent with an Origin header, so it is in a browser; revoke this connection and issue a new one for a server process"})
 		}
