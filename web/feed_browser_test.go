@@ -295,6 +295,12 @@ func TestBrowserCORSHeaders(t *testing.T) {
 	add("native server key", f.send(t, single, f.token, ev(newID()), "Origin", shopOrigin), 403, false)
 	add("sentry server key", sentrySend(t, f.srv.URL, f.sentryQuery(f.key), envelope(`{}`), "Origin", shopOrigin), 403, false)
 	add("native no origin", f.send(t, single, f.token, ev(newID())), 202, false)
+	// A 413 is decided before the key; an allowed origin may still read it.
+	big := `{"x":"` + strings.Repeat("a", 300000) + `"}`
+	add("native 413 allowed", f.send(t, single, f.pubKey, big, "Origin", shopOrigin), 413, true)
+	add("sentry 413 allowed", sentrySend(t, f.srv.URL, sq, []byte(big), "Origin", shopOrigin), 413, true)
+	add("native 413 unlisted", f.send(t, single, f.pubKey, big, "Origin", "https://evil.example"), 413, false)
+	add("sentry 413 server key", sentrySend(t, f.srv.URL, f.sentryQuery(f.key), []byte(big), "Origin", shopOrigin), 413, false)
 	for _, a := range answers {
 		if a.r.Status != a.status {
 			t.Errorf("%s: status %d, want %d: %s", a.what, a.r.Status, a.status, a.r.Raw)
