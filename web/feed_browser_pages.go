@@ -28,11 +28,7 @@ func (s *Server) browserRow(c echo.Context, cn *feed.FeedConnection, row *views.
 // originLines reads the editor's textarea: one origin a line (commas and
 // spaces separate too); blank lines are nothing.
 func originLines(v string) []string {
-	out := []string{}
-	for _, f := range strings.FieldsFunc(v, func(r rune) bool { return r == '\n' || r == '\r' || r == ',' || r == ' ' || r == '\t' }) {
-		out = append(out, f)
-	}
-	return out
+	return append([]string{}, strings.FieldsFunc(v, func(r rune) bool { return r == '\n' || r == '\r' || r == ',' || r == ' ' || r == '\t' })...)
 }
 
 // feedConnectionOriginsSubmit saves a browser connection's allowed origins;
