@@ -129,6 +129,29 @@ func AppendMarshal(b []byte, e *Event) ([]byte, error) {
 	if b, err = appendAny(b, "agent_context", e.AgentContext); err != nil {
 		return nil, err
 	}
+	b = appendClient(b, "browser", e.Browser)
+	b = appendClient(b, "os", e.OS)
+	if dm := e.DebugMeta; dm != nil {
+		b = append(b, `,"debug_meta":{`...)
+		if len(dm.Images) > 0 {
+			b = append(b, `"images":[`...)
+			for i := range dm.Images {
+				if i > 0 {
+					b = append(b, ',')
+				}
+				im := &dm.Images[i]
+				b = append(b, '{')
+				b = appendObjectFields(b, func(b []byte) []byte {
+					b = appendField(b, "type", im.Type)
+					b = appendField(b, "code_file", im.CodeFile)
+					return appendField(b, "debug_id", im.DebugID)
+				})
+				b = append(b, '}')
+			}
+			b = append(b, ']')
+		}
+		b = append(b, '}')
+	}
 	return append(b, '}'), nil
 }
 
@@ -145,6 +168,23 @@ func appendFrame(b []byte, f *Frame) []byte {
 	}
 	b = append(b, `"in_app":`...)
 	b = strconv.AppendBool(b, f.InApp)
+	b = appendField(b, "abs_path", f.AbsPath)
+	b = appendInt(b, "colno", f.Colno)
+	return append(b, '}')
+}
+
+// appendClient appends ,"name":{…} for a browser or an OS (omitted when nil).
+func appendClient(b []byte, name string, c *Client) []byte {
+	if c == nil {
+		return b
+	}
+	b = append(b, ',', '"')
+	b = append(b, name...)
+	b = append(b, `":{`...)
+	b = appendObjectFields(b, func(b []byte) []byte {
+		b = appendField(b, "name", c.Name)
+		return appendField(b, "version", c.Version)
+	})
 	return append(b, '}')
 }
 

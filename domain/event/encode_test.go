@@ -56,6 +56,7 @@ func TestMarshalIsEncodingJSON(t *testing.T) {
 func FuzzMarshal(f *testing.F) {
 	f.Add([]byte(curlExample))
 	f.Add([]byte(`{"event_id":"f4b1a0c2-0f4a-4a1e-9d7a-2b6c5d8e1f30","timestamp":"2026-09-16T10:11:12.5+05:45","title":"<t>\u2028","level":"info","environment":"dev","service":"s\\","sdk":{"name":"n"},"exception":{"type":"x","stacktrace":[{},{"in_app":true}]},"user":{},"tags":{"b":"1","a":"2"},"enrichment":{"a":[1e400]}}`))
+	f.Add([]byte(`{"event_id":"f4b1a0c2-0f4a-4a1e-9d7a-2b6c5d8e1f30","timestamp":"2026-09-16T10:11:12Z","title":"t","level":"error","environment":"production","service":"s","sdk":{"name":"n"},"browser":"Mozilla/5.0 (X11; Linux x86_64) Chrome/136.0.0.0 Safari/537.36","os":{"name":"<L>","version":1},"debug_meta":{"images":[{"type":"sourcemap","code_file":"https://x/a.js?token=abc","debug_id":"d"},{}]},"exception":{"type":"E","stacktrace":[{"abs_path":"https://x/a.js","colno":12,"line":1,"in_app":true}]}}`))
 	f.Fuzz(func(t *testing.T, raw []byte) {
 		ev, rej := Validate(raw)
 		if rej != nil {

@@ -60,8 +60,8 @@ type Rejection struct {
 // Event is the validated, bounded and scrubbed shape of one Anvil Feed event,
 // the form in which it is stored (as JSONB) and shown. It keeps the fields of
 // the feed contract's schema 1.0 and nothing else: unknown fields are read past
-// (evolution is additive) and `browser` is a known schema-1.0 field that
-// release A deliberately does not keep.
+// (evolution is additive). `browser`, which release A read past, is kept
+// since stage B (issue 27), with `os` and `debug_meta`.
 //
 // The *_omitted counters make every cut visible: a reader of a stored event
 // can always tell that something was removed and how much.
@@ -91,6 +91,12 @@ type Event struct {
 	TagsOmitted        int               `json:"tags_omitted,omitempty"`
 	Enrichment         map[string]any    `json:"enrichment,omitempty"`
 	AgentContext       map[string]any    `json:"agent_context,omitempty"`
+	// Browser and OS are where a front-end error happened, and DebugMeta
+	// the bundles' debug ids (client.go; issue 27). They come last so the
+	// stored form of an event without them is what it was.
+	Browser   *Client    `json:"browser,omitempty"`
+	OS        *Client    `json:"os,omitempty"`
+	DebugMeta *DebugMeta `json:"debug_meta,omitempty"`
 }
 
 // SDK names the library that sent the event.
@@ -117,6 +123,10 @@ type Frame struct {
 	Function    string `json:"function,omitempty"`
 	ContextCode string `json:"context_code,omitempty"`
 	InApp       bool   `json:"in_app"`
+	// AbsPath and Colno are kept exactly as sent (Line is the lineno): the
+	// source-map step resolves a minified frame from them (issue 27).
+	AbsPath string `json:"abs_path,omitempty"`
+	Colno   int    `json:"colno,omitempty"`
 }
 
 // Request is the HTTP request that failed. URL is only ever an http(s) URL:

@@ -170,6 +170,8 @@ func FuzzDecodeWire(f *testing.F) {
 	f.Add([]byte(` {"user":{"id":"u","ip_hash":"h"},"request":{"url":"https://x","method":"GET","status_code":500}} `))
 	f.Add([]byte(`{"title":"t","tags":null}`))
 	f.Add([]byte(`{"title":"t"}`))
+	f.Add([]byte(`{"browser":{"name":"Chrome","version":"136"},"os":"Linux","debug_meta":{"images":[{"debug_id":"d"}]},"exception":{"stacktrace":[{"abs_path":"https://x/a.js","colno":12,"line":1}]}}`))
+	f.Add([]byte(`{"browser":"Mozilla/5.0","os":null,"debug_meta":[],"exception":{"stacktrace":[{"colno":"x","abs_path":1}]}}`))
 	f.Fuzz(func(t *testing.T, raw []byte) {
 		var got, want wireEvent
 		gotErr := decodeWire(raw, &got)

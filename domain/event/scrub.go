@@ -80,6 +80,9 @@ func Scrub(e *Event) error {
 			if f.ContextCode, err = scrubField("exception.stacktrace.context_code", f.ContextCode); err != nil {
 				return err
 			}
+			if f.AbsPath, err = scrubField("exception.stacktrace.abs_path", f.AbsPath); err != nil {
+				return err
+			}
 		}
 	}
 	if e.Request != nil {
@@ -93,6 +96,9 @@ func Scrub(e *Event) error {
 		}
 	}
 	if err := scrubTags(e.Tags); err != nil {
+		return err
+	}
+	if err := scrubClients(e); err != nil {
 		return err
 	}
 	w := bagWalker{}

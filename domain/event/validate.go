@@ -207,6 +207,12 @@ func Validate(raw json.RawMessage) (Event, *Rejection) {
 	if ev.AgentContext, err = decodeBag(w.AgentContext); err != nil {
 		return Event{}, reject(id, SchemaViolation, "agent_context must be a JSON object")
 	}
+	var uaOS *Client
+	ev.Browser, uaOS = readClient(w.Browser, true)
+	if ev.OS, _ = readClient(w.OS, false); ev.OS == nil {
+		ev.OS = uaOS
+	}
+	ev.DebugMeta = readDebugMeta(w.DebugMeta)
 	return ev, nil
 }
 
@@ -273,6 +279,9 @@ type wireEvent struct {
 	Tags          map[string]string `json:"tags"`
 	Enrichment    json.RawMessage   `json:"enrichment"`
 	AgentContext  json.RawMessage   `json:"agent_context"`
+	Browser       json.RawMessage   `json:"browser"`
+	OS            json.RawMessage   `json:"os"`
+	DebugMeta     json.RawMessage   `json:"debug_meta"`
 }
 
 type wireSDK struct {
@@ -505,6 +514,10 @@ func boundException(w *wireException) *Exception {
 		f.File = truncate(f.File, MaxNameChars)
 		f.Function = truncate(f.Function, MaxNameChars)
 		f.ContextCode = truncate(f.ContextCode, MaxContextCodeChars)
+		f.AbsPath = truncate(f.AbsPath, MaxURLChars)
+		if f.Colno < 0 {
+			f.Colno = 0
+		}
 	}
 	if len(frames) > 0 {
 		ex.Stacktrace = frames

@@ -55,6 +55,12 @@ func decodeWireFast(raw []byte, w *wireEvent) bool {
 			w.Enrichment, ok = p.rawValue()
 		case 16:
 			w.AgentContext, ok = p.rawValue()
+		case 17:
+			w.Browser, ok = p.rawValue()
+		case 18:
+			w.OS, ok = p.rawValue()
+		case 19:
+			w.DebugMeta, ok = p.rawValue()
 		}
 		return ok
 	})) {
@@ -67,12 +73,13 @@ func decodeWireFast(raw []byte, w *wireEvent) bool {
 // The fields of each wire type, in the order of the switches that fill them.
 var (
 	wireEventFields = [...]string{"schema_version", "event_id", "timestamp", "title", "level", "environment", "service",
-		"language", "sdk", "exception", "release", "request", "user", "breadcrumbs", "tags", "enrichment", "agent_context"}
+		"language", "sdk", "exception", "release", "request", "user", "breadcrumbs", "tags", "enrichment", "agent_context",
+		"browser", "os", "debug_meta"}
 	wireSDKFields       = [...]string{"name", "version", "runtime"}
 	wireExceptionFields = [...]string{"type", "message", "stacktrace"}
 	wireRequestFields   = [...]string{"method", "url", "status_code"}
 	wireUserFields      = [...]string{"id"}
-	wireFrameFields     = [...]string{"file", "line", "function", "context_code", "in_app"}
+	wireFrameFields     = [...]string{"file", "line", "function", "context_code", "in_app", "abs_path", "colno"}
 )
 
 // wireParser reads one JSON value from b; s is the same bytes as a string.
@@ -491,8 +498,12 @@ func (p *wireParser) frames(dst *[]Frame) bool {
 				return p.str(&f.Function)
 			case 3:
 				return p.str(&f.ContextCode)
+			case 4:
+				return p.boolean(&f.InApp)
+			case 5:
+				return p.str(&f.AbsPath)
 			}
-			return p.boolean(&f.InApp)
+			return p.integer(&f.Colno)
 		}))
 	})
 	*dst = frames

@@ -63,9 +63,11 @@ type sentryEvent struct {
 	Exception   json.RawMessage `json:"exception"`
 	Stacktrace  *stacktrace     `json:"stacktrace"`
 	Request     *struct {
-		Method string `json:"method"`
-		URL    string `json:"url"`
+		Method  string          `json:"method"`
+		URL     string          `json:"url"`
+		Headers json.RawMessage `json:"headers"`
 	} `json:"request"`
+	DebugMeta   json.RawMessage `json:"debug_meta"`
 	User        json.RawMessage `json:"user"`
 	Breadcrumbs json.RawMessage `json:"breadcrumbs"`
 	Tags        json.RawMessage `json:"tags"`
@@ -81,6 +83,8 @@ type sentryEvent struct {
 		Response *struct {
 			StatusCode int `json:"status_code"`
 		} `json:"response"`
+		Browser json.RawMessage `json:"browser"`
+		OS      json.RawMessage `json:"os"`
 	} `json:"contexts"`
 }
 
@@ -111,6 +115,7 @@ type sentryFrame struct {
 	Lineno      int    `json:"lineno"`
 	ContextLine string `json:"context_line"`
 	InApp       bool   `json:"in_app"`
+	Colno       int    `json:"colno"`
 }
 
 // feedEvent is the feed event the translation writes (seed 004's wire
@@ -131,6 +136,11 @@ type feedEvent struct {
 	User          *feedUser         `json:"user,omitempty"`
 	Breadcrumbs   []string          `json:"breadcrumbs,omitempty"`
 	Tags          map[string]string `json:"tags,omitempty"`
+	// The browser's own fields (browser.go; issue 27).
+	// Browser is {name, version}, or a User-Agent string the feed reads.
+	Browser   json.RawMessage `json:"browser,omitempty"`
+	OS        *feedClient     `json:"os,omitempty"`
+	DebugMeta json.RawMessage `json:"debug_meta,omitempty"`
 }
 
 type feedSDK struct {
@@ -151,6 +161,8 @@ type feedFrame struct {
 	Function    string `json:"function,omitempty"`
 	ContextCode string `json:"context_code,omitempty"`
 	InApp       bool   `json:"in_app"`
+	AbsPath     string `json:"abs_path,omitempty"`
+	Colno       int    `json:"colno,omitempty"`
 }
 
 type feedRequest struct {
@@ -279,6 +291,7 @@ func Translate(raw []byte, d Defaults) (Translated, *Problem) {
 		fe.User = &feedUser{ID: uid}
 	}
 	fe.Breadcrumbs = breadcrumbs(se.Breadcrumbs)
+	browserFields(&se, &fe)
 
 	out, err := fastjson.Marshal(&fe)
 	if err != nil {
@@ -400,7 +413,8 @@ func frames(in []sentryFrame) []feedFrame {
 		if line < 0 {
 			line = 0
 		}
-		out = append(out, feedFrame{File: file, Line: line, Function: f.Function, ContextCode: f.ContextLine, InApp: f.InApp})
+		out = append(out, feedFrame{File: file, Line: line, Function: f.Function, ContextCode: f.ContextLine, InApp: f.InApp,
+			AbsPath: f.AbsPath, Colno: max(f.Colno, 0)})
 	}
 	return out
 }
