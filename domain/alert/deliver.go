@@ -259,7 +259,7 @@ func (a *Service) Digest(ctx context.Context, destinationID uuid.UUID, attempt i
 		if o = a.send(ctx, d, msg, "digest", attempt, body, created); !o.Done {
 			return errNotSent // the rows stay folded for the next attempt
 		}
-		_, err := tx.NewRaw(`UPDATE alert_deliveries SET status = 'digested' WHERE id IN (?)`, bun.In(ids)).Exec(ctx)
+		_, err := tx.NewRaw(`UPDATE alert_deliveries SET status = 'digested' WHERE id IN (?)`, bun.List(ids)).Exec(ctx)
 		return err
 	})
 	if err != nil && !errors.Is(err, errNotSent) {
