@@ -24,6 +24,7 @@ import (
 	"anvil/domain/erasure"
 	"anvil/domain/feed"
 	"anvil/domain/incident"
+	"anvil/domain/monitor"
 	"anvil/domain/project"
 	"anvil/domain/repourl"
 	"anvil/domain/retention"
@@ -54,6 +55,8 @@ type Services struct {
 	Retention *retention.Service
 	// Erasure deletes projects and organisations (docs/erasure.md).
 	Erasure *erasure.Service
+	// Monitors are the cron monitors (docs/monitors.md).
+	Monitors *monitor.Service
 
 	db *db.DB
 }
@@ -106,6 +109,7 @@ func NewServices(d *db.DB, keys *secret.Keyring, log *slog.Logger, o Options) *S
 	sv.Alerts.SetAllowPrivate(o.AlertsAllowPrivate)
 	sv.Retention = retention.For(s)
 	sv.Erasure = erasure.New(s, sv.Queue, sv.Feed, sv.Webhooks)
+	sv.Monitors = monitor.New(s, sv.Incidents, o.PublicURL)
 	if o.EventRetention > 0 {
 		sv.Retention.MaxEvents = o.EventRetention
 	}
