@@ -296,6 +296,7 @@ func (ms *Service) insert(ctx context.Context, tx bun.Tx, m *Monitor) (string, e
 		return "", fmt.Errorf("monitors: insert %s: %w", m.Slug, err)
 	}
 	m.PingLookup = &lookup
+	m.ScheduleType, m.ScheduleValue, m.ScheduleUnit = m.Schedule.Type, m.Schedule.Value, m.Schedule.Unit
 	m.fill()
 	return key, nil
 }
@@ -479,6 +480,7 @@ func (ms *Service) save(ctx context.Context, tx bun.Tx, m *Monitor) error {
 		return fmt.Errorf("monitors: save %s: %w", m.Slug, err)
 	}
 	m.UpdatedAt = now
+	m.ScheduleType, m.ScheduleValue, m.ScheduleUnit = m.Schedule.Type, m.Schedule.Value, m.Schedule.Unit
 	var states []struct {
 		Env  string     `bun:"environment"`
 		Last *time.Time `bun:"last_checkin_at"`

@@ -42,7 +42,7 @@ func (ms *Service) Sweep(ctx context.Context) (SweepReport, error) {
 	var rep SweepReport
 	now := ms.Now()
 	var projects []uuid.UUID
-	if err := ms.s.DB.NewRaw(`SELECT project_id FROM monitor_states s JOIN monitors m ON m.id = s.monitor_id
+	if err := ms.s.DB.NewRaw(`SELECT s.project_id FROM monitor_states s JOIN monitors m ON m.id = s.monitor_id
 			WHERE s.due_at <= ? AND NOT m.paused
 		UNION SELECT c.project_id FROM monitor_checkins c JOIN monitors m ON m.id = c.monitor_id
 			WHERE c.status = 'in_progress' AND c.timeout_at <= ? AND NOT m.paused`, now, now).Scan(ctx, &projects); err != nil {
