@@ -1,6 +1,7 @@
 package monitor
 
 import (
+	"encoding/json"
 	"fmt"
 	"strconv"
 	"strings"
@@ -165,3 +166,18 @@ func (s Schedule) describe() string {
 
 // String implements fmt.Stringer.
 func (s Schedule) String() string { return fmt.Sprintf("%s %s", s.Type, s.describe()) }
+
+// MarshalJSON writes the schedule as Sentry's monitor_config does: an
+// interval's value is a number, a crontab's a string.
+func (s Schedule) MarshalJSON() ([]byte, error) {
+	type wire struct {
+		Type  string `json:"type"`
+		Value any    `json:"value"`
+		Unit  string `json:"unit,omitempty"`
+	}
+	w := wire{Type: s.Type, Value: s.Value, Unit: s.Unit}
+	if n, err := strconv.Atoi(s.Value); err == nil && s.Type == TypeInterval {
+		w.Value = n
+	}
+	return json.Marshal(w)
+}
