@@ -58,7 +58,7 @@ func Register(w *river.Workers, d Deps) {
 	river.AddWorker(w, &EraseSweepWorker{erasure: d.Erasure, log: d.Log})
 	river.AddWorker(w, &DeliverAlertWorker{alerts: d.Alerts})
 	river.AddWorker(w, &AlertDigestWorker{alerts: d.Alerts})
-	river.AddWorker(w, &MonitorSweepWorker{monitors: d.Monitors, log: d.Log})
+	river.AddWorker(w, NewMonitorSweepWorker(d.Monitors, d.Log))
 	river.AddWorker(w, &ExecuteRunWorker{Queue: d.Queue, Projects: d.Projects, Logs: d.Logs, Hub: d.Hub,
 		Executor: d.Executor, Git: d.Git, Limits: d.Limits, WorkRoot: d.WorkRoot, Repair: NewRepair(d.Incidents, d.Projects, d.Git.Policy), Log: d.Log,
 		Heartbeat: heartbeatInterval(d.Queue.HeartbeatTimeout()), ID: ExecutorID(),

@@ -29,3 +29,9 @@ func (w *MonitorSweepWorker) Work(ctx context.Context, _ *river.Job[monitor.Swee
 	}
 	return err
 }
+
+// NewMonitorSweepWorker is the sweep's worker on m (for processes and tests
+// that register workers one by one).
+func NewMonitorSweepWorker(m *monitor.Service, log *slog.Logger) *MonitorSweepWorker {
+	return &MonitorSweepWorker{monitors: m, log: log}
+}
