@@ -24,7 +24,7 @@ type fakeClock struct {
 	t  time.Time
 }
 
-func (c *fakeClock) now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *fakeClock) now() time.Time  { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
 func (c *fakeClock) set(t time.Time) { c.mu.Lock(); c.t = t; c.mu.Unlock() }
 
 // TestMonitorMissedOnceAcrossTwoWorkers: two worker processes — two River

@@ -12,7 +12,23 @@ import (
 	"time"
 
 	"github.com/getsentry/sentry-go"
+	"github.com/google/uuid"
+
+	"anvil/domain/monitor"
 )
+
+func uuidOf(t *testing.T, s string) uuid.UUID {
+	t.Helper()
+	id, err := uuid.Parse(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
+func monitorCheckIn(slug, status string, seconds float64) monitor.CheckInInput {
+	return monitor.CheckInInput{Slug: slug, Status: status, Duration: &seconds, Source: "sentry"}
+}
 
 // monitorFix is a project with a Sentry connection, and the API's view of
 // its monitors.
@@ -244,5 +260,63 @@ func TestMonitorPingWithCurl(t *testing.T) {
 	}
 	if st, title := f.monitorIncident(t, "backup"); st != "CLOSED" || !strings.Contains(title, "backup failed") {
 		t.Fatalf("after the oks: %q %q", st, title)
+	}
+}
+
+// The cockpit: the Monitors page lists each monitor with its strip of runs,
+// last duration and next expected run (UTC for the viewer's script, and the
+// monitor's zone); creating one shows its ping URL once; the monitor's page
+// has the server-rendered SVG chart and the runs; both have live fragments;
+// pausing stops expecting runs.
+func TestMonitorPages(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	f := &monitorFix{newSentryFix(t, b)}
+	br := b.browser(t)
+	br.login("owner@acme.test", testPassword)
+	page := "/projects/shop/monitors"
+	csrf := br.csrf(page)
+	res, body := br.post(page, url.Values{"_csrf": {csrf}, "slug": {"backup"}, "schedule_type": {"crontab"}, "schedule_value": {"0 2 * * *"},
+		"timezone": {"Europe/Berlin"}, "max_runtime": {"30"}})
+	if res.StatusCode != http.StatusCreated || !strings.Contains(body, `data-testid="monitor-ping-url"`) || !strings.Contains(body, "/api/monitors/anv_png_") {
+		t.Fatalf("create: %d %s", res.StatusCode, body)
+	}
+	res, body = br.post(page, url.Values{"_csrf": {csrf}, "slug": {"bad"}, "schedule_type": {"crontab"}, "schedule_value": {"0 2 * *"}})
+	if res.StatusCode != http.StatusUnprocessableEntity || !strings.Contains(body, `data-testid="monitor-error"`) || !strings.Contains(body, "schedule.value") {
+		t.Fatalf("a bad schedule: %d", res.StatusCode)
+	}
+	for i, st := range []string{"ok", "error"} {
+		if _, err := f.services.Monitors.CheckIn(context.Background(), uuidOf(t, f.projectID), monitorCheckIn("backup", st, float64(3-i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, body = br.get(page)
+	for _, want := range []string{`data-testid="monitor-row" data-slug="backup" data-status="error"`, `data-testid="monitor-strip" data-ticks="2"`,
+		`data-status="ok"`, `data-testid="monitor-duration">2.0 s<`, "(Europe/Berlin)", `<time datetime="`, `sse-connect="/events?project=`, `hx-trigger="sse:monitor"`} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the Monitors page lacks %s", want)
+		}
+	}
+	if strings.Contains(body, "anv_png_") && strings.Contains(body, "/api/monitors/anv_png_") {
+		t.Error("the Monitors page shows the ping URL again")
+	}
+	_, frag := br.get(page + "?fragment=1")
+	if !strings.Contains(frag, `data-slug="backup"`) || strings.Contains(frag, "<html") {
+		t.Errorf("fragment %s", frag)
+	}
+	_, body = br.get(page + "/backup")
+	for _, want := range []string{`<svg viewBox="0 0 600 160"`, `data-testid="monitor-chart"`, `<rect x=`, `fill="#ef4444" data-status="error"`,
+		`data-testid="monitor-run" data-status="error"`, `data-testid="monitor-pause"`} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the monitor page lacks %s", want)
+		}
+	}
+	res, _ = br.post(page+"/backup/pause", url.Values{"_csrf": {csrf}, "paused": {"true"}})
+	if res.StatusCode != http.StatusSeeOther {
+		t.Fatalf("pause: %d", res.StatusCode)
+	}
+	_, body = br.get(page)
+	if !strings.Contains(body, `data-testid="monitor-next">paused<`) {
+		t.Error("a paused monitor still expects a run")
 	}
 }

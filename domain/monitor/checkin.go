@@ -12,6 +12,7 @@ import (
 	"github.com/uptrace/bun/dialect/pgdialect"
 
 	"anvil/domain"
+	"anvil/domain/card"
 	"anvil/domain/event"
 	"anvil/domain/internal/dbutil"
 	"anvil/domain/internal/tokens"
@@ -117,44 +118,94 @@ func (st *state) expect(m *Monitor, t time.Time) {
 }
 
 // CheckIn records one check-in of a project's monitor — the Sentry door's
-// check_in item — in the project's transaction. A monitor_config creates or
-// updates the monitor; without one, an unknown slug is not found.
+// check_in item, a ping — in one transaction that locks the monitor's row:
+// a monitor's check-ins are serial, a project's many monitors check in side
+// by side (docs/monitors.md, "Locks"). A monitor_config creates or updates
+// the monitor; without one, an unknown slug is not found.
 func (ms *Service) CheckIn(ctx context.Context, projectID uuid.UUID, in CheckInInput) (*CheckInResult, error) {
 	var res *CheckInResult
-	err := ms.s.WithProject(ctx, projectID, func(ctx context.Context, tx bun.Tx, pr *domain.Project) error {
-		if pr.DeletedAt != nil {
-			return domain.NotFound("project")
-		}
+	err := ms.s.InTx(ctx, func(ctx context.Context, tx bun.Tx) error {
+		fx := &effects{}
+		ctx = context.WithValue(ctx, effectsKey{}, fx)
 		m, err := ms.bySlug(ctx, tx, projectID, in.Slug, true)
-		switch {
-		case errors.Is(err, domain.ErrNotFound) && in.Config != nil:
-			m = newMonitor()
-			cfg := *in.Config
-			cfg.Slug = &in.Slug
-			if err := cfg.apply(m, true); err != nil {
-				return err
-			}
-			m.OrgID, m.ProjectID = pr.OrgID, pr.ID
-			if _, err := ms.insert(ctx, tx, m); err != nil {
-				return err
-			}
-		case err != nil:
-			return err
-		case in.Config != nil:
+		if errors.Is(err, domain.ErrNotFound) && in.Config != nil {
+			m, err = ms.create(ctx, tx, projectID, in)
+		} else if err == nil && in.Config != nil {
 			cfg := *in.Config
 			cfg.Slug, cfg.Paused = nil, nil
+			was := *m
 			if err := cfg.apply(m, false); err != nil {
 				return err
 			}
-			if err := ms.save(ctx, tx, m); err != nil {
+			if !sameSettings(&was, m) {
+				if err := ms.save(ctx, tx, m); err != nil {
+					return err
+				}
+			}
+		}
+		if err != nil {
+			return err
+		}
+		if res, err = ms.checkInTx(ctx, tx, m, in); err != nil {
+			return err
+		}
+		// Last, so the project's hot rows are held as briefly as possible:
+		// the card's change count and the day's check-in count.
+		if fx.card {
+			if err := card.EnqueueRefresh(ctx, ms.s, tx, m.ProjectID); err != nil {
 				return err
 			}
 		}
-		res, err = ms.checkInTx(ctx, tx, m, in)
-		return err
+		if _, err := tx.Tx.ExecContext(ctx, retention.CountCheckInSQL, m.ProjectID, ms.Now().UTC().Format(time.DateOnly)); err != nil {
+			return fmt.Errorf("monitors: count the check-in: %w", err)
+		}
+		return nil
 	})
 	return res, err
 }
+
+// create makes the monitor a check-in's monitor_config describes; when a
+// concurrent check-in made it first, it is that one, locked.
+func (ms *Service) create(ctx context.Context, tx bun.Tx, projectID uuid.UUID, in CheckInInput) (*Monitor, error) {
+	var pr struct {
+		OrgID     uuid.UUID  `bun:"org_id"`
+		DeletedAt *time.Time `bun:"deleted_at"`
+	}
+	if err := tx.NewRaw(`SELECT org_id, deleted_at FROM projects WHERE id = ?`, projectID).Scan(ctx, &pr); err != nil {
+		if dbutil.IsNoRows(err) {
+			return nil, domain.NotFound("project")
+		}
+		return nil, fmt.Errorf("monitors: project: %w", err)
+	}
+	if pr.DeletedAt != nil {
+		return nil, domain.NotFound("project")
+	}
+	m := newMonitor()
+	cfg := *in.Config
+	cfg.Slug = &in.Slug
+	if err := cfg.apply(m, true); err != nil {
+		return nil, err
+	}
+	m.OrgID, m.ProjectID = pr.OrgID, projectID
+	if _, err := ms.insert(ctx, tx, m); err != nil {
+		if errors.Is(err, domain.ErrConflict) {
+			return ms.bySlug(ctx, tx, projectID, in.Slug, true)
+		}
+		return nil, err
+	}
+	return m, nil
+}
+
+// sameSettings reports whether a and b schedule and judge alike.
+func sameSettings(a, b *Monitor) bool {
+	return a.Schedule == b.Schedule && a.Timezone == b.Timezone && a.CheckinMargin == b.CheckinMargin && a.MaxRuntime == b.MaxRuntime &&
+		a.FailureThreshold == b.FailureThreshold && a.RecoveryThreshold == b.RecoveryThreshold && a.Environment == b.Environment && a.Paused == b.Paused
+}
+
+// effects are what a check-in's transaction does once, at its end.
+type effects struct{ card bool }
+
+type effectsKey struct{}
 
 // Ping is a check-in through a ping URL (docs/monitors.md, "Ping URLs"):
 // kind is "" (ok), "start", "fail" or an exit code. A key that is not a
@@ -233,6 +284,15 @@ func (ms *Service) checkInTx(ctx context.Context, tx bun.Tx, m *Monitor, in Chec
 	default:
 		return nil, domain.Invalid("invalid_status", "status must be in_progress, ok or error, not %q", domain.ClipString(in.Status, 32))
 	}
+	// The run first, then the state: the sweep locks in the same order
+	// (a run it times out, then its state), so the two never deadlock.
+	var partner *Run
+	if in.Status != StatusInProgress || in.CheckInID != nil {
+		var err error
+		if partner, err = findPartner(ctx, tx, m.ID, env, in); err != nil {
+			return nil, err
+		}
+	}
 	st, err := lockState(ctx, tx, m, env)
 	if err != nil {
 		return nil, err
@@ -245,24 +305,11 @@ func (ms *Service) checkInTx(ctx context.Context, tx bun.Tx, m *Monitor, in Chec
 	} else {
 		st.WindowStart, st.WindowCount = &now, 1
 	}
-	if _, err := tx.Tx.ExecContext(ctx, retention.CountCheckInSQL, m.ProjectID, now.UTC().Format(time.DateOnly)); err != nil {
-		return nil, fmt.Errorf("monitors: count the check-in: %w", err)
-	}
 	res := &CheckInResult{MonitorID: m.ID, Status: in.Status}
-	var partner *Run
-	if in.Status != StatusInProgress {
-		partner, err = findPartner(ctx, tx, m.ID, env, in)
-		if err != nil {
-			return nil, err
-		}
-	} else if in.CheckInID != nil {
+	if in.Status == StatusInProgress && partner != nil {
 		// An in_progress sent again: nothing new.
-		if p, err := findPartner(ctx, tx, m.ID, env, in); err != nil {
-			return nil, err
-		} else if p != nil {
-			res.RunID = p.ID
-			return res, st.save(ctx, tx)
-		}
+		res.RunID = partner.ID
+		return res, st.save(ctx, tx)
 	}
 	st.LastCheckin = &now
 	switch {

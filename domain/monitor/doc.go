@@ -6,8 +6,10 @@
 // worker processes, and the incidents a failing monitor opens and a
 // recovered one closes, through domain/incident's doors.
 //
-// Every change of a monitor's state runs in the project's transaction
-// (Store.WithProject): the check-ins of one project and the sweep's claims
-// serialize on the project row, and the sweep re-reads what is due after
-// the lock, so a missed run is recorded once however many sweeps race.
+// Settings change in the project's transaction (Store.WithProject). A
+// check-in locks its monitor's row, then the state row of its environment,
+// so a monitor's check-ins are serial while a project's monitors check in
+// side by side; the sweep takes the project's lock, then the states still
+// due FOR UPDATE — re-read under the lock, so a missed run is recorded once
+// however many sweeps race (docs/monitors.md, "Missed and timed-out runs").
 package monitor

@@ -181,7 +181,9 @@ func (ms *Service) moved(ctx context.Context, tx bun.Tx, m *Monitor, trs []incid
 				return fmt.Errorf("monitors: request repair: %w", err)
 			}
 		}
-		if err := card.EnqueueRefresh(ctx, ms.s, tx, m.ProjectID); err != nil {
+		if fx, ok := ctx.Value(effectsKey{}).(*effects); ok {
+			fx.card = true // the check-in enqueues it at its end
+		} else if err := card.EnqueueRefresh(ctx, ms.s, tx, m.ProjectID); err != nil {
 			return err
 		}
 	}

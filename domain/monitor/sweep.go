@@ -10,6 +10,7 @@ import (
 	"github.com/uptrace/bun"
 
 	"anvil/domain"
+	"anvil/domain/card"
 )
 
 // The sweep (docs/monitors.md, "Missed and timed-out runs"): a periodic
@@ -17,10 +18,10 @@ import (
 // deadline passed — a state whose expected run plus margin is past
 // (due_at), an in_progress run older than the monitor's maximum runtime
 // (timeout_at) — and records each exactly once. A claim is the project's
-// row lock (Store.WithProject, the same lock every check-in takes) followed
-// by re-reading what is still due under it: a second sweep that waited for
-// the lock finds the deadline already moved on (due_at advanced, status no
-// longer in_progress) and records nothing.
+// row lock (Store.WithProject) followed by reading what is still due FOR
+// UPDATE — the state and run rows every check-in locks too: a second sweep
+// (or a check-in) that waited for them finds the deadline already moved on
+// (due_at advanced, status no longer in_progress) and records nothing.
 
 // SweepEvery is how often the sweep runs: a deadline is found within this
 // (plus the job's own latency), well inside the 30 s the issue allows.
@@ -70,6 +71,10 @@ func (ms *Service) sweepProject(ctx context.Context, projectID uuid.UUID, now ti
 		if pr.DeletedAt != nil {
 			return nil
 		}
+		// The card's change is counted once, at the end, after every row
+		// lock: a check-in takes its run, state and then the card too.
+		fx := &effects{}
+		ctx = context.WithValue(ctx, effectsKey{}, fx)
 		mons := map[uuid.UUID]*Monitor{}
 		monitor := func(id uuid.UUID) (*Monitor, error) {
 			if m, ok := mons[id]; ok {
@@ -149,6 +154,11 @@ func (ms *Service) sweepProject(ctx context.Context, projectID uuid.UUID, now ti
 				missed++
 			}
 			if err := st.save(ctx, tx); err != nil {
+				return err
+			}
+		}
+		if fx.card {
+			if err := card.EnqueueRefresh(ctx, ms.s, tx, pr.ID); err != nil {
 				return err
 			}
 		}
