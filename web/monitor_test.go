@@ -121,6 +121,9 @@ func TestMonitorSentryGoCheckIns(t *testing.T) {
 		t.Fatalf("%d runs", len(runs))
 	}
 	// Check-ins count apart from events in the day's usage.
+	if err := f.services.Monitors.FlushUsage(context.Background()); err != nil {
+		t.Fatal(err)
+	}
 	var events, checkins int
 	if err := f.db.Bun.NewRaw(`SELECT events, checkins FROM feed_daily_usage WHERE project_id = ?`, f.projectID).Scan(context.Background(), &events, &checkins); err != nil || checkins != 5 {
 		t.Fatalf("daily usage: %d events, %d check-ins (%v)", events, checkins, err)

@@ -201,6 +201,9 @@ func (b *erasureBundle) populate(t *testing.T, pr *domain.Principal, slug string
 			t.Fatal(err)
 		}
 	}
+	if err := sv.Monitors.FlushUsage(ctx); err != nil { // the day's check-in count
+		t.Fatal(err)
+	}
 	return populated{project: p, feedTok: tok, incident: inc}
 }
 

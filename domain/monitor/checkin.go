@@ -16,7 +16,6 @@ import (
 	"anvil/domain/event"
 	"anvil/domain/internal/dbutil"
 	"anvil/domain/internal/tokens"
-	"anvil/domain/retention"
 )
 
 // RatePerMinute is how many check-ins one monitor and environment may send
@@ -124,6 +123,7 @@ func (st *state) expect(m *Monitor, t time.Time) {
 // the monitor; without one, an unknown slug is not found.
 func (ms *Service) CheckIn(ctx context.Context, projectID uuid.UUID, in CheckInInput) (*CheckInResult, error) {
 	var res *CheckInResult
+	var projectOf uuid.UUID
 	err := ms.s.InTx(ctx, func(ctx context.Context, tx bun.Tx) error {
 		fx := &effects{}
 		ctx = context.WithValue(ctx, effectsKey{}, fx)
@@ -149,18 +149,19 @@ func (ms *Service) CheckIn(ctx context.Context, projectID uuid.UUID, in CheckInI
 		if res, err = ms.checkInTx(ctx, tx, m, in); err != nil {
 			return err
 		}
-		// Last, so the project's hot rows are held as briefly as possible:
-		// the card's change count and the day's check-in count.
+		// Last, so the project's hot row is held as briefly as possible
+		// (the day's check-in count is written after the commit, usage.go).
 		if fx.card {
 			if err := card.EnqueueRefresh(ctx, ms.s, tx, m.ProjectID); err != nil {
 				return err
 			}
 		}
-		if _, err := tx.Tx.ExecContext(ctx, retention.CountCheckInSQL, m.ProjectID, ms.Now().UTC().Format(time.DateOnly)); err != nil {
-			return fmt.Errorf("monitors: count the check-in: %w", err)
-		}
+		projectOf = m.ProjectID
 		return nil
 	})
+	if err == nil {
+		ms.usage.add(projectOf, ms.Now())
+	}
 	return res, err
 }
 

@@ -41,6 +41,7 @@ type Service struct {
 	Now func() time.Time
 	// PublicURL prefixes ping URLs (ANVIL_PUBLIC_URL).
 	PublicURL string
+	usage     usage
 }
 
 // New builds the service; in dispatches repairs of incidents a monitor's

@@ -130,6 +130,9 @@ func TestRateLimit(t *testing.T) {
 	b.checkIn(t, monitor.CheckInInput{Slug: "tick", Status: monitor.StatusOK, Environment: "staging"})
 	b.Clock.Advance(61 * time.Second)
 	b.checkIn(t, monitor.CheckInInput{Slug: "tick", Status: monitor.StatusOK})
+	if err := b.mon.FlushUsage(context.Background()); err != nil {
+		t.Fatal(err)
+	}
 	var used int
 	if err := b.DB.Bun.NewRaw(`SELECT checkins FROM feed_daily_usage WHERE project_id = ?`, b.Proj.ID).Scan(context.Background(), &used); err != nil || used != 8 {
 		t.Fatalf("daily check-ins %d (%v), want 8", used, err)

@@ -137,6 +137,7 @@ func (sv *Services) Start(ctx context.Context, rc *river.Config) (*river.Client[
 	sv.Store.Start(ctx)
 	sv.Feed.Start(ctx)
 	sv.Queue.StartAccepting(ctx)
+	sv.Monitors.Start(ctx)
 	return client, nil
 }
 
@@ -146,7 +147,7 @@ func (sv *Services) Start(ctx context.Context, rc *river.Config) (*river.Client[
 // commit are sent. Call it after River's soft stop (no job commits
 // any more) and before the pool closes; Stop twice is no error.
 func (sv *Services) Stop(ctx context.Context) error {
-	return errors.Join(sv.Queue.StopAccepting(ctx), sv.Feed.Stop(ctx), sv.Store.Stop(ctx))
+	return errors.Join(sv.Queue.StopAccepting(ctx), sv.Feed.Stop(ctx), sv.Monitors.Stop(ctx), sv.Store.Stop(ctx))
 }
 
 // Queues is River's queues in a process that works jobs: the short jobs,
