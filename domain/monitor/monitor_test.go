@@ -12,6 +12,7 @@ import (
 
 	"anvil/domain"
 	"anvil/domain/monitor"
+	"anvil/domain/retention"
 )
 
 // TestCreateRefusesBadInputNamingTheField: a bad schedule or timezone is a
@@ -252,3 +253,27 @@ func TestPingScrubsOutputAndRefusesWrongKeys(t *testing.T) {
 		t.Fatalf("a rotated key: %v", err)
 	}
 }
+
+// TestRetentionDeletesOldRuns: the retention clean-up deletes a project's
+// runs past its events age, never one still in progress.
+func TestRetentionDeletesOldRuns(t *testing.T) {
+	t.Parallel()
+	b := setup(t, domain.PolicyObserve)
+	cfg := &monitor.Input{Schedule: &monitor.Schedule{Type: "crontab", Value: "0 2 * * *"}, MaxRuntime: intp(monitorMaxMinutes)}
+	b.checkIn(t, monitor.CheckInInput{Slug: "backup", Status: monitor.StatusOK, Config: cfg})
+	id := uuid.New()
+	b.checkIn(t, monitor.CheckInInput{Slug: "backup", Status: monitor.StatusInProgress, CheckInID: &id})
+	b.Clock.Advance(100 * 24 * time.Hour) // past the default 90 days
+	b.checkIn(t, monitor.CheckInInput{Slug: "backup", Status: monitor.StatusOK})
+	if _, err := retention.For(b.Store).Cleanup(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if n := b.CountRows(t, "monitor_checkins", "true"); n != 2 {
+		t.Fatalf("%d runs left, want the new one and the one in progress", n)
+	}
+	if n := b.CountRows(t, "monitor_checkins", "status = 'in_progress'"); n != 1 {
+		t.Fatalf("the run in progress went: %d", n)
+	}
+}
+
+const monitorMaxMinutes = 40320
