@@ -339,7 +339,7 @@ func (ms *Service) checkInTx(ctx context.Context, tx bun.Tx, m *Monitor, in Chec
 			st.LastDurMS = &durMS
 		}
 	default:
-		started := now
+		var started time.Time
 		var dur time.Duration
 		if partner != nil {
 			started = partner.StartedAt

@@ -127,7 +127,7 @@ const (
 	StatusTimeout    = "timeout"
 )
 
-// Value accepts a schedule value as Sentry's SDKs send it: a string for a
+// UnmarshalJSON accepts a schedule value as Sentry's SDKs send it: a string for a
 // crontab, a number for an interval.
 func (s *Schedule) UnmarshalJSON(b []byte) error {
 	var raw struct {
