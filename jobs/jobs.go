@@ -12,6 +12,7 @@ import (
 	"anvil/domain"
 	"anvil/domain/erasure"
 	"anvil/domain/forgestatus"
+	"anvil/domain/monitor"
 	"anvil/domain/retention"
 	"anvil/domain/runsecret"
 	"anvil/domain/wiring"
@@ -57,6 +58,7 @@ func Register(w *river.Workers, d Deps) {
 	river.AddWorker(w, &EraseSweepWorker{erasure: d.Erasure, log: d.Log})
 	river.AddWorker(w, &DeliverAlertWorker{alerts: d.Alerts})
 	river.AddWorker(w, &AlertDigestWorker{alerts: d.Alerts})
+	river.AddWorker(w, NewMonitorSweepWorker(d.Monitors, d.Log))
 	river.AddWorker(w, &ExecuteRunWorker{Queue: d.Queue, Projects: d.Projects, Logs: d.Logs, Hub: d.Hub,
 		Executor: d.Executor, Git: d.Git, Limits: d.Limits, WorkRoot: d.WorkRoot, Repair: NewRepair(d.Incidents, d.Projects, d.Git.Policy), Log: d.Log,
 		Heartbeat: heartbeatInterval(d.Queue.HeartbeatTimeout()), ID: ExecutorID(),
@@ -84,6 +86,9 @@ func Periodic(heartbeatTimeout time.Duration) []*river.PeriodicJob {
 		river.NewPeriodicJob(river.PeriodicInterval(eraseSweepEvery),
 			func() (river.JobArgs, *river.InsertOpts) { return erasure.SweepArgs{}, nil },
 			&river.PeriodicJobOpts{ID: "erase_sweep", RunOnStart: true}),
+		river.NewPeriodicJob(river.PeriodicInterval(monitor.SweepEvery),
+			func() (river.JobArgs, *river.InsertOpts) { return monitor.SweepArgs{}, nil },
+			&river.PeriodicJobOpts{ID: "monitor_sweep", RunOnStart: true}),
 	}
 }
 

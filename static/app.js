@@ -98,3 +98,17 @@ document.addEventListener("submit", (ev) => {
     for (const log of el.querySelectorAll("[data-scroll-end]")) log.scrollTop = log.scrollHeight;
   });
 })();
+
+// Times shown in the viewer's own zone: <time datetime="…" data-local>
+// (the cron monitors' next expected run, docs/monitors.md). The server
+// renders UTC; this turns it into local time, again after every htmx swap.
+(() => {
+  const localize = (root) => {
+    for (const el of (root || document).querySelectorAll("time[data-local]")) {
+      const d = new Date(el.getAttribute("datetime"));
+      if (!isNaN(d)) el.textContent = d.toLocaleString(undefined, { weekday: "short", hour: "2-digit", minute: "2-digit", day: "numeric", month: "short" }) + " (your time)";
+    }
+  };
+  document.addEventListener("DOMContentLoaded", () => localize());
+  document.addEventListener("htmx:afterSwap", (ev) => localize(ev.target));
+})();

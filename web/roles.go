@@ -57,6 +57,10 @@ var routeRoles = map[string]string{
 	"POST /settings/retention/projects/:projectId":                                  domain.RoleAdmin,
 	"POST /projects/:projectId/delete":                                              domain.RoleAdmin,
 	"POST /settings/organization/delete":                                            domain.RoleOwner,
+	"POST /projects/:projectId/monitors":                                            domain.RoleAdmin,
+	"POST /projects/:projectId/monitors/:slug/pause":                                domain.RoleMember,
+	"POST /projects/:projectId/monitors/:slug/rotate":                               domain.RoleAdmin,
+	"POST /projects/:projectId/monitors/:slug/delete":                               domain.RoleAdmin,
 	// private API
 	"POST /api/private/projects":                                                                domain.RoleAdmin,
 	"PATCH /api/private/projects/:projectId":                                                    domain.RoleAdmin,
@@ -88,6 +92,11 @@ var routeRoles = map[string]string{
 	"PUT /api/private/projects/:projectId/retention":                                            domain.RoleAdmin,
 	"DELETE /api/private/projects/:projectId":                                                   domain.RoleAdmin,
 	"DELETE /api/private/orgs/:orgId":                                                           domain.RoleOwner,
+	"POST /api/private/projects/:projectId/monitors":                                            domain.RoleAdmin,
+	"PATCH /api/private/projects/:projectId/monitors/:slug":                                     domain.RoleMember, // pause; the domain asks an admin for the rest
+	"DELETE /api/private/projects/:projectId/monitors/:slug":                                    domain.RoleAdmin,
+	"POST /api/private/projects/:projectId/monitors/:slug/ping-key":                             domain.RoleAdmin,
+	"DELETE /api/private/projects/:projectId/monitors/:slug/ping-key":                           domain.RoleAdmin,
 }
 
 // RouteRoles returns a copy of the table (for tests and documentation).

@@ -91,6 +91,16 @@ var wantRoles = map[string]string{
 	"POST /projects/:projectId/secrets/:name/delete":                         domain.RoleAdmin,
 	"PUT /api/private/projects/:projectId/secrets/:name":                     domain.RoleAdmin,
 	"DELETE /api/private/projects/:projectId/secrets/:name":                  domain.RoleAdmin,
+	// cron monitors (docs/monitors.md): pausing is a member's, the rest an admin's
+	"POST /projects/:projectId/monitors":                              domain.RoleAdmin,
+	"POST /projects/:projectId/monitors/:slug/pause":                  domain.RoleMember,
+	"POST /projects/:projectId/monitors/:slug/rotate":                 domain.RoleAdmin,
+	"POST /projects/:projectId/monitors/:slug/delete":                 domain.RoleAdmin,
+	"POST /api/private/projects/:projectId/monitors":                  domain.RoleAdmin,
+	"PATCH /api/private/projects/:projectId/monitors/:slug":           domain.RoleMember,
+	"DELETE /api/private/projects/:projectId/monitors/:slug":          domain.RoleAdmin,
+	"POST /api/private/projects/:projectId/monitors/:slug/ping-key":   domain.RoleAdmin,
+	"DELETE /api/private/projects/:projectId/monitors/:slug/ping-key": domain.RoleAdmin,
 }
 
 // publicWrites are write routes outside the pages and the private API: they
@@ -104,7 +114,8 @@ func isPublicWrite(key string) bool {
 	path := key[strings.Index(key, " ")+1:]
 	return publicWrites[key] || strings.HasPrefix(path, "/api/public/") || strings.HasPrefix(path, "/api/feed") ||
 		strings.HasPrefix(path, "/api/:number/") || path == "/api/:number/envelope" || path == "/api/:number/store" ||
-		strings.HasPrefix(path, "/api/ingest/") || strings.HasPrefix(path, "/static/")
+		strings.HasPrefix(path, "/api/ingest/") || strings.HasPrefix(path, "/static/") ||
+		strings.HasPrefix(path, "/api/monitors/") // the ping URLs: the ping key in the path
 }
 
 var rank = map[string]int{domain.RoleViewer: 1, domain.RoleMember: 2, domain.RoleAdmin: 3, domain.RoleOwner: 4}

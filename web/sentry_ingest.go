@@ -145,6 +145,13 @@ func (s *Server) sentryIngest(store bool, lim *feedLimiter) echo.HandlerFunc {
 				return c.JSON(http.StatusBadRequest, sentryDetail{Detail: "bad_request: " + err.Error()})
 			}
 			payloads, headerID = env.Events, env.Header.EventID
+			if len(env.CheckIns) > 0 {
+				// Cron monitors' check-ins go to domain/monitor, apart from
+				// events and their budget (web/monitor_checkin.go).
+				if err := s.sentryCheckIns(c, snd, env.CheckIns); err != nil || c.Response().Committed {
+					return err
+				}
+			}
 		}
 		if len(payloads) > s.opts.FeedMaxBatch {
 			return c.JSON(http.StatusBadRequest, sentryDetail{Detail: fmt.Sprintf(

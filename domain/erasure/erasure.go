@@ -301,6 +301,10 @@ var projectSteps = []eraseStep{
 		jobs AS (DELETE FROM river_job j USING gone WHERE j.state IN ` + pendingJobStates + ` AND j.args->>'run_id' = gone.id::text)
 		SELECT count(*) FROM gone`},
 	byCTID("run_index", "project_id"),
+	// Cron monitors (docs/monitors.md): runs, states, then the monitors.
+	byCTID("monitor_checkins", "project_id"),
+	byCTID("monitor_states", "project_id"),
+	byCTID("monitors", "project_id"),
 	byCTID("project_webhook_deliveries", "project_id"),
 	byCTID("webhook_refusals", "project_id"),
 	{table: "feed_outcomes", sql: `WITH gone AS (DELETE FROM feed_outcomes o USING (

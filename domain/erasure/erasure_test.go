@@ -19,6 +19,7 @@ import (
 	"anvil/domain/erasure"
 	"anvil/domain/forge"
 	"anvil/domain/incident"
+	"anvil/domain/monitor"
 	"anvil/domain/project"
 	"anvil/domain/retention"
 	"anvil/domain/run"
@@ -190,6 +191,18 @@ func (b *erasureBundle) populate(t *testing.T, pr *domain.Principal, slug string
 		t.Fatal(err)
 	}
 	if _, err := b.db.Bun.NewRaw(`INSERT INTO incident_samples (incident_id, sampled) VALUES (?, 2)`, inc).Exec(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// A cron monitor with runs, its state and an incident of its own.
+	if _, err := sv.Monitors.Create(ctx, pr, p.ID, monitor.Input{Slug: strp("backup"), Schedule: &monitor.Schedule{Type: "crontab", Value: "0 2 * * *"}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, status := range []string{monitor.StatusOK, monitor.StatusError} {
+		if _, err := sv.Monitors.CheckIn(ctx, p.ID, monitor.CheckInInput{Slug: "backup", Status: status, Source: "ping"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := sv.Monitors.FlushUsage(ctx); err != nil { // the day's check-in count
 		t.Fatal(err)
 	}
 	return populated{project: p, feedTok: tok, incident: inc}
@@ -380,7 +393,8 @@ func TestErasureLeavesNoRowOfTheProject(t *testing.T) {
 
 	b.sv.Erasure.Batch = 3 // many small transactions, as a large project has
 	rep := erase(t, func() (erasure.Report, error) { return b.sv.Erasure.EraseProject(ctx, gone.project.ID) })
-	if rep.Removed["feed_events"] != 6 || rep.Removed["projects"] != 1 || rep.Removed["project_runs"] != 3 {
+	// 6 events from the feed and the event of the monitor's failed run.
+	if rep.Removed["feed_events"] != 7 || rep.Removed["projects"] != 1 || rep.Removed["project_runs"] != 3 {
 		t.Errorf("removed %v", rep.Removed)
 	}
 

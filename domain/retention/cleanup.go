@@ -313,6 +313,9 @@ func (r *Service) cleanProject(ctx context.Context, orgID, projectID uuid.UUID, 
 	if err := r.cleanEvents(ctx, sc, now.Add(-pol.Events)); err != nil {
 		return Removed{}, fmt.Errorf("retention: events: %w", err)
 	}
+	if err := r.cleanCheckIns(ctx, sc, now.Add(-pol.Events)); err != nil {
+		return Removed{}, fmt.Errorf("retention: check-ins: %w", err)
+	}
 	if err := r.cleanIncidents(ctx, sc, now.Add(-pol.Incidents)); err != nil {
 		return Removed{}, fmt.Errorf("retention: incidents: %w", err)
 	}
@@ -358,6 +361,16 @@ func (r *Service) cleanEvents(ctx context.Context, sc scope, cutoff time.Time) e
 	return r.incidents(ctx, *sc.projectID, "", nil, func(ids []uuid.UUID) error {
 		return r.drain(ctx, sc, "events", deleteOldEvents, []any{pgArray(ids), cutoff, limitArg{}}, false)
 	})
+}
+
+// cleanCheckIns deletes the project's cron-monitor runs received before
+// cutoff — a monitor's check-ins age like events and count among them
+// (docs/monitors.md, "Retention and erasure") —, never one still in
+// progress: the sweep has yet to judge it.
+func (r *Service) cleanCheckIns(ctx context.Context, sc scope, cutoff time.Time) error {
+	return r.drain(ctx, sc, "events", `gone AS (DELETE FROM monitor_checkins WHERE ctid = ANY(ARRAY(
+		SELECT ctid FROM monitor_checkins WHERE project_id = ? AND received_at < ? AND status <> 'in_progress' LIMIT ?)) RETURNING 1)`,
+		[]any{*sc.projectID, cutoff, limitArg{}}, false)
 }
 
 // cleanIncidents deletes closed and ignored incidents without an event

@@ -21,12 +21,15 @@ var ErrEnvelope = errors.New("invalid envelope")
 
 // Envelope is what an envelope says that the door needs: its header and the
 // payloads of its event items. Every other item — transaction, session,
-// sessions, client_report, attachment, check_in, profile, replay_* and types
+// sessions, client_report, attachment, profile, replay_* and types
 // nobody knows yet — is read past and counted in Skipped.
 type Envelope struct {
-	Header  Header
-	Events  [][]byte
-	Skipped int
+	Header Header
+	Events [][]byte
+	// CheckIns are the payloads of check_in items (cron monitors,
+	// docs/monitors.md), which the door hands to domain/monitor.
+	CheckIns [][]byte
+	Skipped  int
 }
 
 // Header is the envelope's first line, as far as the door reads it.
@@ -112,9 +115,12 @@ func ParseEnvelope(body []byte) (Envelope, error) {
 		} else {
 			payload, rest = cutLine(rest)
 		}
-		if ih.Type == "event" {
+		switch ih.Type {
+		case "event":
 			env.Events = append(env.Events, payload)
-		} else {
+		case "check_in":
+			env.CheckIns = append(env.CheckIns, payload)
+		default:
 			env.Skipped++
 		}
 	}

@@ -24,6 +24,7 @@ import (
 	"anvil/domain/erasure"
 	"anvil/domain/feed"
 	"anvil/domain/incident"
+	"anvil/domain/monitor"
 	"anvil/domain/project"
 	"anvil/domain/repourl"
 	"anvil/domain/retention"
@@ -54,6 +55,8 @@ type Services struct {
 	Retention *retention.Service
 	// Erasure deletes projects and organisations (docs/erasure.md).
 	Erasure *erasure.Service
+	// Monitors are the cron monitors (docs/monitors.md).
+	Monitors *monitor.Service
 
 	db *db.DB
 }
@@ -106,6 +109,7 @@ func NewServices(d *db.DB, keys *secret.Keyring, log *slog.Logger, o Options) *S
 	sv.Alerts.SetAllowPrivate(o.AlertsAllowPrivate)
 	sv.Retention = retention.New(s)
 	sv.Erasure = erasure.New(s, sv.Queue, sv.Feed, sv.Webhooks)
+	sv.Monitors = monitor.New(s, sv.Incidents, o.PublicURL)
 	if o.EventRetention > 0 {
 		sv.Retention.MaxEvents = o.EventRetention
 	}
@@ -133,6 +137,7 @@ func (sv *Services) Start(ctx context.Context, rc *river.Config) (*river.Client[
 	sv.Store.Start(ctx)
 	sv.Feed.Start(ctx)
 	sv.Queue.StartAccepting(ctx)
+	sv.Monitors.Start(ctx)
 	return client, nil
 }
 
@@ -142,7 +147,7 @@ func (sv *Services) Start(ctx context.Context, rc *river.Config) (*river.Client[
 // commit are sent. Call it after River's soft stop (no job commits
 // any more) and before the pool closes; Stop twice is no error.
 func (sv *Services) Stop(ctx context.Context) error {
-	return errors.Join(sv.Queue.StopAccepting(ctx), sv.Feed.Stop(ctx), sv.Store.Stop(ctx))
+	return errors.Join(sv.Queue.StopAccepting(ctx), sv.Feed.Stop(ctx), sv.Monitors.Stop(ctx), sv.Store.Stop(ctx))
 }
 
 // Queues is River's queues in a process that works jobs: the short jobs,

@@ -1,0 +1,244 @@
+package monitor
+
+import (
+	"context"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/uptrace/bun"
+
+	"anvil/domain"
+	"anvil/domain/card"
+	"anvil/domain/event"
+	"anvil/domain/incident"
+	"anvil/domain/internal/dbutil"
+)
+
+// A failing monitor's incident (docs/monitors.md, "Incidents"): one per
+// monitor and environment — its fingerprint is "monitor:<id>", so the
+// incidents' group key (project, environment, fingerprint) holds it to
+// one —, in the ordinary inbox, its failed runs as its events, moved
+// through domain/incident's doors (Created, Regressed, Recovered) like
+// the feed's incidents: the same lifecycle, card, alert rules and binding
+// policy.
+
+// outcome is a finished run to count against the thresholds.
+type outcome struct {
+	status string // ok, error, timeout, missed
+	title  string // the incident's title for a failure
+	at     time.Time
+	run    Run
+}
+
+// record counts o on st and opens, reopens or closes the incident.
+func (ms *Service) record(ctx context.Context, tx bun.Tx, m *Monitor, st *state, o outcome) error {
+	if o.status == StatusOK {
+		st.Failures = 0
+		st.OKs++
+		st.OKTimes = append(st.OKTimes, o.at)
+		if n := m.RecoveryThreshold; len(st.OKTimes) > n {
+			st.OKTimes = st.OKTimes[len(st.OKTimes)-n:]
+		}
+		if st.IncidentID != nil && st.OKs >= m.RecoveryThreshold {
+			return ms.recoverIncident(ctx, tx, m, st)
+		}
+		return nil
+	}
+	st.OKs, st.OKTimes = 0, nil
+	st.Failures++
+	if st.Failures < m.FailureThreshold {
+		return nil
+	}
+	return ms.failIncident(ctx, tx, m, st, o)
+}
+
+// policyFor is the repair policy of the environment's binding (exact, then
+// "*"); a monitor with no binding, or an "off" one, is observed: a missed
+// backup is never refused the way an event is.
+func policyFor(ctx context.Context, tx bun.Tx, projectID uuid.UUID, env string) (string, error) {
+	var p string
+	err := tx.NewRaw(`SELECT repair_policy FROM feed_bindings WHERE project_id = ? AND environment IN (?, '*')
+		ORDER BY environment = '*' LIMIT 1`, projectID, env).Scan(ctx, &p)
+	if dbutil.IsNoRows(err) || p == domain.PolicyOff {
+		return domain.PolicyObserve, nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("monitors: binding: %w", err)
+	}
+	return p, nil
+}
+
+// failIncident opens the monitor's incident, reopens it when closed, or
+// counts the failure on it, with the run as its newest event.
+func (ms *Service) failIncident(ctx context.Context, tx bun.Tx, m *Monitor, st *state, o outcome) error {
+	if o.title == "" {
+		o.title = m.Slug + " failed"
+	}
+	fp := "monitor:" + m.ID.String()
+	var cur struct {
+		ID     uuid.UUID `bun:"id"`
+		Status string    `bun:"status"`
+	}
+	err := tx.NewRaw(`SELECT id, status FROM incidents WHERE project_id = ? AND environment = ? AND fingerprint = ? FOR UPDATE`,
+		m.ProjectID, st.Env, fp).Scan(ctx, &cur)
+	if err != nil && !dbutil.IsNoRows(err) {
+		return fmt.Errorf("monitors: find the incident: %w", err)
+	}
+	eventID := hex.EncodeToString(uuidBytes(uuid.New()))
+	var trs []incident.Transition
+	switch {
+	case dbutil.IsNoRows(err):
+		policy, err := policyFor(ctx, tx, m.ProjectID, st.Env)
+		if err != nil {
+			return err
+		}
+		cur.ID = uuid.New()
+		if _, err := tx.NewRaw(`INSERT INTO incidents (id, org_id, project_id, environment, fingerprint, title, exception_type, status,
+			event_count, first_seen, last_seen, latest_event_id, release, created_at, updated_at)
+			VALUES (?, ?, ?, ?, ?, ?, 'CronMonitor', ?, 1, ?, ?, ?, ?, ?, ?)`,
+			cur.ID, m.OrgID, m.ProjectID, st.Env, fp, o.title, domain.PolicyTarget(policy), o.at, o.at, eventID, o.run.Release, o.at, o.at).Exec(ctx); err != nil {
+			return fmt.Errorf("monitors: open the incident: %w", err)
+		}
+		trs = incident.Created(cur.ID, st.Env, policy)
+	case cur.Status == domain.IncidentClosed:
+		policy, err := policyFor(ctx, tx, m.ProjectID, st.Env)
+		if err != nil {
+			return err
+		}
+		if _, err := tx.NewRaw(`UPDATE incidents SET status = ?, title = ?, event_count = event_count + 1, last_seen = ?, latest_event_id = ?,
+			updated_at = ? WHERE id = ?`, domain.PolicyTarget(policy), o.title, o.at, eventID, o.at, cur.ID).Exec(ctx); err != nil {
+			return fmt.Errorf("monitors: reopen the incident: %w", err)
+		}
+		trs = incident.Regressed(cur.ID, st.Env, policy)
+	default:
+		if _, err := tx.NewRaw(`UPDATE incidents SET event_count = event_count + 1, last_seen = ?, latest_event_id = ?, updated_at = ? WHERE id = ?`,
+			o.at, eventID, o.at, cur.ID).Exec(ctx); err != nil {
+			return fmt.Errorf("monitors: count on the incident: %w", err)
+		}
+	}
+	st.IncidentID = &cur.ID
+	if err := ms.insertEvent(ctx, tx, m, st.Env, cur.ID, fp, eventID, o); err != nil {
+		return err
+	}
+	return ms.moved(ctx, tx, m, trs, o.at)
+}
+
+// recoverIncident closes the open incident once the recovery threshold of
+// good runs is reached, by "anvil", with the runs as evidence.
+func (ms *Service) recoverIncident(ctx context.Context, tx bun.Tx, m *Monitor, st *state) error {
+	var status string
+	err := tx.NewRaw(`SELECT status FROM incidents WHERE id = ? FOR UPDATE`, *st.IncidentID).Scan(ctx, &status)
+	if dbutil.IsNoRows(err) {
+		st.IncidentID = nil // deleted meanwhile (retention, a person)
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("monitors: read the incident: %w", err)
+	}
+	if !incident.Closable(status) {
+		return nil
+	}
+	now := ms.Now()
+	if _, err := tx.NewRaw(`UPDATE incidents SET status = ?, updated_at = ? WHERE id = ?`, domain.IncidentClosed, now, *st.IncidentID).Exec(ctx); err != nil {
+		return fmt.Errorf("monitors: close the incident: %w", err)
+	}
+	return ms.moved(ctx, tx, m, incident.Recovered(*st.IncidentID, status, evidence(m, st.OKTimes)), now)
+}
+
+// evidence is "ok at 02:00 and 03:00" in the monitor's timezone.
+func evidence(m *Monitor, times []time.Time) string {
+	loc := m.plan().loc
+	parts := make([]string, len(times))
+	for i, t := range times {
+		parts[i] = t.In(loc).Format("15:04")
+	}
+	switch len(parts) {
+	case 0:
+		return "ok"
+	case 1:
+		return "ok at " + parts[0]
+	}
+	return "ok at " + strings.Join(parts[:len(parts)-1], ", ") + " and " + parts[len(parts)-1]
+}
+
+// moved records trs and what they imply, as the feed does: the alerts,
+// the repairs the policy queued, the card, the inbox's live notice.
+func (ms *Service) moved(ctx context.Context, tx bun.Tx, m *Monitor, trs []incident.Transition, at time.Time) error {
+	if len(trs) > 0 {
+		st := incident.TransitionsStmt(trs, at)
+		if _, err := tx.Tx.ExecContext(ctx, st.SQL, st.Args...); err != nil {
+			return fmt.Errorf("monitors: record transitions: %w", err)
+		}
+		if err := ms.s.EnqueueAlerts(ctx, tx, alertCauses(m, trs)); err != nil {
+			return err
+		}
+		if ids := incident.Queued(trs); len(ids) > 0 && ms.incidents != nil {
+			if err := ms.incidents.RequestRepairs(ctx, tx, m.ProjectID, ids); err != nil {
+				return fmt.Errorf("monitors: request repair: %w", err)
+			}
+		}
+		if fx, ok := ctx.Value(effectsKey{}).(*effects); ok {
+			fx.card = true // the check-in enqueues it at its end
+		} else if err := card.EnqueueRefresh(ctx, ms.s, tx, m.ProjectID); err != nil {
+			return err
+		}
+	}
+	return domain.Notify(ctx, tx, fmt.Sprintf(`{"kind":"incident","org_id":%q,"project_id":%q}`, m.OrgID, m.ProjectID))
+}
+
+// alertCauses are the alerts of the moves, as the feed's: a new incident, a
+// regression, one the policy sends to approval.
+func alertCauses(m *Monitor, trs []incident.Transition) []domain.AlertCause {
+	var out []domain.AlertCause
+	for _, t := range trs {
+		kind := ""
+		switch {
+		case t.From == nil:
+			kind = domain.AlertIncidentNew
+		case *t.From == domain.IncidentClosed:
+			kind = domain.AlertIncidentRegressed
+		case t.To == domain.IncidentWaitingApproval:
+			kind = domain.AlertIncidentApproval
+		}
+		if kind != "" {
+			out = append(out, domain.AlertCause{Kind: kind, OrgID: m.OrgID, ProjectID: m.ProjectID, IncidentID: t.Incident})
+		}
+	}
+	return out
+}
+
+// insertEvent stores the failed run as an event of the incident, in the
+// feed's event shape, so the incident page, the repair's incident file and
+// retention treat it like any event. Its connection is the monitor's id.
+func (ms *Service) insertEvent(ctx context.Context, tx bun.Tx, m *Monitor, env string, incidentID uuid.UUID, fp, eventID string, o outcome) error {
+	msg := o.title
+	if o.run.Output != "" {
+		msg += "\n\n" + o.run.Output
+	}
+	tags := map[string]string{"monitor.slug": m.Slug, "monitor.status": o.status, "monitor.source": o.run.Source}
+	if o.run.CheckInID != nil {
+		tags["check_in_id"] = o.run.CheckInID.String()
+	}
+	if o.run.ExitCode != nil {
+		tags["exit_code"] = itoa(*o.run.ExitCode)
+	}
+	ev := event.Event{SchemaVersion: "1.0", EventID: eventID, Timestamp: o.at.UTC(), Title: o.title, Level: "error", Environment: env,
+		Service: m.Slug, SDK: event.SDK{Name: "anvil.monitor"}, Release: o.run.Release,
+		Exception: &event.Exception{Type: "CronMonitor", Message: msg}, Tags: tags}
+	payload, err := json.Marshal(ev)
+	if err != nil {
+		return fmt.Errorf("monitors: encode the event: %w", err)
+	}
+	if _, err := tx.NewRaw(`INSERT INTO feed_events (org_id, event_id_key, project_id, connection_id, environment, fingerprint, incident_id,
+		received_at, occurred_at, payload) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?::jsonb)`,
+		m.OrgID, eventID, m.ProjectID, m.ID, env, fp, incidentID, ms.Now(), o.at, string(payload)).Exec(ctx); err != nil {
+		return fmt.Errorf("monitors: store the event: %w", err)
+	}
+	return nil
+}
+
+func uuidBytes(u uuid.UUID) []byte { return u[:] }

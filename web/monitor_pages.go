@@ -1,0 +1,275 @@
+package web
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"anvil/domain"
+	"anvil/domain/monitor"
+	"anvil/views"
+)
+
+// monitorRow is a monitor as the cockpit shows it (docs/monitors.md,
+// "The cockpit"): its strip oldest first, its next run in UTC (the page
+// turns it into the viewer's time) and in its own timezone.
+func monitorRow(m *monitor.Monitor) views.MonitorRow {
+	row := views.MonitorRow{Slug: m.Slug, Schedule: scheduleWords(m.Schedule), Timezone: m.Timezone, Environment: m.Environment,
+		Paused: m.Paused, PingKey: m.PingKey}
+	for i := len(m.Runs) - 1; i >= 0; i-- {
+		r := m.Runs[i]
+		label := r.Status + " at " + r.StartedAt.Format("2006-01-02 15:04 UTC")
+		if r.DurationMS != nil {
+			label += ", " + durationWords(*r.DurationMS)
+		}
+		row.Ticks = append(row.Ticks, views.MonitorTick{Status: r.Status, Label: label})
+	}
+	if len(m.Runs) > 0 {
+		row.LastStatus = m.Runs[0].Status
+	}
+	if m.LastDurationMS != nil {
+		row.LastDuration = durationWords(*m.LastDurationMS)
+	}
+	if m.NextExpectedAt != nil {
+		row.NextUTC = m.NextExpectedAt.Format(time.RFC3339)
+		loc, err := time.LoadLocation(m.Timezone)
+		if err != nil {
+			loc = time.UTC
+		}
+		row.NextInZone = m.NextExpectedAt.In(loc).Format("15:04 Mon 2 Jan") + " (" + m.Timezone + ")"
+	}
+	return row
+}
+
+func scheduleWords(s monitor.Schedule) string {
+	if s.Type == monitor.TypeInterval {
+		if s.Value == "1" {
+			return "every " + s.Unit
+		}
+		return "every " + s.Value + " " + s.Unit + "s"
+	}
+	return s.Value
+}
+
+func durationWords(ms int64) string {
+	d := time.Duration(ms) * time.Millisecond
+	switch {
+	case d < 10*time.Second:
+		return strconv.FormatFloat(d.Seconds(), 'f', 1, 64) + " s"
+	case d < time.Minute:
+		return fmt.Sprintf("%d s", int(d.Seconds()))
+	case d < time.Hour:
+		return fmt.Sprintf("%d min %d s", int(d.Minutes()), int(d.Seconds())%60)
+	}
+	return fmt.Sprintf("%d h %d min", int(d.Hours()), int(d.Minutes())%60)
+}
+
+func (s *Server) monitorsProps(c echo.Context, p *domain.Project) (views.MonitorsProps, error) {
+	pr := principal(c)
+	ms, err := s.Monitors.List(c.Request().Context(), pr, p.ID, monitorRuns)
+	if err != nil {
+		return views.MonitorsProps{}, err
+	}
+	props := views.MonitorsProps{Page: s.page(c, "Monitors · "+p.Name, "projects"), ProjectID: p.ID.String(), ProjectSlug: p.Slug,
+		ProjectName: p.Name, CSRF: s.csrfToken(pr), CanAdmin: pr.AtLeast(domain.RoleAdmin)}
+	for _, m := range ms {
+		props.Monitors = append(props.Monitors, monitorRow(m))
+	}
+	return props, nil
+}
+
+// monitorsPage is a project's Monitors page; ?fragment=1 is its live part,
+// which the page fetches again on every "monitor" live event.
+func (s *Server) monitorsPage(c echo.Context) error {
+	p, err := s.projectParam(c)
+	if err != nil {
+		return err
+	}
+	props, err := s.monitorsProps(c, p)
+	if err != nil {
+		return err
+	}
+	if c.QueryParam("fragment") != "" {
+		return Render(c, http.StatusOK, views.MonitorsBody(props))
+	}
+	return Render(c, http.StatusOK, views.MonitorsPage(props))
+}
+
+// monitorCreateSubmit creates a monitor from the form and shows its ping
+// URL once, on the page itself (never in a redirect's address).
+func (s *Server) monitorCreateSubmit(c echo.Context) error {
+	p, err := s.projectParam(c)
+	if err != nil {
+		return err
+	}
+	in := monitor.Input{}
+	str := func(name string) *string {
+		if v := strings.TrimSpace(c.FormValue(name)); v != "" {
+			return &v
+		}
+		return nil
+	}
+	var fe domain.FieldErrors
+	num := func(name string) *int {
+		v := str(name)
+		if v == nil {
+			return nil
+		}
+		n, err := strconv.Atoi(*v)
+		if err != nil {
+			fe.Add(name, "invalid_"+name, "must be a whole number")
+			return nil
+		}
+		return &n
+	}
+	in.Slug, in.Timezone, in.Environment = str("slug"), str("timezone"), str("environment")
+	in.Schedule = &monitor.Schedule{Type: c.FormValue("schedule_type"), Value: strings.TrimSpace(c.FormValue("schedule_value")), Unit: c.FormValue("schedule_unit")}
+	in.CheckinMargin, in.MaxRuntime, in.FailureThreshold, in.RecoveryThreshold = num("checkin_margin"), num("max_runtime"), num("failure_threshold"), num("recovery_threshold")
+	var m *monitor.Monitor
+	cerr := fe.Err()
+	if cerr == nil {
+		m, cerr = s.Monitors.Create(c.Request().Context(), principal(c), p.ID, in)
+	}
+	props, err := s.monitorsProps(c, p)
+	if err != nil {
+		return err
+	}
+	var de *domain.Error
+	if cerr != nil && errors.As(cerr, &de) && (errors.Is(de.Kind, domain.ErrInvalid) || errors.Is(de.Kind, domain.ErrConflict)) {
+		props.Error = de.Message
+		return Render(c, statusOf(de.Kind), views.MonitorsPage(props))
+	}
+	if cerr != nil {
+		return cerr
+	}
+	props.NewPingURL, props.NewSlug = m.PingURL, m.Slug
+	return Render(c, http.StatusCreated, views.MonitorsPage(props))
+}
+
+func (s *Server) monitorProps(c echo.Context, p *domain.Project) (views.MonitorProps, error) {
+	pr := principal(c)
+	ctx := c.Request().Context()
+	m, err := s.Monitors.Get(ctx, pr, p.ID, c.Param("slug"))
+	if err != nil {
+		return views.MonitorProps{}, err
+	}
+	runs, err := s.Monitors.Runs(ctx, m.ID, 60)
+	if err != nil {
+		return views.MonitorProps{}, err
+	}
+	strip := *m
+	if len(runs) > monitorRuns {
+		strip.Runs = runs[:monitorRuns]
+	} else {
+		strip.Runs = runs
+	}
+	props := views.MonitorProps{Page: s.page(c, m.Slug+" · Monitors · "+p.Name, "projects"), ProjectID: p.ID.String(), ProjectSlug: p.Slug,
+		ProjectName: p.Name, CSRF: s.csrfToken(pr), CanAdmin: pr.AtLeast(domain.RoleAdmin), Monitor: monitorRow(&strip)}
+	props.Bars, props.MaxLabel = durationBars(runs)
+	for _, r := range runs {
+		row := views.MonitorRunRow{Status: r.Status, Environment: r.Environment, Started: r.StartedAt.Format("2006-01-02 15:04:05"), Source: r.Source, Output: r.Output}
+		if r.DurationMS != nil {
+			row.Duration = durationWords(*r.DurationMS)
+		}
+		if r.ExitCode != nil {
+			row.ExitCode = strconv.Itoa(*r.ExitCode)
+		}
+		props.Runs = append(props.Runs, row)
+	}
+	return props, nil
+}
+
+// durationBars lays the runs (newest first) out as the bars of a 600×160
+// SVG, oldest on the left; a run without a duration (missed, in progress)
+// is a short bar in its colour.
+func durationBars(runs []monitor.Run) ([]views.ChartBar, string) {
+	const w, h, base = 600.0, 140.0, 150.0
+	var maxMS int64 = 1000
+	for _, r := range runs {
+		if r.DurationMS != nil && *r.DurationMS > maxMS {
+			maxMS = *r.DurationMS
+		}
+	}
+	n := len(runs)
+	if n == 0 {
+		return nil, durationWords(maxMS)
+	}
+	slot := w / float64(max(n, 30))
+	bars := make([]views.ChartBar, 0, n)
+	for i := n - 1; i >= 0; i-- {
+		r := runs[i]
+		height := 4.0
+		label := r.Status + " at " + r.StartedAt.Format("2006-01-02 15:04 UTC")
+		if r.DurationMS != nil {
+			height = max(2, h*float64(*r.DurationMS)/float64(maxMS))
+			label += ", " + durationWords(*r.DurationMS)
+		}
+		x := float64(n-1-i) * slot
+		bars = append(bars, views.ChartBar{X: x + 1, Y: base - height, W: max(1, slot-2), H: height, Status: r.Status, Label: label})
+	}
+	return bars, durationWords(maxMS)
+}
+
+// monitorPage is one monitor's page; ?fragment=1 is its live part.
+func (s *Server) monitorPage(c echo.Context) error {
+	p, err := s.projectParam(c)
+	if err != nil {
+		return err
+	}
+	props, err := s.monitorProps(c, p)
+	if err != nil {
+		return err
+	}
+	if c.QueryParam("fragment") != "" {
+		return Render(c, http.StatusOK, views.MonitorBody(props))
+	}
+	return Render(c, http.StatusOK, views.MonitorPage(props))
+}
+
+// monitorPauseSubmit pauses (or resumes) a monitor: paused, no run is
+// expected and none is missed.
+func (s *Server) monitorPauseSubmit(c echo.Context) error {
+	p, err := s.projectParam(c)
+	if err != nil {
+		return err
+	}
+	paused := c.FormValue("paused") != "false"
+	if _, err := s.Monitors.Update(c.Request().Context(), principal(c), p.ID, c.Param("slug"), monitor.Input{Paused: &paused}); err != nil {
+		return err
+	}
+	return redirect(c, "/projects/"+p.Slug+"/monitors/"+c.Param("slug"))
+}
+
+// monitorRotateSubmit makes a new ping key and shows its URL once.
+func (s *Server) monitorRotateSubmit(c echo.Context) error {
+	p, err := s.projectParam(c)
+	if err != nil {
+		return err
+	}
+	m, err := s.Monitors.RotatePingKey(c.Request().Context(), principal(c), p.ID, c.Param("slug"))
+	if err != nil {
+		return err
+	}
+	props, err := s.monitorProps(c, p)
+	if err != nil {
+		return err
+	}
+	props.NewPingURL = m.PingURL
+	return Render(c, http.StatusOK, views.MonitorPage(props))
+}
+
+func (s *Server) monitorDeleteSubmit(c echo.Context) error {
+	p, err := s.projectParam(c)
+	if err != nil {
+		return err
+	}
+	if err := s.Monitors.Delete(c.Request().Context(), principal(c), p.ID, c.Param("slug")); err != nil {
+		return err
+	}
+	return redirect(c, "/projects/"+p.Slug+"/monitors")
+}
