@@ -129,10 +129,21 @@ func AppendMarshal(b []byte, e *Event) ([]byte, error) {
 	if b, err = appendAny(b, "agent_context", e.AgentContext); err != nil {
 		return nil, err
 	}
+	if e.DebugMeta != nil {
+		v, _ := json.Marshal(e.DebugMeta) // strings only: nothing to refuse
+		b = append(b, `,"debug_meta":`...)
+		b = append(b, v...)
+	}
 	return append(b, '}'), nil
 }
 
 func appendFrame(b []byte, f *Frame) []byte {
+	if f.Column != 0 || f.Symbolication != nil {
+		// A symbolicated frame (docs/sourcemap.md) is rare next to the
+		// plain ones this encoder is fast for; encoding/json spells it.
+		v, _ := json.Marshal(f) // a Frame has nothing encoding/json refuses
+		return append(b, v...)
+	}
 	b = append(b, '{')
 	b = appendObjectFields(b, func(b []byte) []byte {
 		b = appendField(b, "file", f.File)

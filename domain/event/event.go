@@ -91,6 +91,24 @@ type Event struct {
 	TagsOmitted        int               `json:"tags_omitted,omitempty"`
 	Enrichment         map[string]any    `json:"enrichment,omitempty"`
 	AgentContext       map[string]any    `json:"agent_context,omitempty"`
+	// DebugMeta is the sender's list of loaded bundles and their debug ids
+	// (Sentry's debug_meta; docs/sourcemap.md): symbolication matches a
+	// minified frame to its source map by it first.
+	DebugMeta *DebugMeta `json:"debug_meta,omitempty"`
+}
+
+// DebugMeta holds the debug images the sender named.
+type DebugMeta struct {
+	Images []DebugImage `json:"images,omitempty"`
+}
+
+// DebugImage is one bundle the page or process had loaded: `sentry-cli
+// sourcemaps inject` gives each bundle and its map one debug id, and the
+// SDK reports it with the bundle's URL as code_file.
+type DebugImage struct {
+	Type     string `json:"type"`
+	DebugID  string `json:"debug_id"`
+	CodeFile string `json:"code_file"`
 }
 
 // SDK names the library that sent the event.
@@ -111,12 +129,44 @@ type Exception struct {
 }
 
 // Frame is one stack frame, in the order the sender listed them.
+//
+// Column comes from the sender; Symbolication from the server
+// (docs/sourcemap.md): a minified frame mapped through its source map names
+// the original file, line, column and function in the fields above, and
+// keeps the frame as it came, the context lines and the upload that mapped
+// it there; a frame that could not be mapped says why. It is a pointer so
+// that a Frame stays comparable.
 type Frame struct {
-	File        string `json:"file,omitempty"`
-	Line        int    `json:"line,omitempty"`
-	Function    string `json:"function,omitempty"`
-	ContextCode string `json:"context_code,omitempty"`
-	InApp       bool   `json:"in_app"`
+	File          string         `json:"file,omitempty"`
+	Line          int            `json:"line,omitempty"`
+	Function      string         `json:"function,omitempty"`
+	ContextCode   string         `json:"context_code,omitempty"`
+	InApp         bool           `json:"in_app"`
+	Column        int            `json:"column,omitempty"`
+	Symbolication *Symbolication `json:"symbolication,omitempty"`
+}
+
+// Symbolication is what mapping a frame through a source map left on it.
+type Symbolication struct {
+	// Raw is the frame as the sender reported it (nil when unmapped: the
+	// frame itself is still raw).
+	Raw *RawFrame `json:"raw,omitempty"`
+	// PreContext and PostContext are the source lines before and after
+	// ContextCode, nearest last and first.
+	PreContext  []string `json:"pre_context,omitempty"`
+	PostContext []string `json:"post_context,omitempty"`
+	// Mapping names the upload whose map mapped the frame.
+	Mapping string `json:"mapping,omitempty"`
+	// Unmapped is why a frame that looked minified stayed as it came.
+	Unmapped string `json:"unmapped,omitempty"`
+}
+
+// RawFrame is a frame as the sender reported it, before symbolication.
+type RawFrame struct {
+	File     string `json:"file,omitempty"`
+	Line     int    `json:"line,omitempty"`
+	Column   int    `json:"column,omitempty"`
+	Function string `json:"function,omitempty"`
 }
 
 // Request is the HTTP request that failed. URL is only ever an http(s) URL:

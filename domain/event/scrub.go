@@ -80,6 +80,11 @@ func Scrub(e *Event) error {
 			if f.ContextCode, err = scrubField("exception.stacktrace.context_code", f.ContextCode); err != nil {
 				return err
 			}
+			if f.Symbolication != nil {
+				if err := scrubSymbolication(f.Symbolication); err != nil {
+					return err
+				}
+			}
 		}
 	}
 	if e.Request != nil {
@@ -838,4 +843,24 @@ func maskSSN(m string) string {
 		return m
 	}
 	return ssnMark
+}
+
+// scrubSymbolication scrubs the source lines a source map brought into a
+// frame (docs/sourcemap.md): a secret committed to the front-end's source
+// is as secret as one in a message.
+func scrubSymbolication(sy *Symbolication) error {
+	var err error
+	for _, lines := range [][]string{sy.PreContext, sy.PostContext} {
+		for i := range lines {
+			if lines[i], err = scrubField("exception.stacktrace.context_code", lines[i]); err != nil {
+				return err
+			}
+		}
+	}
+	if sy.Raw != nil {
+		if sy.Raw.File, err = scrubField("exception.stacktrace.file", sy.Raw.File); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -55,6 +55,8 @@ func decodeWireFast(raw []byte, w *wireEvent) bool {
 			w.Enrichment, ok = p.rawValue()
 		case 16:
 			w.AgentContext, ok = p.rawValue()
+		case 17:
+			w.DebugMeta, ok = p.rawValue()
 		}
 		return ok
 	})) {
@@ -67,12 +69,12 @@ func decodeWireFast(raw []byte, w *wireEvent) bool {
 // The fields of each wire type, in the order of the switches that fill them.
 var (
 	wireEventFields = [...]string{"schema_version", "event_id", "timestamp", "title", "level", "environment", "service",
-		"language", "sdk", "exception", "release", "request", "user", "breadcrumbs", "tags", "enrichment", "agent_context"}
+		"language", "sdk", "exception", "release", "request", "user", "breadcrumbs", "tags", "enrichment", "agent_context", "debug_meta"}
 	wireSDKFields       = [...]string{"name", "version", "runtime"}
 	wireExceptionFields = [...]string{"type", "message", "stacktrace"}
 	wireRequestFields   = [...]string{"method", "url", "status_code"}
 	wireUserFields      = [...]string{"id"}
-	wireFrameFields     = [...]string{"file", "line", "function", "context_code", "in_app"}
+	wireFrameFields     = [...]string{"file", "line", "function", "context_code", "in_app", "column"}
 )
 
 // wireParser reads one JSON value from b; s is the same bytes as a string.
@@ -469,14 +471,14 @@ func (p *wireParser) request(v *wireRequest, f int) bool {
 
 func (p *wireParser) user(v *wireUser, _ int) bool { return p.str(&v.ID) }
 
-func (p *wireParser) frames(dst *[]Frame) bool {
+func (p *wireParser) frames(dst *[]wireFrame) bool {
 	if p.literal("null") {
 		*dst = nil
 		return true
 	}
-	frames := make([]Frame, 0, 16)
+	frames := make([]wireFrame, 0, 16)
 	ok := p.array(func() bool {
-		frames = append(frames, Frame{})
+		frames = append(frames, wireFrame{})
 		f := &frames[len(frames)-1]
 		if p.literal("null") {
 			return true
@@ -491,6 +493,8 @@ func (p *wireParser) frames(dst *[]Frame) bool {
 				return p.str(&f.Function)
 			case 3:
 				return p.str(&f.ContextCode)
+			case 5:
+				return p.integer(&f.Column)
 			}
 			return p.boolean(&f.InApp)
 		}))

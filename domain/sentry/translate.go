@@ -64,6 +64,7 @@ type sentryEvent struct {
 	} `json:"request"`
 	User        json.RawMessage `json:"user"`
 	Breadcrumbs json.RawMessage `json:"breadcrumbs"`
+	DebugMeta   json.RawMessage `json:"debug_meta"`
 	Tags        json.RawMessage `json:"tags"`
 	SDK         *struct {
 		Name    string `json:"name"`
@@ -105,6 +106,7 @@ type sentryFrame struct {
 	Module      string `json:"module"`
 	Function    string `json:"function"`
 	Lineno      int    `json:"lineno"`
+	Colno       int    `json:"colno"`
 	ContextLine string `json:"context_line"`
 	InApp       bool   `json:"in_app"`
 }
@@ -127,6 +129,9 @@ type feedEvent struct {
 	User          *feedUser         `json:"user,omitempty"`
 	Breadcrumbs   []string          `json:"breadcrumbs,omitempty"`
 	Tags          map[string]string `json:"tags,omitempty"`
+	// DebugMeta is passed as sent: the feed keeps its source-map images
+	// for symbolication (docs/sourcemap.md).
+	DebugMeta json.RawMessage `json:"debug_meta,omitempty"`
 }
 
 type feedSDK struct {
@@ -147,6 +152,7 @@ type feedFrame struct {
 	Function    string `json:"function,omitempty"`
 	ContextCode string `json:"context_code,omitempty"`
 	InApp       bool   `json:"in_app"`
+	Column      int    `json:"column,omitempty"`
 }
 
 type feedRequest struct {
@@ -271,6 +277,9 @@ func Translate(raw []byte, d Defaults) (Translated, *Problem) {
 		fe.User = &feedUser{ID: uid}
 	}
 	fe.Breadcrumbs = breadcrumbs(se.Breadcrumbs)
+	if dm := bytes.TrimSpace(se.DebugMeta); len(dm) > 0 && dm[0] == '{' {
+		fe.DebugMeta = dm
+	}
 
 	out, err := fastjson.Marshal(&fe)
 	if err != nil {
@@ -392,7 +401,7 @@ func frames(in []sentryFrame) []feedFrame {
 		if line < 0 {
 			line = 0
 		}
-		out = append(out, feedFrame{File: file, Line: line, Function: f.Function, ContextCode: f.ContextLine, InApp: f.InApp})
+		out = append(out, feedFrame{File: file, Line: line, Function: f.Function, ContextCode: f.ContextLine, InApp: f.InApp, Column: max(f.Colno, 0)})
 	}
 	return out
 }
