@@ -11,6 +11,7 @@ import (
 
 	"anvil/db"
 	"anvil/domain"
+	"anvil/domain/sourcemap"
 	"anvil/views"
 )
 
@@ -63,6 +64,8 @@ func statusOf(kind error) int {
 		return http.StatusBadRequest
 	case domain.ErrWebhookQueueFull:
 		return http.StatusServiceUnavailable
+	case sourcemap.ErrTooLarge:
+		return http.StatusRequestEntityTooLarge
 	}
 	return http.StatusInternalServerError
 }

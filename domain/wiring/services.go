@@ -29,6 +29,7 @@ import (
 	"anvil/domain/retention"
 	"anvil/domain/run"
 	"anvil/domain/secret"
+	"anvil/domain/sourcemap"
 	"anvil/domain/webhook"
 )
 
@@ -54,6 +55,9 @@ type Services struct {
 	Retention *retention.Service
 	// Erasure deletes projects and organisations (docs/erasure.md).
 	Erasure *erasure.Service
+	// SourceMaps keeps uploaded source maps and symbolicates events at
+	// ingest (docs/sourcemap.md).
+	SourceMaps *sourcemap.Service
 
 	db *db.DB
 }
@@ -84,6 +88,10 @@ type Options struct {
 	// RetentionShare is the share of the time a clean-up spends deleting
 	// (0: retention.DefaultShare).
 	RetentionShare float64
+	// SourceMapLimits bound uploads (zero fields: the defaults;
+	// docs/sourcemap.md); SourceMapCache is the parsed maps' cache, bytes.
+	SourceMapLimits sourcemap.Limits
+	SourceMapCache  int64
 }
 
 // NewServices wires the services on d, alerts included (d's pool also
@@ -106,6 +114,8 @@ func NewServices(d *db.DB, keys *secret.Keyring, log *slog.Logger, o Options) *S
 	sv.Alerts.SetAllowPrivate(o.AlertsAllowPrivate)
 	sv.Retention = retention.For(s)
 	sv.Erasure = erasure.New(s, sv.Queue, sv.Feed, sv.Webhooks)
+	sv.SourceMaps = sourcemap.New(s, o.SourceMapLimits, o.SourceMapCache)
+	sv.Feed.Symbolicate = sv.SourceMaps.Symbolicate
 	if o.EventRetention > 0 {
 		sv.Retention.MaxEvents = o.EventRetention
 	}
