@@ -159,7 +159,7 @@ func (b *testBundle) smCounts(t testing.TB) (bundles, files, blobs, chunks int) 
 	t.Helper()
 	ctx := context.Background()
 	for q, dst := range map[string]*int{"sourcemap_bundles": &bundles, "sourcemap_files": &files, "sourcemap_blobs": &blobs, "sourcemap_chunks": &chunks} {
-		if err := b.db.Bun.NewRaw("SELECT count(*) FROM " + q).Scan(ctx, dst); err != nil {
+		if err := b.db.Bun.NewRaw("SELECT count(*) FROM "+q).Scan(ctx, dst); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -421,7 +421,9 @@ func TestSourceMapUploadRefusals(t *testing.T) {
 		{"a viewer's chunks", func() (int, map[string]any) {
 			return smChunks(t, b, viewer, "acme", true, map[string][]byte{sha1hex(good): good})
 		}, http.StatusForbidden, "forbidden"},
-		{"no token", func() (int, map[string]any) { return smAPI(t, b, "", "GET", "/api/0/organizations/acme/chunk-upload/", nil, "") }, http.StatusUnauthorized, "unauthorized"},
+		{"no token", func() (int, map[string]any) {
+			return smAPI(t, b, "", "GET", "/api/0/organizations/acme/chunk-upload/", nil, "")
+		}, http.StatusUnauthorized, "unauthorized"},
 		{"a release missing", func() (int, map[string]any) {
 			_, p := b.api(t, member, "GET", "/api/private/projects", nil)
 			id := p["projects"].([]any)[0].(map[string]any)["id"].(string)

@@ -145,6 +145,19 @@ func (m *Service) Symbolicate(ctx context.Context, projectID uuid.UUID, ev *even
 		}
 		f.Symbolication = sy
 	}
+	// The title names where the fault is in the original source (the
+	// crash site's first in-app frame), as a person reads it; grouping
+	// does not use it (event.Fingerprint hashes the frames).
+	for i := range frames {
+		f := &frames[i]
+		if !f.InApp {
+			continue
+		}
+		if res[i] != nil {
+			ev.Title = clipLine(fmt.Sprintf("%s at %s (%s:%d)", ev.Title, f.Function, f.File, f.Line), event.MaxTitleChars)
+		}
+		break
+	}
 }
 
 // lookup asks the library for the original position, holding its panics
