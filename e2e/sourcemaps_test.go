@@ -228,4 +228,3 @@ func TestSourceMapsSentryCLI(t *testing.T) {
 		t.Fatalf("raw frame %v", raw)
 	}
 }
-
