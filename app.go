@@ -175,7 +175,8 @@ func (a *app) deps() web.Deps {
 	return web.Deps{DB: a.db, Services: a.Services, Keys: a.keys, Log: a.log,
 		Metrics: a.metrics, Options: web.Options{PublicURL: a.cfg.PublicURL, SecureCookies: isHTTPS(a.cfg.PublicURL),
 			FeedArmed: a.cfg.FeedArmed, FeedMaxBody: a.cfg.FeedMaxBody, FeedMaxEnvelope: a.cfg.FeedMaxEnvelope, FeedMaxBatch: a.cfg.FeedMaxBatch,
-			FeedRatePerMin: a.cfg.FeedRatePerMin, TrustedProxies: a.cfg.TrustedProxies, BodyTimeout: a.cfg.BodyTimeout}}
+			FeedRatePerMin: a.cfg.FeedRatePerMin, TrustedProxies: a.cfg.TrustedProxies, BodyTimeout: a.cfg.BodyTimeout,
+			FeedBrowserRatePerMin: a.cfg.FeedBrowserRatePerMin}}
 }
 
 func isHTTPS(u string) bool { return len(u) >= 8 && u[:8] == "https://" }

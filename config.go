@@ -58,6 +58,10 @@ type Config struct {
 	// and size the parsed maps' cache, in bytes (docs/sourcemap.md).
 	SourceMaps      sourcemap.Limits
 	SourceMapsCache int64
+
+	// FeedBrowserRatePerMin bounds a browser connection's events per client
+	// address per minute (issue 27; docs/contracts/feed.md).
+	FeedBrowserRatePerMin int
 }
 
 // configError is a refusal of the configuration: exit code 2.
@@ -107,6 +111,8 @@ func loadConfig(getenv func(string) string) (*Config, error) {
 	}
 	// The Sentry door's bound on a body after decompression (issue 18).
 	c.FeedMaxEnvelope = integer("ANVIL_FEED_MAX_ENVELOPE", 1<<20, 1024, 64<<20)
+	// A browser connection's events per client address per minute (issue 27).
+	c.FeedBrowserRatePerMin = integer("ANVIL_FEED_BROWSER_RATE_PER_MIN", 60, 1, 1_000_000)
 	switch v := strings.ToLower(str("ANVIL_FEED_ARMED", "false")); v {
 	case "true", "1", "yes":
 		c.FeedArmed = true

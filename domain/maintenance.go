@@ -50,4 +50,6 @@ var sealedColumns = []struct{ table, id, col, aad string }{
 	{"project_webhooks", "project_id::text || ':' || provider", "signing_token_enc", "'webhook:' || project_id || ':' || provider || ':signing_token'"},
 	// Run secrets; the AAD matches runsecret's aad.
 	{"run_secrets", "project_id::text || ':' || name", "sealed", "'run_secret:' || project_id || ':' || name"},
+	// Browser connections' public tokens; the AAD matches feed's tokenAAD.
+	{"feed_connections", "id::text", "token_enc", "'feed_connection:' || id || ':token'"},
 }

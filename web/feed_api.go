@@ -5,6 +5,8 @@ import (
 	"net/url"
 
 	"github.com/labstack/echo/v4"
+
+	"anvil/domain/feed"
 )
 
 // Connections and bindings in the private API (docs/contracts/private-api.md,
@@ -12,19 +14,24 @@ import (
 // refused by the domain; another organisation's ids are 404s.
 
 // apiConnectionCreate: POST /api/private/projects/:projectId/connections
-// {name} → 201 {connection_id, token, …}. The token is in this answer only.
+// {name, kind?: server|browser, allowed_origins?} → 201 {connection_id,
+// kind, token, dsn, allowed_origins, …}. A server token is in this answer
+// only; a browser token (public by nature) is listed again whenever asked.
 func (s *Server) apiConnectionCreate(c echo.Context) error {
 	id, err := s.projectIDParam(c)
 	if err != nil {
 		return err
 	}
 	var in struct {
-		Name string `json:"name"`
+		Name           string   `json:"name"`
+		Kind           string   `json:"kind"`
+		AllowedOrigins []string `json:"allowed_origins"`
 	}
 	if err := bindJSON(c, &in); err != nil {
 		return err
 	}
-	conn, tok, err := s.Feed.CreateConnection(c.Request().Context(), principal(c), id, in.Name)
+	conn, tok, err := s.Feed.CreateConnectionOf(c.Request().Context(), principal(c), id,
+		feed.ConnectionSpec{Name: in.Name, Kind: in.Kind, AllowedOrigins: in.AllowedOrigins})
 	if err != nil {
 		return err
 	}
@@ -33,11 +40,13 @@ func (s *Server) apiConnectionCreate(c echo.Context) error {
 		return err
 	}
 	c.Response().Header().Set("Cache-Control", "no-store")
-	return c.JSON(http.StatusCreated, map[string]any{"connection_id": conn.ID, "token": tok, "dsn": dsn, "project_id": conn.ProjectID,
+	return c.JSON(http.StatusCreated, map[string]any{"connection_id": conn.ID, "kind": conn.Kind, "token": tok, "dsn": dsn,
+		"allowed_origins": conn.AllowedOrigins, "project_id": conn.ProjectID,
 		"name": conn.Name, "prefix": conn.Prefix, "created_at": conn.CreatedAt.UTC()})
 }
 
-// apiConnectionList: GET /api/private/projects/:projectId/connections.
+// apiConnectionList: GET /api/private/projects/:projectId/connections. A
+// browser connection carries its token and DSN (see apiConnectionCreate).
 func (s *Server) apiConnectionList(c echo.Context) error {
 	id, err := s.projectIDParam(c)
 	if err != nil {
@@ -47,7 +56,14 @@ func (s *Server) apiConnectionList(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, map[string]any{"connections": cs})
+	out := make([]connectionJSON, len(cs))
+	for i := range cs {
+		if out[i], err = s.connectionJSON(c, &cs[i]); err != nil {
+			return err
+		}
+	}
+	c.Response().Header().Set("Cache-Control", "no-store")
+	return c.JSON(http.StatusOK, map[string]any{"connections": out})
 }
 
 // apiConnectionRevoke: DELETE /api/private/connections/:connectionId → 204.

@@ -41,9 +41,8 @@ func (s *Server) feedIngest(single bool, lim *feedLimiter) echo.HandlerFunc {
 			s.log.Warn("feed: token lookup failed", "request_id", c.Get(requestIDKey), "error", err.Error())
 			return feedUnavailable(c, feed.IngestResult{Accepted: []string{}, Rejected: []event.Rejection{}})
 		}
-		if _, hasOrigin := req.Header["Origin"]; hasOrigin {
-			return c.JSON(http.StatusForbidden, apiError{Error: "origin_refused",
-				Message: "a server token was sent with an Origin header, so it is in a browser; revoke this connection and issue a new token for a server process"})
+		if refused, err := s.originGate(c, snd, false); refused {
+			return err
 		}
 		if !lim.allow(snd.ConnectionID) {
 			c.Response().Header().Set("Retry-After", "60")
@@ -53,6 +52,9 @@ func (s *Server) feedIngest(single bool, lim *feedLimiter) echo.HandlerFunc {
 		raws, err := event.SplitBody(body, single, s.opts.FeedMaxBatch)
 		if err != nil {
 			return c.JSON(http.StatusBadRequest, apiError{Error: "bad_request", Message: strings.TrimPrefix(err.Error(), event.ErrBadRequest.Error()+": ")})
+		}
+		if limited, err := s.addrGate(c, snd, len(raws), false); limited {
+			return err
 		}
 		if over, err := s.overBudget(c, snd, len(raws), false); over {
 			return err

@@ -28,6 +28,10 @@ func (s *Server) registerFeed(e *echo.Echo, pages, api *echo.Group) {
 		lim = newFeedLimiter(s.opts.FeedRatePerMin)
 		e.POST("/api/feed/events", s.feedIngest(true, lim))
 		e.POST("/api/feed/events/batch", s.feedIngest(false, lim))
+		// Browser keys (issue 27): CORS preflights on the doors only.
+		s.addrLim = newAddrLimiter(s.opts.FeedBrowserRatePerMin)
+		e.OPTIONS("/api/feed/events", doorPreflight)
+		e.OPTIONS("/api/feed/events/batch", doorPreflight)
 	}
 	s.startOutcomes()
 	s.registerSentry(e, lim)
@@ -35,6 +39,7 @@ func (s *Server) registerFeed(e *echo.Echo, pages, api *echo.Group) {
 	api.POST("/projects/:projectId/connections", s.apiConnectionCreate)
 	api.GET("/projects/:projectId/connections", s.apiConnectionList)
 	api.DELETE("/connections/:connectionId", s.apiConnectionRevoke)
+	api.PATCH("/projects/:projectId/connections/:connectionId", s.apiConnectionPatch)
 	api.GET("/projects/:projectId/bindings", s.apiBindingList)
 	api.PUT("/projects/:projectId/bindings/:environment", s.apiBindingPut)
 	api.DELETE("/projects/:projectId/bindings/:environment", s.apiBindingDelete)

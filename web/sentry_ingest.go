@@ -47,6 +47,7 @@ func (s *Server) registerSentry(e *echo.Echo, lim *feedLimiter) {
 			continue
 		}
 		e.POST(p, s.sentryIngest(strings.Contains(p, "/store"), lim))
+		e.OPTIONS(p, doorPreflight)
 	}
 }
 
@@ -118,8 +119,8 @@ func (s *Server) sentryIngest(store bool, lim *feedLimiter) echo.HandlerFunc {
 		if numErr != nil || number != snd.ProjectNumber {
 			return bareUnauthorized(c)
 		}
-		if _, hasOrigin := req.Header["Origin"]; hasOrigin {
-			return c.JSON(http.StatusForbidden, sentryDetail{Detail: "origin_refused: a server key was sent with an Origin header, so it is in a browser; revoke this connection and issue a new one for a server process"})
+		if refused, err := s.originGate(c, snd, true); refused {
+			return err
 		}
 		if !lim.allow(snd.ConnectionID) {
 			h := c.Response().Header()
@@ -149,6 +150,9 @@ func (s *Server) sentryIngest(store bool, lim *feedLimiter) echo.HandlerFunc {
 		if len(payloads) == 0 {
 			// Sessions, client reports, transactions …: read past, nothing stored.
 			return c.JSON(http.StatusOK, struct{}{})
+		}
+		if limited, err := s.addrGate(c, snd, len(payloads), true); limited {
+			return err
 		}
 		if over, err := s.overBudget(c, snd, len(payloads), true); over {
 			return err

@@ -35,6 +35,9 @@ type Options struct {
 	// FeedMaxEnvelope bounds a Sentry door body after decompression
 	// (bytes; 1 MiB when zero).
 	FeedMaxEnvelope int
+	// FeedBrowserRatePerMin bounds a browser connection's events per client
+	// address per fixed 60 s window (60 when zero; feed_browser_doors.go).
+	FeedBrowserRatePerMin int
 }
 
 // Server holds the dependencies of every handler.
@@ -50,6 +53,8 @@ type Server struct {
 
 	// outcomes counts what the feed's doors answered, per connection.
 	outcomes *feedstats.Recorder
+	// addrLim bounds browser connections per client address (issue 27).
+	addrLim *addrLimiter
 
 	alerts *alert.Service
 	// retention holds the policies and the feed's daily budget.

@@ -201,7 +201,7 @@ func smEvent(id, release string, frames []any, debugID string) []byte {
 type smFrame struct {
 	File          string `json:"file"`
 	Line          int    `json:"line"`
-	Column        int    `json:"column"`
+	Colno         int    `json:"colno"`
 	Function      string `json:"function"`
 	ContextCode   string `json:"context_code"`
 	InApp         bool   `json:"in_app"`
@@ -209,7 +209,7 @@ type smFrame struct {
 		Raw *struct {
 			File     string `json:"file"`
 			Line     int    `json:"line"`
-			Column   int    `json:"column"`
+			Colno    int    `json:"colno"`
 			Function string `json:"function"`
 		} `json:"raw"`
 		PreContext []string `json:"pre_context"`
@@ -307,9 +307,9 @@ func TestSourceMapsSymbolicateBothDoors(t *testing.T) {
 		m["title"] = "TypeError: Cannot read properties of undefined (reading 'items')"
 		m["exception"] = map[string]any{"type": "TypeError", "message": "Cannot read properties of undefined (reading 'items')",
 			"stacktrace": []any{
-				map[string]any{"file": "http://shop.test/assets/app.js", "line": 1, "column": 83, "function": "c", "in_app": true},
-				map[string]any{"file": "http://shop.test/assets/app.js", "line": 1, "column": 135, "function": "n", "in_app": true},
-				map[string]any{"file": "http://shop.test/assets/app.js", "line": 1, "column": 207, "function": "i", "in_app": true}}}
+				map[string]any{"file": "http://shop.test/assets/app.js", "line": 1, "colno": 83, "function": "c", "in_app": true},
+				map[string]any{"file": "http://shop.test/assets/app.js", "line": 1, "colno": 135, "function": "n", "in_app": true},
+				map[string]any{"file": "http://shop.test/assets/app.js", "line": 1, "colno": 207, "function": "i", "in_app": true}}}
 	})
 	if st, out := b.api(t, s.token, "POST", "/api/feed/events", native); st != http.StatusAccepted {
 		t.Fatalf("native event: %d %v", st, out)

@@ -129,21 +129,33 @@ func AppendMarshal(b []byte, e *Event) ([]byte, error) {
 	if b, err = appendAny(b, "agent_context", e.AgentContext); err != nil {
 		return nil, err
 	}
-	if e.DebugMeta != nil {
-		v, _ := json.Marshal(e.DebugMeta) // strings only: nothing to refuse
-		b = append(b, `,"debug_meta":`...)
-		b = append(b, v...)
+	b = appendClient(b, "browser", e.Browser)
+	b = appendClient(b, "os", e.OS)
+	if dm := e.DebugMeta; dm != nil {
+		b = append(b, `,"debug_meta":{`...)
+		if len(dm.Images) > 0 {
+			b = append(b, `"images":[`...)
+			for i := range dm.Images {
+				if i > 0 {
+					b = append(b, ',')
+				}
+				im := &dm.Images[i]
+				b = append(b, '{')
+				b = appendObjectFields(b, func(b []byte) []byte {
+					b = appendField(b, "type", im.Type)
+					b = appendField(b, "code_file", im.CodeFile)
+					return appendField(b, "debug_id", im.DebugID)
+				})
+				b = append(b, '}')
+			}
+			b = append(b, ']')
+		}
+		b = append(b, '}')
 	}
 	return append(b, '}'), nil
 }
 
 func appendFrame(b []byte, f *Frame) []byte {
-	if f.Column != 0 || f.Symbolication != nil {
-		// A symbolicated frame (docs/sourcemap.md) is rare next to the
-		// plain ones this encoder is fast for; encoding/json spells it.
-		v, _ := json.Marshal(f) // a Frame has nothing encoding/json refuses
-		return append(b, v...)
-	}
 	b = append(b, '{')
 	b = appendObjectFields(b, func(b []byte) []byte {
 		b = appendField(b, "file", f.File)
@@ -156,6 +168,30 @@ func appendFrame(b []byte, f *Frame) []byte {
 	}
 	b = append(b, `"in_app":`...)
 	b = strconv.AppendBool(b, f.InApp)
+	b = appendField(b, "abs_path", f.AbsPath)
+	b = appendInt(b, "colno", f.Colno)
+	if f.Symbolication != nil {
+		// Rare next to plain frames, and nested: encoding/json spells it
+		// (strings and numbers only, nothing it refuses).
+		v, _ := json.Marshal(f.Symbolication)
+		b = append(b, `,"symbolication":`...)
+		b = append(b, v...)
+	}
+	return append(b, '}')
+}
+
+// appendClient appends ,"name":{…} for a browser or an OS (omitted when nil).
+func appendClient(b []byte, name string, c *Client) []byte {
+	if c == nil {
+		return b
+	}
+	b = append(b, ',', '"')
+	b = append(b, name...)
+	b = append(b, `":{`...)
+	b = appendObjectFields(b, func(b []byte) []byte {
+		b = appendField(b, "name", c.Name)
+		return appendField(b, "version", c.Version)
+	})
 	return append(b, '}')
 }
 

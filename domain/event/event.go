@@ -60,8 +60,8 @@ type Rejection struct {
 // Event is the validated, bounded and scrubbed shape of one Anvil Feed event,
 // the form in which it is stored (as JSONB) and shown. It keeps the fields of
 // the feed contract's schema 1.0 and nothing else: unknown fields are read past
-// (evolution is additive) and `browser` is a known schema-1.0 field that
-// release A deliberately does not keep.
+// (evolution is additive). `browser`, which release A read past, is kept
+// since stage B (issue 27), with `os` and `debug_meta`.
 //
 // The *_omitted counters make every cut visible: a reader of a stored event
 // can always tell that something was removed and how much.
@@ -91,24 +91,12 @@ type Event struct {
 	TagsOmitted        int               `json:"tags_omitted,omitempty"`
 	Enrichment         map[string]any    `json:"enrichment,omitempty"`
 	AgentContext       map[string]any    `json:"agent_context,omitempty"`
-	// DebugMeta is the sender's list of loaded bundles and their debug ids
-	// (Sentry's debug_meta; docs/sourcemap.md): symbolication matches a
-	// minified frame to its source map by it first.
+	// Browser and OS are where a front-end error happened, and DebugMeta
+	// the bundles' debug ids (client.go; issue 27). They come last so the
+	// stored form of an event without them is what it was.
+	Browser   *Client    `json:"browser,omitempty"`
+	OS        *Client    `json:"os,omitempty"`
 	DebugMeta *DebugMeta `json:"debug_meta,omitempty"`
-}
-
-// DebugMeta holds the debug images the sender named.
-type DebugMeta struct {
-	Images []DebugImage `json:"images,omitempty"`
-}
-
-// DebugImage is one bundle the page or process had loaded: `sentry-cli
-// sourcemaps inject` gives each bundle and its map one debug id, and the
-// SDK reports it with the bundle's URL as code_file.
-type DebugImage struct {
-	Type     string `json:"type"`
-	DebugID  string `json:"debug_id"`
-	CodeFile string `json:"code_file"`
 }
 
 // SDK names the library that sent the event.
@@ -129,20 +117,22 @@ type Exception struct {
 }
 
 // Frame is one stack frame, in the order the sender listed them.
-//
-// Column comes from the sender; Symbolication from the server
-// (docs/sourcemap.md): a minified frame mapped through its source map names
-// the original file, line, column and function in the fields above, and
-// keeps the frame as it came, the context lines and the upload that mapped
-// it there; a frame that could not be mapped says why. It is a pointer so
-// that a Frame stays comparable.
 type Frame struct {
-	File          string         `json:"file,omitempty"`
-	Line          int            `json:"line,omitempty"`
-	Function      string         `json:"function,omitempty"`
-	ContextCode   string         `json:"context_code,omitempty"`
-	InApp         bool           `json:"in_app"`
-	Column        int            `json:"column,omitempty"`
+	File        string `json:"file,omitempty"`
+	Line        int    `json:"line,omitempty"`
+	Function    string `json:"function,omitempty"`
+	ContextCode string `json:"context_code,omitempty"`
+	InApp       bool   `json:"in_app"`
+	// AbsPath and Colno are kept exactly as sent (Line is the lineno): the
+	// source-map step resolves a minified frame from them (issue 27).
+	AbsPath string `json:"abs_path,omitempty"`
+	Colno   int    `json:"colno,omitempty"`
+	// Symbolication is the server's, never the sender's (docs/sourcemap.md):
+	// a minified frame mapped through its source map names the original
+	// file, line, column and function in the fields above (AbsPath then
+	// empty) and keeps the frame as it came, the context lines and the
+	// upload that mapped it here; a frame that could not be mapped says
+	// why. A pointer, so that a Frame stays comparable.
 	Symbolication *Symbolication `json:"symbolication,omitempty"`
 }
 
@@ -164,8 +154,9 @@ type Symbolication struct {
 // RawFrame is a frame as the sender reported it, before symbolication.
 type RawFrame struct {
 	File     string `json:"file,omitempty"`
+	AbsPath  string `json:"abs_path,omitempty"`
 	Line     int    `json:"line,omitempty"`
-	Column   int    `json:"column,omitempty"`
+	Colno    int    `json:"colno,omitempty"`
 	Function string `json:"function,omitempty"`
 }
 

@@ -80,6 +80,9 @@ func Scrub(e *Event) error {
 			if f.ContextCode, err = scrubField("exception.stacktrace.context_code", f.ContextCode); err != nil {
 				return err
 			}
+			if f.AbsPath, err = scrubField("exception.stacktrace.abs_path", f.AbsPath); err != nil {
+				return err
+			}
 			if f.Symbolication != nil {
 				if err := scrubSymbolication(f.Symbolication); err != nil {
 					return err
@@ -98,6 +101,9 @@ func Scrub(e *Event) error {
 		}
 	}
 	if err := scrubTags(e.Tags); err != nil {
+		return err
+	}
+	if err := scrubClients(e); err != nil {
 		return err
 	}
 	w := bagWalker{}
@@ -845,9 +851,9 @@ func maskSSN(m string) string {
 	return ssnMark
 }
 
-// scrubSymbolication scrubs the source lines a source map brought into a
-// frame (docs/sourcemap.md): a secret committed to the front-end's source
-// is as secret as one in a message.
+// scrubSymbolication scrubs what a source map brought into a frame
+// (docs/sourcemap.md): a secret committed to the front-end's source is as
+// secret as one in a message.
 func scrubSymbolication(sy *Symbolication) error {
 	var err error
 	for _, lines := range [][]string{sy.PreContext, sy.PostContext} {
@@ -857,8 +863,11 @@ func scrubSymbolication(sy *Symbolication) error {
 			}
 		}
 	}
-	if sy.Raw != nil {
-		if sy.Raw.File, err = scrubField("exception.stacktrace.file", sy.Raw.File); err != nil {
+	if r := sy.Raw; r != nil {
+		if r.File, err = scrubField("exception.stacktrace.file", r.File); err != nil {
+			return err
+		}
+		if r.AbsPath, err = scrubField("exception.stacktrace.abs_path", r.AbsPath); err != nil {
 			return err
 		}
 	}

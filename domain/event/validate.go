@@ -207,7 +207,12 @@ func Validate(raw json.RawMessage) (Event, *Rejection) {
 	if ev.AgentContext, err = decodeBag(w.AgentContext); err != nil {
 		return Event{}, reject(id, SchemaViolation, "agent_context must be a JSON object")
 	}
-	ev.DebugMeta = decodeDebugMeta(w.DebugMeta)
+	var uaOS *Client
+	ev.Browser, uaOS = readClient(w.Browser, true)
+	if ev.OS, _ = readClient(w.OS, false); ev.OS == nil {
+		ev.OS = uaOS
+	}
+	ev.DebugMeta = readDebugMeta(w.DebugMeta)
 	return ev, nil
 }
 
@@ -274,6 +279,8 @@ type wireEvent struct {
 	Tags          map[string]string `json:"tags"`
 	Enrichment    json.RawMessage   `json:"enrichment"`
 	AgentContext  json.RawMessage   `json:"agent_context"`
+	Browser       json.RawMessage   `json:"browser"`
+	OS            json.RawMessage   `json:"os"`
 	DebugMeta     json.RawMessage   `json:"debug_meta"`
 }
 
@@ -284,20 +291,9 @@ type wireSDK struct {
 }
 
 type wireException struct {
-	Type       string      `json:"type"`
-	Message    string      `json:"message"`
-	Stacktrace []wireFrame `json:"stacktrace"`
-}
-
-// wireFrame is what a sender may say about a frame: the symbolication
-// fields of Frame are the server's and never read from the wire.
-type wireFrame struct {
-	File        string `json:"file"`
-	Line        int    `json:"line"`
-	Function    string `json:"function"`
-	ContextCode string `json:"context_code"`
-	InApp       bool   `json:"in_app"`
-	Column      int    `json:"column"`
+	Type       string  `json:"type"`
+	Message    string  `json:"message"`
+	Stacktrace []Frame `json:"stacktrace"`
 }
 
 type wireRequest struct {
@@ -503,30 +499,26 @@ func boundException(w *wireException) *Exception {
 		Type:    truncate(w.Type, MaxNameChars),
 		Message: truncate(w.Message, MaxMessageChars),
 	}
-	wf := w.Stacktrace
-	if len(wf) > MaxFrames {
+	frames := w.Stacktrace
+	if len(frames) > MaxFrames {
 		head := MaxFrames / 2
 		tail := MaxFrames - head
-		ex.FramesOmitted = len(wf) - MaxFrames
-		kept := make([]wireFrame, 0, MaxFrames)
-		kept = append(kept, wf[:head]...)
-		kept = append(kept, wf[len(wf)-tail:]...)
-		wf = kept
+		ex.FramesOmitted = len(frames) - MaxFrames
+		kept := make([]Frame, 0, MaxFrames)
+		kept = append(kept, frames[:head]...)
+		kept = append(kept, frames[len(frames)-tail:]...)
+		frames = kept
 	}
-	var frames []Frame
-	if len(wf) > 0 {
-		frames = make([]Frame, len(wf))
-	}
-	for i := range wf {
-		f := &wf[i]
-		frames[i] = Frame{
-			File:        truncate(f.File, MaxNameChars),
-			Line:        f.Line,
-			Function:    truncate(f.Function, MaxNameChars),
-			ContextCode: truncate(f.ContextCode, MaxContextCodeChars),
-			InApp:       f.InApp,
-			Column:      max(f.Column, 0),
+	for i := range frames {
+		f := &frames[i]
+		f.File = truncate(f.File, MaxNameChars)
+		f.Function = truncate(f.Function, MaxNameChars)
+		f.ContextCode = truncate(f.ContextCode, MaxContextCodeChars)
+		f.AbsPath = truncate(f.AbsPath, MaxURLChars)
+		if f.Colno < 0 {
+			f.Colno = 0
 		}
+		f.Symbolication = nil // the server's (docs/sourcemap.md), never the sender's
 	}
 	if len(frames) > 0 {
 		ex.Stacktrace = frames
@@ -683,41 +675,4 @@ func clip(s string, max int) string {
 		cut--
 	}
 	return s[:cut] + "…"
-}
-
-// MaxDebugImages bounds debug_meta.images: a page loads a handful of
-// bundles, and the list is read per frame.
-const MaxDebugImages = 64
-
-// decodeDebugMeta keeps the source-map images of debug_meta (Sentry's
-// shape: {"images": [{"type": "sourcemap", "debug_id", "code_file"}]}).
-// It is a hint for symbolication, never a reason to refuse an event: a
-// value of any other shape is read as none.
-func decodeDebugMeta(raw json.RawMessage) *DebugMeta {
-	if len(raw) == 0 || raw[0] != '{' {
-		return nil
-	}
-	var dm struct {
-		Images []json.RawMessage `json:"images"`
-	}
-	if json.Unmarshal(raw, &dm) != nil {
-		return nil
-	}
-	var out []DebugImage
-	for _, im := range dm.Images {
-		var d DebugImage
-		if json.Unmarshal(im, &d) != nil || d.Type != "sourcemap" || d.DebugID == "" || d.CodeFile == "" {
-			continue
-		}
-		d.DebugID = truncate(strings.ToLower(d.DebugID), MaxShortChars)
-		d.CodeFile = truncate(d.CodeFile, MaxURLChars)
-		out = append(out, d)
-		if len(out) == MaxDebugImages {
-			break
-		}
-	}
-	if len(out) == 0 {
-		return nil
-	}
-	return &DebugMeta{Images: out}
 }

@@ -534,20 +534,104 @@ func wantEq(got, want string) string {
 	return ""
 }
 
-func TestValidateBrowserAcceptedNotKept(t *testing.T) {
+// Stage B (issue 27): `browser` is kept — an object's name and version, or
+// a User-Agent string read for browser and OS; another shape is still
+// accepted and read past, as release A read every `browser`.
+func TestValidateBrowserKept(t *testing.T) {
 	t.Parallel()
-	for _, browser := range []any{
-		map[string]any{"name": "Firefox", "version": "131.0", "user_agent": "Mozilla/5.0"},
-		"Chrome",
-		nil,
+	chromeUA := "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) HeadlessChrome/136.0.7103.25 Safari/537.36"
+	for _, tc := range []struct {
+		browser any
+		os      any
+		want    string
+	}{
+		{map[string]any{"name": "Firefox", "version": "131.0", "user_agent": "Mozilla/5.0"}, nil, `"browser":{"name":"Firefox","version":"131.0"}`},
+		{map[string]any{"name": "Firefox", "version": "131.0"}, map[string]any{"name": "Windows", "version": "10"}, `"browser":{"name":"Firefox","version":"131.0"},"os":{"name":"Windows","version":"10"}`},
+		{chromeUA, nil, `"browser":{"name":"Chrome","version":"136.0.7103.25"},"os":{"name":"Linux"}`},
+		{nil, nil, ``},
+		{42, nil, ``},
+		{[]any{"x"}, nil, ``},
+		{map[string]any{}, nil, ``},
 	} {
-		ev := mustValidate(t, example(t, func(m map[string]any) { m["browser"] = browser }))
+		ev := mustValidate(t, example(t, func(m map[string]any) {
+			m["browser"] = tc.browser
+			if tc.os != nil {
+				m["os"] = tc.os
+			}
+		}))
 		out, err := json.Marshal(ev)
 		if err != nil {
 			t.Fatalf("marshal: %v", err)
 		}
-		if strings.Contains(string(out), "browser") || strings.Contains(string(out), "Firefox") {
-			t.Fatalf("browser kept: %s", out)
+		if tc.want == "" && (strings.Contains(string(out), `"browser"`) || strings.Contains(string(out), `"os"`)) {
+			t.Fatalf("%v: kept %s", tc.browser, out)
+		}
+		if !strings.Contains(string(out), tc.want) {
+			t.Fatalf("%v: want %s in %s", tc.browser, tc.want, out)
+		}
+	}
+}
+
+// Frames keep abs_path, colno and lineno exactly as sent, and debug_meta's
+// images survive: the source-map step needs them.
+func TestValidateKeepsSourceMapFields(t *testing.T) {
+	t.Parallel()
+	ev := mustValidate(t, example(t, func(m map[string]any) {
+		f := obj(m, "exception")["stacktrace"].([]any)[0].(map[string]any)
+		f["abs_path"] = "https://shop.example/assets/app.min.js"
+		f["colno"] = 12345
+		f["line"] = 1
+		m["debug_meta"] = map[string]any{"images": []any{map[string]any{"type": "sourcemap",
+			"code_file": "https://shop.example/assets/app.min.js", "debug_id": "c941d8a4-3f59-4b3c-9c87-5d8d8a3f6f1e", "extra": 1}}}
+	}))
+	f := ev.Exception.Stacktrace[0]
+	if f.AbsPath != "https://shop.example/assets/app.min.js" || f.Colno != 12345 || f.Line != 1 {
+		t.Fatalf("frame %+v", f)
+	}
+	if ev.DebugMeta == nil || len(ev.DebugMeta.Images) != 1 || ev.DebugMeta.Images[0].DebugID != "c941d8a4-3f59-4b3c-9c87-5d8d8a3f6f1e" {
+		t.Fatalf("debug_meta %+v", ev.DebugMeta)
+	}
+	out, err := Marshal(&ev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	std, _ := json.Marshal(&ev)
+	if string(out) != string(std) {
+		t.Fatalf("Marshal and encoding/json disagree:\n%s\n%s", out, std)
+	}
+	for _, want := range []string{`"abs_path":"https://shop.example/assets/app.min.js","colno":12345`, `"debug_meta":{"images":[{"type":"sourcemap"`} {
+		if !strings.Contains(string(out), want) {
+			t.Fatalf("want %s in %s", want, out)
+		}
+	}
+}
+
+func TestParseUserAgent(t *testing.T) {
+	t.Parallel()
+	for ua, want := range map[string]string{
+		"Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/131.0.0.0 Safari/537.36":                         "Chrome 131.0.0.0 / Windows 10.0",
+		"Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/131.0.0.0 Safari/537.36 Edg/131.0.0.0":           "Edge 131.0.0.0 / Windows 10.0",
+		"Mozilla/5.0 (Macintosh; Intel Mac OS X 10_15_7) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/18.1 Safari/605.1.15":                   "Safari 18.1 / macOS 10.15.7",
+		"Mozilla/5.0 (iPhone; CPU iPhone OS 17_5 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/17.5 Mobile/15E148 Safari/604.1": "Safari 17.5 / iOS 17.5",
+		"Mozilla/5.0 (X11; Linux x86_64; rv:133.0) Gecko/20100101 Firefox/133.0":                                                                  "Firefox 133.0 / Linux ",
+		"Mozilla/5.0 (Linux; Android 14; Pixel 8) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/131.0.0.0 Mobile Safari/537.36":                   "Chrome 131.0.0.0 / Android 14",
+		"curl/8.5.0": " / ",
+		"":           " / ",
+	} {
+		b, o := ParseUserAgent(ua)
+		got := " / "
+		if b != nil || o != nil {
+			var bs, os string
+			if b != nil {
+				bs = b.Name + " " + b.Version
+			}
+			if o != nil {
+				os = o.Name + " " + o.Version
+			}
+			got = bs + " / " + os
+		}
+		if got != want {
+			t.Errorf("%q: %q; want %q", ua, got, want)
 		}
 	}
 }
@@ -560,14 +644,14 @@ func TestValidateUnknownFieldsIgnored(t *testing.T) {
 		func(m map[string]any) { obj(m, "sdk")["integrations"] = []any{"x"} },
 		func(m map[string]any) { obj(m, "exception")["mechanism"] = map[string]any{"handled": false} },
 		func(m map[string]any) {
-			obj(m, "exception")["stacktrace"].([]any)[0].(map[string]any)["colno"] = 7
+			obj(m, "exception")["stacktrace"].([]any)[0].(map[string]any)["vars"] = map[string]any{"x": 7}
 		},
 		func(m map[string]any) { obj(m, "user")["email"] = "a@example.com" },
 	}
 	for i, edit := range edits {
 		ev := mustValidate(t, example(t, edit))
 		out, _ := json.Marshal(ev)
-		for _, unknown := range []string{"contexts", "fingerprint", "integrations", "mechanism", "colno", "email"} {
+		for _, unknown := range []string{"contexts", "fingerprint", "integrations", "mechanism", "vars", "email"} {
 			if strings.Contains(string(out), unknown) {
 				t.Fatalf("edit %d: unknown field %q stored: %s", i, unknown, out)
 			}

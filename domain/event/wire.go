@@ -56,6 +56,10 @@ func decodeWireFast(raw []byte, w *wireEvent) bool {
 		case 16:
 			w.AgentContext, ok = p.rawValue()
 		case 17:
+			w.Browser, ok = p.rawValue()
+		case 18:
+			w.OS, ok = p.rawValue()
+		case 19:
 			w.DebugMeta, ok = p.rawValue()
 		}
 		return ok
@@ -69,12 +73,13 @@ func decodeWireFast(raw []byte, w *wireEvent) bool {
 // The fields of each wire type, in the order of the switches that fill them.
 var (
 	wireEventFields = [...]string{"schema_version", "event_id", "timestamp", "title", "level", "environment", "service",
-		"language", "sdk", "exception", "release", "request", "user", "breadcrumbs", "tags", "enrichment", "agent_context", "debug_meta"}
+		"language", "sdk", "exception", "release", "request", "user", "breadcrumbs", "tags", "enrichment", "agent_context",
+		"browser", "os", "debug_meta"}
 	wireSDKFields       = [...]string{"name", "version", "runtime"}
 	wireExceptionFields = [...]string{"type", "message", "stacktrace"}
 	wireRequestFields   = [...]string{"method", "url", "status_code"}
 	wireUserFields      = [...]string{"id"}
-	wireFrameFields     = [...]string{"file", "line", "function", "context_code", "in_app", "column"}
+	wireFrameFields     = [...]string{"file", "line", "function", "context_code", "in_app", "abs_path", "colno", "symbolication"}
 )
 
 // wireParser reads one JSON value from b; s is the same bytes as a string.
@@ -471,14 +476,14 @@ func (p *wireParser) request(v *wireRequest, f int) bool {
 
 func (p *wireParser) user(v *wireUser, _ int) bool { return p.str(&v.ID) }
 
-func (p *wireParser) frames(dst *[]wireFrame) bool {
+func (p *wireParser) frames(dst *[]Frame) bool {
 	if p.literal("null") {
 		*dst = nil
 		return true
 	}
-	frames := make([]wireFrame, 0, 16)
+	frames := make([]Frame, 0, 16)
 	ok := p.array(func() bool {
-		frames = append(frames, wireFrame{})
+		frames = append(frames, Frame{})
 		f := &frames[len(frames)-1]
 		if p.literal("null") {
 			return true
@@ -493,10 +498,16 @@ func (p *wireParser) frames(dst *[]wireFrame) bool {
 				return p.str(&f.Function)
 			case 3:
 				return p.str(&f.ContextCode)
+			case 4:
+				return p.boolean(&f.InApp)
 			case 5:
-				return p.integer(&f.Column)
+				return p.str(&f.AbsPath)
+			case 7:
+				// The server's field (docs/sourcemap.md): left to the
+				// general decoder, and Validate drops it.
+				return false
 			}
-			return p.boolean(&f.InApp)
+			return p.integer(&f.Colno)
 		}))
 	})
 	*dst = frames

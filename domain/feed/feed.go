@@ -100,6 +100,12 @@ type FeedConnection struct {
 	CreatedAt     time.Time  `bun:"created_at,nullzero,default:now()" json:"created_at"`
 	LastUsedAt    *time.Time `bun:"last_used_at" json:"last_used_at"`
 	RevokedAt     *time.Time `bun:"revoked_at" json:"revoked_at"`
+	// Kind is KindServer or KindBrowser (feed_browser.go); AllowedOrigins
+	// the browser connection's normalised origins; TokenEnc a browser
+	// token, sealed (never listed).
+	Kind           string   `bun:"kind" json:"kind"`
+	AllowedOrigins []string `bun:"allowed_origins,array" json:"allowed_origins"`
+	TokenEnc       string   `bun:"token_enc" json:"-"`
 }
 
 // FeedBinding admits a project's events of one environment (or '*').
@@ -149,9 +155,19 @@ func (f *Feed) project(ctx context.Context, p *domain.Principal, id uuid.UUID) (
 // CreateConnection issues a connection for a project and returns it with its
 // token, which exists in plaintext only in this return value.
 func (f *Feed) CreateConnection(ctx context.Context, p *domain.Principal, projectID uuid.UUID, name string) (*FeedConnection, string, error) {
+	return f.CreateConnectionOf(ctx, p, projectID, ConnectionSpec{Name: name})
+}
+
+// CreateConnectionOf issues a connection of either kind (feed_browser.go).
+func (f *Feed) CreateConnectionOf(ctx context.Context, p *domain.Principal, projectID uuid.UUID, spec ConnectionSpec) (*FeedConnection, string, error) {
 	if err := domain.RequireRole(p, domain.RoleAdmin); err != nil {
 		return nil, "", err
 	}
+	kind, origins, err := spec.check()
+	if err != nil {
+		return nil, "", err
+	}
+	name := spec.Name
 	name = strings.TrimSpace(name)
 	switch {
 	case name == "":
@@ -163,13 +179,16 @@ func (f *Feed) CreateConnection(ctx context.Context, p *domain.Principal, projec
 	if err != nil {
 		return nil, "", err
 	}
-	tok, lookup, hash := tokens.New(tokens.ServerTokenPrefix)
-	c := &FeedConnection{OrgID: pr.OrgID, ProjectID: pr.ID, Name: name, Prefix: lookup, Hash: hash, CreatedAt: f.s.Now()}
+	c, tok, err := f.newConnection(pr, name, kind, origins)
+	if err != nil {
+		return nil, "", err
+	}
+	lookup := c.Prefix
 	if err := f.s.InTx(ctx, func(ctx context.Context, tx bun.Tx) error {
 		if _, err := tx.NewInsert().Model(c).Returning("*").Exec(ctx); err != nil {
 			return err
 		}
-		return domain.RecordAudit(ctx, tx, p, domain.AuditConnectionCreated, pr.Slug+"/"+name, map[string]any{"prefix": lookup})
+		return domain.RecordAudit(ctx, tx, p, domain.AuditConnectionCreated, pr.Slug+"/"+name, map[string]any{"prefix": lookup, "kind": kind})
 	}); err != nil {
 		return nil, "", fmt.Errorf("feed: create connection: %w", err)
 	}
@@ -352,6 +371,10 @@ type FeedSender struct {
 	// the connection's name (the Sentry door's last resort for a service).
 	ProjectNumber  int64
 	ConnectionName string
+	// Browser is a browser connection's (anv_pub_) sender, admitted only
+	// from AllowedOrigins (see Admits).
+	Browser        bool
+	AllowedOrigins []string
 	bindings       map[string]string // environment (or '*') → repair policy
 }
 
@@ -360,7 +383,7 @@ type FeedSender struct {
 // and a constant text, so pgx prepares it once per connection.
 const senderQuery = `SELECT c.id, c.org_id, c.project_id, c.hash, c.revoked_at IS NOT NULL, c.last_used_at,
 	COALESCE((SELECT json_object_agg(b.environment, b.repair_policy) FROM feed_bindings b WHERE b.project_id = c.project_id), '{}'),
-	(SELECT p.number FROM projects p WHERE p.id = c.project_id), c.name
+	(SELECT p.number FROM projects p WHERE p.id = c.project_id), c.name, c.kind, array_to_json(c.allowed_origins)
 	FROM feed_connections c WHERE c.prefix = $1`
 
 // Authenticate resolves a bearer server token. Every way of failing —
@@ -370,6 +393,9 @@ const senderQuery = `SELECT c.id, c.org_id, c.project_id, c.hash, c.revoked_at I
 // The whole token's answer is remembered for a second (see senderCache).
 func (f *Feed) Authenticate(ctx context.Context, bearer string) (*FeedSender, error) {
 	lookup, hash, ok := tokens.Split(tokens.ServerTokenPrefix, bearer)
+	if !ok {
+		lookup, hash, ok = tokens.Split(tokens.PublicTokenPrefix, bearer)
+	}
 	if !ok {
 		return nil, domain.ErrUnauthorized
 	}
@@ -389,7 +415,8 @@ func (f *Feed) Authenticate(ctx context.Context, bearer string) (*FeedSender, er
 		lastUsed                 pgtype.Timestamptz
 		bindings                 []byte
 		number                   int64
-		connName                 string
+		connName, kind           string
+		origins                  []byte
 	)
 	// Straight through pgx when there is a pool: every request resolves its
 	// token, and database/sql's detour (a connection wrapped per query,
@@ -400,7 +427,7 @@ func (f *Feed) Authenticate(ctx context.Context, bearer string) (*FeedSender, er
 	} else {
 		row = f.s.DB.DB.QueryRowContext(ctx, senderQuery, lookup)
 	}
-	err := row.Scan(&connID, &orgID, &projectID, &stored, &revoked, &lastUsed, &bindings, &number, &connName)
+	err := row.Scan(&connID, &orgID, &projectID, &stored, &revoked, &lastUsed, &bindings, &number, &connName, &kind, &origins)
 	if dbutil.IsNoRows(err) {
 		tokens.HashEqual(hash, hash) // the same comparison as a found prefix costs
 		return nil, domain.ErrUnauthorized
@@ -417,7 +444,15 @@ func (f *Feed) Authenticate(ctx context.Context, bearer string) (*FeedSender, er
 		return nil, domain.ErrUnauthorized
 	}
 	snd = &FeedSender{ConnectionID: connID.Bytes, OrgID: orgID.Bytes, ProjectID: projectID.Bytes,
-		ProjectNumber: number, ConnectionName: connName}
+		ProjectNumber: number, ConnectionName: connName, Browser: kind == KindBrowser}
+	if err := json.Unmarshal(origins, &snd.AllowedOrigins); err != nil {
+		return nil, fmt.Errorf("feed: allowed origins of %s: %w", snd.ConnectionID, err)
+	}
+	// A token's prefix says its kind; a row of the other kind behind it
+	// (impossible by construction) is no credential.
+	if snd.Browser != strings.HasPrefix(bearer, tokens.PublicTokenPrefix) {
+		return nil, domain.ErrUnauthorized
+	}
 	if err := json.Unmarshal(bindings, &snd.bindings); err != nil {
 		return nil, fmt.Errorf("feed: bindings of %s: %w", snd.ProjectID, err)
 	}

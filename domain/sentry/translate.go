@@ -59,12 +59,13 @@ type sentryEvent struct {
 	Exception   json.RawMessage `json:"exception"`
 	Stacktrace  *stacktrace     `json:"stacktrace"`
 	Request     *struct {
-		Method string `json:"method"`
-		URL    string `json:"url"`
+		Method  string          `json:"method"`
+		URL     string          `json:"url"`
+		Headers json.RawMessage `json:"headers"`
 	} `json:"request"`
+	DebugMeta   json.RawMessage `json:"debug_meta"`
 	User        json.RawMessage `json:"user"`
 	Breadcrumbs json.RawMessage `json:"breadcrumbs"`
-	DebugMeta   json.RawMessage `json:"debug_meta"`
 	Tags        json.RawMessage `json:"tags"`
 	SDK         *struct {
 		Name    string `json:"name"`
@@ -78,6 +79,8 @@ type sentryEvent struct {
 		Response *struct {
 			StatusCode int `json:"status_code"`
 		} `json:"response"`
+		Browser json.RawMessage `json:"browser"`
+		OS      json.RawMessage `json:"os"`
 	} `json:"contexts"`
 }
 
@@ -106,9 +109,9 @@ type sentryFrame struct {
 	Module      string `json:"module"`
 	Function    string `json:"function"`
 	Lineno      int    `json:"lineno"`
-	Colno       int    `json:"colno"`
 	ContextLine string `json:"context_line"`
 	InApp       bool   `json:"in_app"`
+	Colno       int    `json:"colno"`
 }
 
 // feedEvent is the feed event the translation writes (seed 004's wire
@@ -129,8 +132,10 @@ type feedEvent struct {
 	User          *feedUser         `json:"user,omitempty"`
 	Breadcrumbs   []string          `json:"breadcrumbs,omitempty"`
 	Tags          map[string]string `json:"tags,omitempty"`
-	// DebugMeta is passed as sent: the feed keeps its source-map images
-	// for symbolication (docs/sourcemap.md).
+	// The browser's own fields (browser.go; issue 27).
+	// Browser is {name, version}, or a User-Agent string the feed reads.
+	Browser   json.RawMessage `json:"browser,omitempty"`
+	OS        *feedClient     `json:"os,omitempty"`
 	DebugMeta json.RawMessage `json:"debug_meta,omitempty"`
 }
 
@@ -152,7 +157,8 @@ type feedFrame struct {
 	Function    string `json:"function,omitempty"`
 	ContextCode string `json:"context_code,omitempty"`
 	InApp       bool   `json:"in_app"`
-	Column      int    `json:"column,omitempty"`
+	AbsPath     string `json:"abs_path,omitempty"`
+	Colno       int    `json:"colno,omitempty"`
 }
 
 type feedRequest struct {
@@ -277,9 +283,7 @@ func Translate(raw []byte, d Defaults) (Translated, *Problem) {
 		fe.User = &feedUser{ID: uid}
 	}
 	fe.Breadcrumbs = breadcrumbs(se.Breadcrumbs)
-	if dm := bytes.TrimSpace(se.DebugMeta); len(dm) > 0 && dm[0] == '{' {
-		fe.DebugMeta = dm
-	}
+	browserFields(&se, &fe)
 
 	out, err := fastjson.Marshal(&fe)
 	if err != nil {
@@ -401,7 +405,8 @@ func frames(in []sentryFrame) []feedFrame {
 		if line < 0 {
 			line = 0
 		}
-		out = append(out, feedFrame{File: file, Line: line, Function: f.Function, ContextCode: f.ContextLine, InApp: f.InApp, Column: max(f.Colno, 0)})
+		out = append(out, feedFrame{File: file, Line: line, Function: f.Function, ContextCode: f.ContextLine, InApp: f.InApp,
+			AbsPath: f.AbsPath, Colno: max(f.Colno, 0)})
 	}
 	return out
 }

@@ -58,8 +58,8 @@ func TestTranslateSentryGoException(t *testing.T) {
 		SDK:     event.SDK{Name: "sentry.go", Version: "0.46.2", Runtime: "go go1.26.8"},
 		Release: "shop@1.2.3",
 		Exception: &event.Exception{Type: "*fmt.wrapError", Message: "charge: cart is null", Stacktrace: []event.Frame{
-			{File: "/src/shop/checkout.go", Line: 88, Function: "charge", ContextCode: "sum := cart.Total()", InApp: true},
-			{File: "main.go", Line: 10, Function: "main", InApp: true}}},
+			{File: "/src/shop/checkout.go", Line: 88, Function: "charge", ContextCode: "sum := cart.Total()", InApp: true, AbsPath: "/src/shop/checkout.go"},
+			{File: "main.go", Line: 10, Function: "main", InApp: true, AbsPath: "/src/main.go"}}},
 		Request:     &event.Request{Method: "POST", URL: "https://shop.example/api/checkout", StatusCode: 500},
 		User:        event.User{ID: "4711"},
 		Breadcrumbs: []string{"cart: add sku=A1", "checkout.start", "http"},
@@ -160,5 +160,42 @@ func TestTranslateThenScrub(t *testing.T) {
 	out, _ := json.Marshal(ev)
 	if strings.Contains(string(out), "abc.def.ghi") || strings.Contains(string(out), "hunter2") {
 		t.Fatalf("not scrubbed: %s", out)
+	}
+}
+
+// What @sentry/browser 11 sends: no contexts.browser, the User-Agent in
+// request.headers, frames with abs_path and colno, debug_meta from
+// sentry-cli's injected debug ids. The feed keeps browser, OS, frames'
+// abs_path/colno/lineno exactly and debug_meta (issue 27).
+func TestTranslateBrowserSDK(t *testing.T) {
+	t.Parallel()
+	raw := `{"event_id":"5a2c1f0e3b4d4c6e8f9a0b1c2d3e4f50","timestamp":1764754200.5,"platform":"javascript","level":"error",
+	"environment":"production","release":"shop-web@2.0.0","sdk":{"name":"sentry.javascript.browser","version":"11.12.0"},
+	"exception":{"values":[{"type":"TypeError","value":"cart is undefined","mechanism":{"type":"onerror","handled":false},
+	  "stacktrace":{"frames":[
+	    {"filename":"https://shop.example/assets/app.min.js","abs_path":"https://shop.example/assets/app.min.js","function":"?","lineno":1,"colno":9,"in_app":true},
+	    {"filename":"https://shop.example/assets/app.min.js","abs_path":"https://shop.example/assets/app.min.js","function":"r.checkout","lineno":1,"colno":2345,"in_app":true}]}}]},
+	"request":{"url":"https://shop.example/cart","headers":{"User-Agent":"Mozilla/5.0 (Macintosh; Intel Mac OS X 10_15_7) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/18.1 Safari/605.1.15","Referer":"https://shop.example/"}},
+	"debug_meta":{"images":[{"type":"sourcemap","code_file":"https://shop.example/assets/app.min.js","debug_id":"c941d8a4-3f59-4b3c-9c87-5d8d8a3f6f1e"}]},
+	"user":{"ip_address":"{{auto}}"}}`
+	_, ev := translated(t, raw)
+	if ev.Browser == nil || *ev.Browser != (event.Client{Name: "Safari", Version: "18.1"}) || ev.OS == nil || *ev.OS != (event.Client{Name: "macOS", Version: "10.15.7"}) {
+		t.Fatalf("browser %+v os %+v", ev.Browser, ev.OS)
+	}
+	f := ev.Exception.Stacktrace[0]
+	if f.AbsPath != "https://shop.example/assets/app.min.js" || f.Colno != 2345 || f.Line != 1 || f.Function != "r.checkout" {
+		t.Fatalf("crash-site frame %+v", f)
+	}
+	if ev.DebugMeta == nil || len(ev.DebugMeta.Images) != 1 || ev.DebugMeta.Images[0].DebugID != "c941d8a4-3f59-4b3c-9c87-5d8d8a3f6f1e" {
+		t.Fatalf("debug_meta %+v", ev.DebugMeta)
+	}
+	if ev.Title != "TypeError: cart is undefined" || ev.Environment != "production" || ev.Release != "shop-web@2.0.0" {
+		t.Fatalf("event %+v", ev)
+	}
+	// contexts.browser and contexts.os, when sent, win.
+	_, ev = translated(t, `{"event_id":"5a2c1f0e3b4d4c6e8f9a0b1c2d3e4f51","message":"x","contexts":{"browser":{"name":"Firefox","version":"133.0"},"os":{"name":"Windows","version":"11"}},
+	"request":{"headers":{"User-Agent":"Mozilla/5.0 (Macintosh; Intel Mac OS X 10_15_7) Version/18.1 Safari/605.1.15"}}}`)
+	if *ev.Browser != (event.Client{Name: "Firefox", Version: "133.0"}) || *ev.OS != (event.Client{Name: "Windows", Version: "11"}) {
+		t.Fatalf("contexts: browser %+v os %+v", ev.Browser, ev.OS)
 	}
 }

@@ -38,7 +38,7 @@ func (m *Service) Symbolicate(ctx context.Context, projectID uuid.UUID, ev *even
 	frames := ev.Exception.Stacktrace
 	minified := false
 	for i := range frames {
-		if frames[i].Column > 0 && frames[i].Line > 0 && frames[i].Symbolication == nil {
+		if frames[i].Colno > 0 && frames[i].Line > 0 && frames[i].Symbolication == nil {
 			minified = true
 			break
 		}
@@ -80,7 +80,7 @@ func (m *Service) Symbolicate(ctx context.Context, projectID uuid.UUID, ev *even
 	res := make([]*mapped, len(frames))
 	for i := range frames {
 		f := &frames[i]
-		if f.Column <= 0 || f.Line <= 0 || f.Symbolication != nil {
+		if f.Colno <= 0 || f.Line <= 0 || f.Symbolication != nil {
 			continue
 		}
 		r := m.resolve(ctx, projectID, ev, f, has, now)
@@ -93,9 +93,9 @@ func (m *Service) Symbolicate(ctx context.Context, projectID uuid.UUID, ev *even
 			f.Symbolication = &event.Symbolication{Unmapped: why}
 			continue
 		}
-		src, name, line, col, ok := lookup(pm.c, f.Line, f.Column-1)
+		src, name, line, col, ok := lookup(pm.c, f.Line, f.Colno-1)
 		if !ok || src == "" || line <= 0 {
-			f.Symbolication = &event.Symbolication{Unmapped: fmt.Sprintf("line %d column %d is outside the map %s", f.Line, f.Column, r.label)}
+			f.Symbolication = &event.Symbolication{Unmapped: fmt.Sprintf("line %d column %d is outside the map %s", f.Line, f.Colno, r.label)}
 			continue
 		}
 		res[i] = &mapped{pm: pm, src: src, name: name, line: line, col: col, label: r.label}
@@ -124,13 +124,14 @@ func (m *Service) Symbolicate(ctx context.Context, projectID uuid.UUID, ev *even
 			fn = f.Function
 		}
 		sy := &event.Symbolication{
-			Raw:     &event.RawFrame{File: f.File, Line: f.Line, Column: f.Column, Function: f.Function},
+			Raw:     &event.RawFrame{File: f.File, AbsPath: f.AbsPath, Line: f.Line, Colno: f.Colno, Function: f.Function},
 			Mapping: r.label,
 		}
 		file := cleanSource(r.src)
 		f.File = clipLine(file, event.MaxNameChars)
 		f.Line = r.line
-		f.Column = r.col + 1
+		f.Colno = r.col + 1
+		f.AbsPath = ""
 		f.Function = clipLine(fn, event.MaxNameChars)
 		f.InApp = !strings.Contains(file, "node_modules/") && !strings.HasPrefix(file, "webpack/")
 		f.ContextCode = ""
@@ -177,8 +178,8 @@ func (m *Service) resolve(ctx context.Context, projectID uuid.UUID, ev *event.Ev
 	debugID := ""
 	if ev.DebugMeta != nil {
 		for _, im := range ev.DebugMeta.Images {
-			if sameFile(im.CodeFile, f.File) {
-				debugID = im.DebugID
+			if im.Type == "sourcemap" && im.DebugID != "" && sameFile(im.CodeFile, frameURL(f)) {
+				debugID = strings.ToLower(im.DebugID)
 				break
 			}
 		}
@@ -196,15 +197,24 @@ func (m *Service) resolve(ctx context.Context, projectID uuid.UUID, ev *event.Ev
 		return resolution{why: "no source map has been uploaded to this project; events after an upload are mapped"}
 	}
 	if ev.Release == "" {
-		return resolution{why: "the event names no release and its SDK sent no debug id for " + clipLine(f.File, 200)}
+		return resolution{why: "the event names no release and its SDK sent no debug id for " + clipLine(frameURL(f), 200)}
 	}
-	key := projectID.String() + "|r|" + ev.Release + "|" + distOf(ev) + "|" + f.File
+	key := projectID.String() + "|r|" + ev.Release + "|" + distOf(ev) + "|" + frameURL(f)
 	if r, ok := m.look.get(key, now); ok {
 		return r
 	}
-	r := m.byRelease(ctx, projectID, ev.Release, distOf(ev), f.File)
+	r := m.byRelease(ctx, projectID, ev.Release, distOf(ev), frameURL(f))
 	m.look.set(key, r, now)
 	return r
+}
+
+// frameURL is the URL the frame's code was loaded from: abs_path as the
+// SDK sent it, else the file.
+func frameURL(f *event.Frame) string {
+	if f.AbsPath != "" {
+		return f.AbsPath
+	}
+	return f.File
 }
 
 // distOf is the event's dist: Sentry sends it as a tag (the feed keeps

@@ -32,8 +32,11 @@ func RandomBase62(n int) string {
 const (
 	PersonalTokenPrefix = "anv_pat_"
 	ServerTokenPrefix   = "anv_srv_"
-	RandomLen           = 32
-	LookupLen           = 16
+	// PublicTokenPrefix is a browser connection's token: public by nature
+	// (it ships in every page), admitted only from its listed origins.
+	PublicTokenPrefix = "anv_pub_"
+	RandomLen         = 32
+	LookupLen         = 16
 )
 
 // New makes a token with the given prefix and returns it with its
