@@ -475,3 +475,31 @@ func TestSourceMapUploadRefusals(t *testing.T) {
 		t.Fatalf("the same bundle twice: %d bundles", bundles)
 	}
 }
+
+// Retention keeps an upload while its release may still send events (it
+// mapped a frame, or was uploaded, within the events retention) and then
+// removes it with the contents no other upload names.
+func TestSourceMapRetention(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	if st, p := b.api(t, b.owner.Token, "POST", "/api/private/projects", validProject("shop")); st != http.StatusCreated {
+		t.Fatalf("project: %d %v", st, p)
+	}
+	smUpload(t, b, b.owner.Token, "acme", "shop", "shop@1", build1Bundle(t))
+	ctx := context.Background()
+	if _, err := b.services.Retention.Cleanup(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if bundles, files, blobs, _ := b.smCounts(t); bundles != 1 || files != 2 || blobs != 2 {
+		t.Fatalf("a fresh upload was removed: %d %d %d", bundles, files, blobs)
+	}
+	if _, err := b.db.Bun.NewRaw(`UPDATE sourcemap_bundles SET created_at = now() - interval '91 days', last_used_at = now() - interval '91 days'`).Exec(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.services.Retention.Cleanup(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if bundles, files, blobs, _ := b.smCounts(t); bundles+files+blobs != 0 {
+		t.Fatalf("an upload unused for longer than the events retention stayed: %d %d %d", bundles, files, blobs)
+	}
+}

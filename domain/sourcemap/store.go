@@ -444,3 +444,35 @@ func (m *Service) Usage(ctx context.Context, orgID uuid.UUID) (map[uuid.UUID]int
 }
 
 func bunIn(ss []string) any { return bun.In(ss) }
+
+// chunkTTL is how long a chunk waits for the assemble call that takes it.
+const chunkTTL = 24 * time.Hour
+
+// Expire removes a project's uploads that mapped no frame and were not
+// uploaded since cutoff (the project's events retention): an event of
+// their release would have used them, so none is coming that needs them
+// (docs/sourcemap.md, "Retention"). Contents no upload names any more go
+// with them, in the project's transaction; so do the organisation's
+// chunks older than a day that no assemble call took.
+func (m *Service) Expire(ctx context.Context, projectID uuid.UUID, cutoff time.Time) error {
+	err := m.s.WithProject(ctx, projectID, func(ctx context.Context, tx bun.Tx, pr *domain.Project) error {
+		if _, err := tx.NewRaw(`DELETE FROM sourcemap_files WHERE bundle_id IN (
+			SELECT id FROM sourcemap_bundles WHERE project_id = ? AND last_used_at < ? AND created_at < ?)`, projectID, cutoff, cutoff).Exec(ctx); err != nil {
+			return err
+		}
+		if _, err := tx.NewRaw(`DELETE FROM sourcemap_bundles WHERE project_id = ? AND last_used_at < ? AND created_at < ?`, projectID, cutoff, cutoff).Exec(ctx); err != nil {
+			return err
+		}
+		if _, err := tx.NewRaw(`DELETE FROM sourcemap_blobs b WHERE b.project_id = ?0 AND NOT EXISTS (
+			SELECT 1 FROM sourcemap_files f WHERE f.project_id = ?0 AND f.blob = b.checksum)`, projectID).Exec(ctx); err != nil {
+			return err
+		}
+		_, err := tx.NewRaw(`DELETE FROM sourcemap_chunks WHERE org_id = ? AND created_at < ?`, pr.OrgID, time.Now().Add(-chunkTTL)).Exec(ctx)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("sourcemap: expire %s: %w", projectID, err)
+	}
+	m.look.forget(projectID)
+	return nil
+}

@@ -116,6 +116,7 @@ func NewServices(d *db.DB, keys *secret.Keyring, log *slog.Logger, o Options) *S
 	sv.Erasure = erasure.New(s, sv.Queue, sv.Feed, sv.Webhooks)
 	sv.SourceMaps = sourcemap.New(s, o.SourceMapLimits, o.SourceMapCache)
 	sv.Feed.Symbolicate = sv.SourceMaps.Symbolicate
+	sv.Retention.ExpireArtifacts = sv.SourceMaps.Expire
 	if o.EventRetention > 0 {
 		sv.Retention.MaxEvents = o.EventRetention
 	}
