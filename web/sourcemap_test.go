@@ -343,6 +343,25 @@ func TestSourceMapsSymbolicateBothDoors(t *testing.T) {
 	if r := sentrySend(t, b.srv.URL, s.envPath(), envelope(`{}`, eventItem(smEvent(hexID(), "shop@9", smFrames(1, "Object.i", "n", "c"), ""))), s.auth()...); r.Status != http.StatusOK {
 		t.Fatalf("unmapped event: %d %s", r.Status, r.Raw)
 	}
+	// The page: original frames with their context as code, the minified
+	// frame one click away with the upload that mapped it; the unmapped
+	// event says why and that later events are mapped.
+	br := b.browser(t)
+	br.login("owner@acme.test", testPassword)
+	_, page := br.get("/incidents/" + incs[1].ID)
+	for _, want := range []string{`data-testid="frame-function">totalOf<`, `data-testid="frame-file">src/cart.js<`, `data-testid="frame-context"`,
+		"for (const item of cart.items) {", `data-testid="raw-frame"`, "c at http://shop.test/assets/app.js:1:83", `data-testid="frame-mapping">mapped by ~/assets/app.js.map`} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the mapped incident's page lacks %q", want)
+		}
+	}
+	_, page = br.get("/incidents/" + rawIncident)
+	for _, want := range []string{`data-testid="frames-note"`, `data-testid="frame-unmapped">not mapped: no source map for ~/assets/app.js in release shop@9`} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the raw incident's page lacks %q", want)
+		}
+	}
+
 	fr = s.smLatestFrames(t, rawIncident)
 	if fr[0].Function != "c" || fr[0].Symbolication == nil || !strings.Contains(fr[0].Symbolication.Unmapped, "no source map for ~/assets/app.js in release shop@9") {
 		t.Fatalf("unmapped frame: %+v %+v", fr[0], fr[0].Symbolication)
