@@ -86,6 +86,8 @@ func (s *Server) originGate(c echo.Context, snd *feed.FeedSender, sentryDoor boo
 	switch snd.JudgeOrigin(hasOrigin, origin) {
 	case feed.OriginRefused:
 		msg := "a server token was sent with an Origin header, so it is in a browser; revoke this connection and issue a new token for a server process"
+		// Counted too: the Feed page then shows that the key leaked.
+		s.recordRefusal(snd, "origin_refused", msg)
 		if sentryDoor {
 			return true, c.JSON(http.StatusForbidden, sentryDetail{Detail: "origin_refused: a server key was sent with an Origin header, so it is in a browser; revoke this connection and issue a new one for a server process"})
 		}
@@ -188,4 +190,21 @@ func (l *addrLimiter) allow(conn uuid.UUID, addr string, n int) (time.Duration, 
 	}
 	w.n += n
 	return 0, true
+}
+
+// corsForEarlyAnswer lets an allowed origin read a 413, which is decided
+// before the key (the seed's order): when the request has an Origin, the
+// key from its headers or query is resolved only to decide the grant — the
+// answer stays the 413, whatever the key is.
+func (s *Server) corsForEarlyAnswer(c echo.Context, key string) {
+	req := c.Request()
+	c.Response().Header().Add("Vary", "Origin")
+	origin, hasOrigin := requestOrigin(req)
+	if !hasOrigin || key == "" {
+		return
+	}
+	snd, err := s.Feed.Authenticate(req.Context(), key)
+	if err == nil && snd.Browser && snd.JudgeOrigin(true, origin) == feed.OriginAdmitted {
+		grantCORS(c, origin)
+	}
 }

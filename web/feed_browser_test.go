@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -294,6 +295,12 @@ func TestBrowserCORSHeaders(t *testing.T) {
 	add("native server key", f.send(t, single, f.token, ev(newID()), "Origin", shopOrigin), 403, false)
 	add("sentry server key", sentrySend(t, f.srv.URL, f.sentryQuery(f.key), envelope(`{}`), "Origin", shopOrigin), 403, false)
 	add("native no origin", f.send(t, single, f.token, ev(newID())), 202, false)
+	// A 413 is decided before the key; an allowed origin may still read it.
+	big := `{"x":"` + strings.Repeat("a", 300000) + `"}`
+	add("native 413 allowed", f.send(t, single, f.pubKey, big, "Origin", shopOrigin), 413, true)
+	add("sentry 413 allowed", sentrySend(t, f.srv.URL, sq, []byte(big), "Origin", shopOrigin), 413, true)
+	add("native 413 unlisted", f.send(t, single, f.pubKey, big, "Origin", "https://evil.example"), 413, false)
+	add("sentry 413 server key", sentrySend(t, f.srv.URL, f.sentryQuery(f.key), []byte(big), "Origin", shopOrigin), 413, false)
 	for _, a := range answers {
 		if a.r.Status != a.status {
 			t.Errorf("%s: status %d, want %d: %s", a.what, a.r.Status, a.status, a.r.Raw)
@@ -313,3 +320,56 @@ func TestBrowserCORSHeaders(t *testing.T) {
 }
 
 var _ = web.Options{}
+
+// The Feed page: the form asks server or browser; a browser connection
+// shows its DSN whenever the page is opened, the origins editor (a refused
+// entry named on the page, nothing changed) and the two snippets.
+func TestBrowserConnectionPage(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	f := newFeedFix(t, b)
+	br := b.browser(t)
+	br.login("owner@acme.test", testPassword)
+	page := "/projects/" + f.projectID + "/feed"
+	_, body := br.get(page)
+	if !strings.Contains(body, `data-testid="connection-kind"`) || !strings.Contains(body, `value="browser"`) {
+		t.Fatal("the form does not ask server or browser")
+	}
+	csrf := br.csrf(page)
+	res, _ := br.post(page+"/connections", map[string][]string{"_csrf": {csrf}, "name": {"shop-web"}, "kind": {"browser"},
+		"allowed_origins": {"https://shop.example\nhttps://*.cdn.example"}})
+	if res.StatusCode != http.StatusSeeOther {
+		t.Fatalf("create: %d", res.StatusCode)
+	}
+	var id, tok string
+	if err := f.db.Bun.NewRaw(`SELECT id::text FROM feed_connections WHERE kind = 'browser' AND project_id = ?`, f.projectID).Scan(context.Background(), &id); err != nil {
+		t.Fatal(err)
+	}
+	// Shown whenever asked: twice in a row.
+	for i := 0; i < 2; i++ {
+		_, body = br.get(page)
+		tok = regexp.MustCompile(`anv_pub_[0-9A-Za-z]{32}`).FindString(body)
+		for _, want := range []string{`data-testid="browser-dsn"`, "http://" + tok + "@anvil.test/", `data-testid="origins-editor"`,
+			"https://shop.example\nhttps://*.cdn.example", `sentry-browser-npm-` + id, `sentry-browser-script-` + id, `import * as Sentry from &#34;@sentry/browser&#34;`} {
+			if tok == "" || !strings.Contains(body, want) {
+				t.Fatalf("visit %d: %q missing", i, want)
+			}
+		}
+	}
+	// A refused entry: 422 on the page naming it, the list unchanged.
+	res, body = br.post(page+"/connections/"+id+"/origins", map[string][]string{"_csrf": {csrf}, "allowed_origins": {"https://ok.example\nhttps://shop.example/cart"}})
+	if res.StatusCode != 422 || !strings.Contains(body, "https://shop.example/cart") || !strings.Contains(body, `data-testid="feed-error"`) {
+		t.Fatalf("refused origins: %d", res.StatusCode)
+	}
+	if n := f.count(t, `SELECT cardinality(allowed_origins) FROM feed_connections WHERE id = '`+id+`'`); n != 2 {
+		t.Fatalf("a refused edit changed the list: %d entries", n)
+	}
+	// Emptied: the page says every browser is refused.
+	res, _ = br.post(page+"/connections/"+id+"/origins", map[string][]string{"_csrf": {csrf}, "allowed_origins": {""}})
+	if res.StatusCode != http.StatusSeeOther {
+		t.Fatalf("empty the list: %d", res.StatusCode)
+	}
+	if _, body = br.get(page); !strings.Contains(body, `data-testid="no-origins"`) {
+		t.Fatal("an empty list is not explained")
+	}
+}

@@ -31,6 +31,7 @@ func (s *Server) feedIngest(single bool, lim *feedLimiter) echo.HandlerFunc {
 		req := c.Request()
 		body, ok := readBounded(req, s.opts.FeedMaxBody)
 		if !ok {
+			s.corsForEarlyAnswer(c, bearerToken(req))
 			return c.JSON(http.StatusRequestEntityTooLarge, tooLargeBody(s.opts.FeedMaxBody))
 		}
 		snd, err := s.Feed.Authenticate(req.Context(), bearerToken(req))

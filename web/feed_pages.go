@@ -40,9 +40,12 @@ func (s *Server) feedProps(c echo.Context) (views.FeedProps, error) {
 	if err != nil {
 		return views.FeedProps{}, err
 	}
-	for _, cn := range cs {
+	for i, cn := range cs {
 		row := views.FeedConnectionRow{ID: cn.ID.String(), Name: cn.Name, Prefix: cn.Prefix, CreatedAt: cn.CreatedAt, Revoked: cn.RevokedAt != nil,
-			Outcome: outcomes[cn.ID]}
+			Outcome: outcomes[cn.ID], Kind: cn.Kind, AllowedOrigins: cn.AllowedOrigins}
+		if err := s.browserRow(c, &cs[i], &row); err != nil {
+			return views.FeedProps{}, err
+		}
 		if cn.LastUsedAt != nil {
 			row.LastUsedAt = *cn.LastUsedAt
 		}
@@ -177,7 +180,11 @@ func (s *Server) feedConnectionCreateSubmit(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	conn, tok, err := s.Feed.CreateConnection(c.Request().Context(), principal(c), id, c.FormValue("name"))
+	spec := feed.ConnectionSpec{Name: c.FormValue("name"), Kind: c.FormValue("kind")}
+	if spec.Kind == feed.KindBrowser {
+		spec.AllowedOrigins = originLines(c.FormValue("allowed_origins"))
+	}
+	conn, tok, err := s.Feed.CreateConnectionOf(c.Request().Context(), principal(c), id, spec)
 	de, err := refusal(err)
 	if err != nil {
 		return err
@@ -189,6 +196,9 @@ func (s *Server) feedConnectionCreateSubmit(c echo.Context) error {
 		}
 		props.Error = de.Message
 		return Render(c, statusOf(de.Kind), views.FeedPage(props))
+	}
+	if conn.Kind == feed.KindBrowser { // listed with its DSN whenever asked
+		return redirect(c, projectPath(c)+"/feed#connection-"+conn.ID.String())
 	}
 	dsn, err := s.connectionDSN(c, conn.ProjectID, tok)
 	if err != nil {

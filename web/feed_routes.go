@@ -47,6 +47,7 @@ func (s *Server) registerFeed(e *echo.Echo, pages, api *echo.Group) {
 	pages.GET("/projects/:projectId/feed", s.feedPage)
 	pages.POST("/projects/:projectId/feed/connections", s.feedConnectionCreateSubmit)
 	pages.POST("/projects/:projectId/feed/connections/:connectionId/revoke", s.feedConnectionRevokeSubmit)
+	pages.POST("/projects/:projectId/feed/connections/:connectionId/origins", s.feedConnectionOriginsSubmit)
 	pages.POST("/projects/:projectId/feed/bindings", s.feedBindingSubmit)
 	pages.POST("/projects/:projectId/feed/bindings/delete", s.feedBindingDeleteSubmit)
 	pages.POST("/projects/:projectId/feed/card", s.feedCardSubmit)

@@ -183,6 +183,7 @@ func (s *Server) incidentProps(c echo.Context, id uuid.UUID) (views.IncidentProp
 		}
 		sort.Slice(props.Tags, func(i, j int) bool { return props.Tags[i].Value < props.Tags[j].Value })
 	}
+	props.Browsers, props.OperatingSystems = clientRows(d.Browsers), clientRows(d.OperatingSystems)
 	for _, e := range d.Events {
 		props.Events = append(props.Events, views.EventRow{ID: e.EventID, ReceivedAt: e.ReceivedAt, Release: e.Release, Message: e.Message})
 	}
@@ -245,4 +246,12 @@ func frameRow(f event.Frame) views.FrameRow {
 		r.Raw = fmt.Sprintf("%s at %s:%d:%d", raw.Function, where, raw.Line, raw.Colno)
 	}
 	return r
+}
+
+func clientRows(cs []incident.ClientCount) []views.ClientRow {
+	out := make([]views.ClientRow, len(cs))
+	for i, c := range cs {
+		out[i] = views.ClientRow{Name: c.Name, Version: c.Version, Count: c.Count}
+	}
+	return out
 }

@@ -95,11 +95,13 @@ func (s *Server) sentryIngest(store bool, lim *feedLimiter) echo.HandlerFunc {
 		req := c.Request()
 		raw, ok := readBounded(req, s.opts.FeedMaxBody)
 		if !ok {
+			s.corsForEarlyAnswer(c, sentryKey(req, nil, false))
 			return c.JSON(http.StatusRequestEntityTooLarge, sentryDetail{Detail: fmt.Sprintf(
 				"%s: the request body is above %d bytes as sent", event.PayloadTooLarge, s.opts.FeedMaxBody)})
 		}
 		body, tooBig, decodeErr := inflate(req.Header.Get(echo.HeaderContentEncoding), raw, maxEnvelope)
 		if tooBig {
+			s.corsForEarlyAnswer(c, sentryKey(req, nil, false))
 			return c.JSON(http.StatusRequestEntityTooLarge, sentryDetail{Detail: fmt.Sprintf(
 				"%s: the request body is above %d bytes decompressed", event.PayloadTooLarge, maxEnvelope)})
 		}

@@ -268,6 +268,10 @@ type IncidentDetail struct {
 	// hour first; the last bucket is the current hour.
 	Hourly    [24]int      `json:"hourly"`
 	RepairRun *run.RunView `json:"repair_run"`
+	// Browsers and OperatingSystems an incident's recent events came from
+	// (clients.go; issue 27).
+	Browsers         []ClientCount `json:"browsers"`
+	OperatingSystems []ClientCount `json:"operating_systems"`
 }
 
 // Detail reads an incident's page: the latest event (scrubbed as stored),
@@ -279,6 +283,9 @@ func (in *Incidents) Detail(ctx context.Context, orgID, id uuid.UUID) (*Incident
 		return nil, err
 	}
 	d := &IncidentDetail{Incident: inc.View(), Events: []IncidentEvent{}, Transitions: []IncidentTransition{}}
+	if d.Browsers, d.OperatingSystems, err = in.clients(ctx, id); err != nil {
+		return nil, err
+	}
 	if err := in.s.DB.NewRaw(`SELECT name FROM projects WHERE id = ?`, inc.ProjectID).Scan(ctx, &d.ProjectName); err != nil {
 		return nil, fmt.Errorf("incidents: project name: %w", err)
 	}
