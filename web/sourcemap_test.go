@@ -512,6 +512,14 @@ func TestSourceMapRetention(t *testing.T) {
 	if bundles, files, blobs, _ := b.smCounts(t); bundles != 1 || files != 2 || blobs != 2 {
 		t.Fatalf("a fresh upload was removed: %d %d %d", bundles, files, blobs)
 	}
+	// The retention page shows what the project's uploads hold.
+	br := b.browser(t)
+	br.login("owner@acme.test", testPassword)
+	if _, page := br.get("/settings/retention"); !strings.Contains(page, `data-testid="project-sourcemap-bytes">1.5 KB<`) &&
+		!strings.Contains(page, `data-testid="project-sourcemap-bytes">1.5 KiB<`) {
+		i := strings.Index(page, "project-sourcemap-bytes")
+		t.Errorf("the retention page's source-map size: %q", page[max(i, 0):min(i+80, len(page))])
+	}
 	if _, err := b.db.Bun.NewRaw(`UPDATE sourcemap_bundles SET created_at = now() - interval '91 days', last_used_at = now() - interval '91 days'`).Exec(ctx); err != nil {
 		t.Fatal(err)
 	}
