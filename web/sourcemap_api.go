@@ -90,7 +90,7 @@ func (s *Server) sentryChunkUpload(c echo.Context) error {
 		if len(chunks) >= sourcemap.ChunksPerRequest {
 			return domain.NewError(sourcemap.ErrTooLarge, "too_many_chunks", "at most %d chunks a request", sourcemap.ChunksPerRequest)
 		}
-		var r io.Reader = io.LimitReader(part, sourcemap.ChunkSize+1)
+		r := io.LimitReader(part, sourcemap.ChunkSize+1)
 		if name == "file_gzip" {
 			zr, err := gzip.NewReader(part)
 			if err != nil {

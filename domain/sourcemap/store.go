@@ -185,7 +185,7 @@ func (m *Service) Assemble(ctx context.Context, p *domain.Principal, orgSlug str
 	}
 	var have int
 	if err := m.s.DB.NewRaw(`SELECT count(*) FROM sourcemap_bundles WHERE project_id IN (?) AND checksum = ?`,
-		bun.In(projectIDs(projects)), req.Checksum).Scan(ctx, &have); err != nil {
+		bun.List(projectIDs(projects)), req.Checksum).Scan(ctx, &have); err != nil {
 		return AssembleResult{}, fmt.Errorf("sourcemap: bundle lookup: %w", err)
 	}
 	if have == len(projects) {
@@ -197,7 +197,7 @@ func (m *Service) Assemble(ctx context.Context, p *domain.Principal, orgSlug str
 		Size     int64  `bun:"size"`
 	}
 	if err := m.s.DB.NewRaw(`SELECT checksum, length(data) AS size FROM sourcemap_chunks WHERE org_id = ? AND checksum IN (?)`,
-		p.OrgID, bun.In(req.Chunks)).Scan(ctx, &stored); err != nil {
+		p.OrgID, bun.List(req.Chunks)).Scan(ctx, &stored); err != nil {
 		return AssembleResult{}, fmt.Errorf("sourcemap: chunk lookup: %w", err)
 	}
 	sizes := make(map[string]int64, len(stored))
@@ -267,7 +267,7 @@ func (m *Service) concat(ctx context.Context, orgID uuid.UUID, chunks []string, 
 		Data     []byte `bun:"data"`
 	}
 	if err := m.s.DB.NewRaw(`SELECT checksum, data FROM sourcemap_chunks WHERE org_id = ? AND checksum IN (?)`,
-		orgID, bun.In(chunks)).Scan(ctx, &rows); err != nil {
+		orgID, bun.List(chunks)).Scan(ctx, &rows); err != nil {
 		return nil, fmt.Errorf("sourcemap: read chunks: %w", err)
 	}
 	by := make(map[string][]byte, len(rows))
@@ -288,7 +288,7 @@ func (m *Service) concat(ctx context.Context, orgID uuid.UUID, chunks []string, 
 // dropChunks removes the chunks an assemble call took (or refused). A
 // failure leaves them to the day-old sweep.
 func (m *Service) dropChunks(ctx context.Context, orgID uuid.UUID, chunks []string) {
-	if _, err := m.s.DB.NewRaw(`DELETE FROM sourcemap_chunks WHERE org_id = ? AND checksum IN (?)`, orgID, bun.In(chunks)).Exec(ctx); err != nil {
+	if _, err := m.s.DB.NewRaw(`DELETE FROM sourcemap_chunks WHERE org_id = ? AND checksum IN (?)`, orgID, bun.List(chunks)).Exec(ctx); err != nil {
 		m.s.Log.Warn("sourcemap: drop chunks", "org_id", orgID, "error", err.Error())
 	}
 }
@@ -368,7 +368,7 @@ func (m *Service) store(ctx context.Context, p *domain.Principal, projectID uuid
 		}
 		var known []string
 		if err := tx.NewRaw(`SELECT checksum FROM sourcemap_blobs WHERE project_id = ? AND checksum IN (?)`,
-			projectID, bun.In(sums)).Scan(ctx, &known); err != nil {
+			projectID, bun.List(sums)).Scan(ctx, &known); err != nil {
 			return fmt.Errorf("sourcemap: blobs: %w", err)
 		}
 		have := make(map[string]bool, len(known))
@@ -443,7 +443,7 @@ func (m *Service) Usage(ctx context.Context, orgID uuid.UUID) (map[uuid.UUID]int
 	return out, err
 }
 
-func bunIn(ss []string) any { return bun.In(ss) }
+func bunIn(ss []string) any { return bun.List(ss) }
 
 // chunkTTL is how long a chunk waits for the assemble call that takes it.
 const chunkTTL = 24 * time.Hour
