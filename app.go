@@ -91,7 +91,8 @@ func newApp(ctx context.Context, cfg *Config, logOut io.Writer, withWorkers bool
 	git, gitErr := sandbox.NewGit(cfg.Sandbox != "process", policy)
 	opts := wiring.Options{HeartbeatTimeout: cfg.HeartbeatTimeout, LogMaxBytes: cfg.LogMaxBytes, CheckoutPolicy: policy,
 		PublicURL: cfg.PublicURL, AlertsPerMinute: cfg.AlertsPerMinute,
-		AlertsAllowPrivate: cfg.AlertsAllowPrivate, EventRetention: cfg.EventRetention, RetentionShare: cfg.RetentionShare}
+		AlertsAllowPrivate: cfg.AlertsAllowPrivate, EventRetention: cfg.EventRetention, RetentionShare: cfg.RetentionShare,
+		SourceMapLimits: cfg.SourceMaps, SourceMapCache: cfg.SourceMapsCache}
 	var gitHead forgestatus.GitHead
 	if gitErr == nil {
 		opts.ProbeRepo, gitHead = git.Probe, git.Head

@@ -12,6 +12,7 @@ import (
 
 	"anvil/domain/retention"
 	"anvil/domain/secret"
+	"anvil/domain/sourcemap"
 )
 
 // Config is the whole configuration, read once from the environment (the
@@ -53,6 +54,10 @@ type Config struct {
 	// RetentionShare is the share of the time a clean-up may spend
 	// deleting; it rests the rest (docs/retention.md, "Pacing").
 	RetentionShare float64
+	// SourceMaps bound source-map uploads per file, bundle and project,
+	// and size the parsed maps' cache, in bytes (docs/sourcemap.md).
+	SourceMaps      sourcemap.Limits
+	SourceMapsCache int64
 
 	// FeedBrowserRatePerMin bounds a browser connection's events per client
 	// address per minute (issue 27; docs/contracts/feed.md).
@@ -196,6 +201,12 @@ func loadConfig(getenv func(string) string) (*Config, error) {
 			c.RetentionShare = f
 		}
 	}
+	c.SourceMaps = sourcemap.Limits{
+		File:    int64(integer("ANVIL_SOURCEMAP_MAX_FILE", sourcemap.DefaultMaxFile, 1024, 1<<30)),
+		Bundle:  int64(integer("ANVIL_SOURCEMAP_MAX_BUNDLE", sourcemap.DefaultMaxBundle, 1024, 4<<30)),
+		Project: int64(integer("ANVIL_SOURCEMAP_MAX_PROJECT", sourcemap.DefaultMaxProject, 1024, 64<<30)),
+	}
+	c.SourceMapsCache = int64(integer("ANVIL_SOURCEMAP_CACHE", 256<<20, 1<<20, 16<<30))
 	c.BodyTimeout = 30 * time.Second
 	if v := str("ANVIL_BODY_TIMEOUT", ""); v != "" {
 		d, err := time.ParseDuration(v)

@@ -12,6 +12,7 @@ import (
 	"anvil/db"
 	"anvil/domain"
 	"anvil/domain/monitor"
+	"anvil/domain/sourcemap"
 	"anvil/views"
 )
 
@@ -66,6 +67,8 @@ func statusOf(kind error) int {
 		return http.StatusServiceUnavailable
 	case monitor.ErrRate:
 		return http.StatusTooManyRequests
+	case sourcemap.ErrTooLarge:
+		return http.StatusRequestEntityTooLarge
 	}
 	return http.StatusInternalServerError
 }

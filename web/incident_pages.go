@@ -11,6 +11,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"anvil/domain"
+	"anvil/domain/event"
 	"anvil/domain/incident"
 	"anvil/views"
 )
@@ -168,7 +169,10 @@ func (s *Server) incidentProps(c echo.Context, id uuid.UUID) (views.IncidentProp
 		if ev.Exception != nil {
 			props.ExceptionMessage, props.FramesOmitted = ev.Exception.Message, ev.Exception.FramesOmitted
 			for _, f := range ev.Exception.Stacktrace {
-				props.Frames = append(props.Frames, views.FrameRow{File: f.File, Line: f.Line, Function: f.Function, Context: f.ContextCode, InApp: f.InApp})
+				props.Frames = append(props.Frames, frameRow(f))
+				if sy := f.Symbolication; sy != nil && sy.Unmapped != "" {
+					props.FramesNote = "Some frames of this event could not be mapped to their source and stay as they came (the reason is beside each). Events that arrive after their source maps are uploaded are mapped."
+				}
 			}
 		}
 		if ev.Request != nil {
@@ -223,6 +227,25 @@ func (s *Server) incidentPage(c echo.Context) error {
 		return Render(c, http.StatusOK, views.IncidentLive(props))
 	}
 	return Render(c, http.StatusOK, views.IncidentPage(props))
+}
+
+// frameRow is a stored frame as the incident page shows it, with what
+// source maps left on it (docs/sourcemap.md).
+func frameRow(f event.Frame) views.FrameRow {
+	r := views.FrameRow{File: f.File, Line: f.Line, Function: f.Function, Context: f.ContextCode, InApp: f.InApp}
+	sy := f.Symbolication
+	if sy == nil {
+		return r
+	}
+	r.Column, r.Pre, r.Post, r.Mapping, r.Unmapped = f.Colno, sy.PreContext, sy.PostContext, sy.Mapping, sy.Unmapped
+	if raw := sy.Raw; raw != nil {
+		where := raw.AbsPath
+		if where == "" {
+			where = raw.File
+		}
+		r.Raw = fmt.Sprintf("%s at %s:%d:%d", raw.Function, where, raw.Line, raw.Colno)
+	}
+	return r
 }
 
 func clientRows(cs []incident.ClientCount) []views.ClientRow {

@@ -32,8 +32,12 @@ func (s *Server) retentionProps(c echo.Context) (views.RetentionProps, error) {
 	if orgLast != nil {
 		props.OrgLastCleanup = cleanupLine(*orgLast, true)
 	}
+	maps, err := s.SourceMaps.Usage(ctx, p.OrgID)
+	if err != nil {
+		return views.RetentionProps{}, err
+	}
 	for _, st := range stats {
-		row := views.RetentionProjectRow{ID: st.ProjectID.String(), Name: st.Name, Events: st.Events,
+		row := views.RetentionProjectRow{ID: st.ProjectID.String(), Name: st.Name, Events: st.Events, SourceMapBytes: humanBytes(maps[st.ProjectID]),
 			OldestEvent: when(st.OldestEvent), LogBytes: humanBytes(st.LogBytes), OldestLog: when(st.OldestLog),
 			LastCleanup: "none yet", Policy: policyLine(st.Policy), Overrides: retentionForm(st.Overrides)}
 		if st.LastCleanup != nil {

@@ -15,6 +15,8 @@ import (
 // A write route missing here needs an admin (the safe default) and fails
 // that test until it is listed.
 var routeRoles = map[string]string{
+	// source maps (docs/sourcemap.md): members upload
+	"POST /api/private/projects/:projectId/sourcemaps": domain.RoleMember,
 	// pages
 	"POST /logout":                                         domain.RoleViewer,
 	"POST /projects":                                       domain.RoleAdmin,

@@ -323,6 +323,11 @@ var projectSteps = []eraseStep{
 	byCTID("feed_daily_usage", "project_id"),
 	byCTID("retention_policies", "project_id"),
 	byCTID("retention_cleanups", "project_id"),
+	// Source maps (docs/sourcemap.md): files, then their bundles and the
+	// contents they named.
+	byCTID("sourcemap_files", "project_id"),
+	byCTID("sourcemap_bundles", "project_id"),
+	byCTID("sourcemap_blobs", "project_id"),
 }
 
 // orgSteps erase what an organisation holds beside its projects.
@@ -342,6 +347,8 @@ var orgSteps = []eraseStep{
 	// (its projects' rows went with them).
 	byCTID("retention_policies", "org_id"),
 	byCTID("retention_cleanups", "org_id"),
+	// Chunks sentry-cli sent that no assemble call took (docs/sourcemap.md).
+	byCTID("sourcemap_chunks", "org_id"),
 	byCTID("invitations", "org_id"),
 	byCTID("sessions", "org_id"),
 	byCTID("api_tokens", "org_id"),

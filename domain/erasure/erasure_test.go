@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -25,6 +26,7 @@ import (
 	"anvil/domain/run"
 	"anvil/domain/runsecret"
 	"anvil/domain/secret"
+	"anvil/domain/sourcemap"
 	"anvil/domain/webhook"
 	"anvil/domain/wiring"
 )
@@ -205,6 +207,15 @@ func (b *erasureBundle) populate(t *testing.T, pr *domain.Principal, slug string
 	if err := sv.Monitors.FlushUsage(ctx); err != nil { // the day's check-in count
 		t.Fatal(err)
 	}
+	// Source maps (docs/sourcemap.md): an upload's bundle, files and contents.
+	mapData, err := os.ReadFile("../sourcemap/testdata/build1/app.js.map")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sv.SourceMaps.Upload(ctx, pr, p.ID, "shop@1", "", []sourcemap.PlainFile{
+		{Name: "assets/app.js", Data: []byte("function a(){}\n//# sourceMappingURL=app.js.map\n")}, {Name: "assets/app.js.map", Data: mapData}}); err != nil {
+		t.Fatal(err)
+	}
 	return populated{project: p, feedTok: tok, incident: inc}
 }
 
@@ -260,7 +271,7 @@ func walk(t *testing.T, d *db.DB, ids []string) map[string]int {
 // organisation's people and their access, alert destinations and their
 // log (which name no project), River's and the migrator's bookkeeping.
 var notAProjects = []string{"organizations", "users", "memberships", "sessions", "session_reveals", "api_tokens", "invitations",
-	"password_resets", "alert_destinations", "alert_deliveries", "alert_minutes", "organization_erasures",
+	"password_resets", "sourcemap_chunks", "alert_destinations", "alert_deliveries", "alert_minutes", "organization_erasures",
 	"bun_migrations", "bun_migration_locks", "river_client", "river_client_queue", "river_leader", "river_migration", "river_notification", "river_queue"}
 
 // erase runs erasure passes as the erase job would, until done.

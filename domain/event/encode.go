@@ -170,6 +170,13 @@ func appendFrame(b []byte, f *Frame) []byte {
 	b = strconv.AppendBool(b, f.InApp)
 	b = appendField(b, "abs_path", f.AbsPath)
 	b = appendInt(b, "colno", f.Colno)
+	if f.Symbolication != nil {
+		// Rare next to plain frames, and nested: encoding/json spells it
+		// (strings and numbers only, nothing it refuses).
+		v, _ := json.Marshal(f.Symbolication)
+		b = append(b, `,"symbolication":`...)
+		b = append(b, v...)
+	}
 	return append(b, '}')
 }
 

@@ -127,6 +127,37 @@ type Frame struct {
 	// source-map step resolves a minified frame from them (issue 27).
 	AbsPath string `json:"abs_path,omitempty"`
 	Colno   int    `json:"colno,omitempty"`
+	// Symbolication is the server's, never the sender's (docs/sourcemap.md):
+	// a minified frame mapped through its source map names the original
+	// file, line, column and function in the fields above (AbsPath then
+	// empty) and keeps the frame as it came, the context lines and the
+	// upload that mapped it here; a frame that could not be mapped says
+	// why. A pointer, so that a Frame stays comparable.
+	Symbolication *Symbolication `json:"symbolication,omitempty"`
+}
+
+// Symbolication is what mapping a frame through a source map left on it.
+type Symbolication struct {
+	// Raw is the frame as the sender reported it (nil when unmapped: the
+	// frame itself is still raw).
+	Raw *RawFrame `json:"raw,omitempty"`
+	// PreContext and PostContext are the source lines before and after
+	// ContextCode, nearest last and first.
+	PreContext  []string `json:"pre_context,omitempty"`
+	PostContext []string `json:"post_context,omitempty"`
+	// Mapping names the upload whose map mapped the frame.
+	Mapping string `json:"mapping,omitempty"`
+	// Unmapped is why a frame that looked minified stayed as it came.
+	Unmapped string `json:"unmapped,omitempty"`
+}
+
+// RawFrame is a frame as the sender reported it, before symbolication.
+type RawFrame struct {
+	File     string `json:"file,omitempty"`
+	AbsPath  string `json:"abs_path,omitempty"`
+	Line     int    `json:"line,omitempty"`
+	Colno    int    `json:"colno,omitempty"`
+	Function string `json:"function,omitempty"`
 }
 
 // Request is the HTTP request that failed. URL is only ever an http(s) URL:

@@ -83,6 +83,11 @@ func Scrub(e *Event) error {
 			if f.AbsPath, err = scrubField("exception.stacktrace.abs_path", f.AbsPath); err != nil {
 				return err
 			}
+			if f.Symbolication != nil {
+				if err := scrubSymbolication(f.Symbolication); err != nil {
+					return err
+				}
+			}
 		}
 	}
 	if e.Request != nil {
@@ -844,4 +849,27 @@ func maskSSN(m string) string {
 		return m
 	}
 	return ssnMark
+}
+
+// scrubSymbolication scrubs what a source map brought into a frame
+// (docs/sourcemap.md): a secret committed to the front-end's source is as
+// secret as one in a message.
+func scrubSymbolication(sy *Symbolication) error {
+	var err error
+	for _, lines := range [][]string{sy.PreContext, sy.PostContext} {
+		for i := range lines {
+			if lines[i], err = scrubField("exception.stacktrace.context_code", lines[i]); err != nil {
+				return err
+			}
+		}
+	}
+	if r := sy.Raw; r != nil {
+		if r.File, err = scrubField("exception.stacktrace.file", r.File); err != nil {
+			return err
+		}
+		if r.AbsPath, err = scrubField("exception.stacktrace.abs_path", r.AbsPath); err != nil {
+			return err
+		}
+	}
+	return nil
 }

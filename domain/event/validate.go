@@ -518,6 +518,7 @@ func boundException(w *wireException) *Exception {
 		if f.Colno < 0 {
 			f.Colno = 0
 		}
+		f.Symbolication = nil // the server's (docs/sourcemap.md), never the sender's
 	}
 	if len(frames) > 0 {
 		ex.Stacktrace = frames

@@ -79,7 +79,7 @@ var (
 	wireExceptionFields = [...]string{"type", "message", "stacktrace"}
 	wireRequestFields   = [...]string{"method", "url", "status_code"}
 	wireUserFields      = [...]string{"id"}
-	wireFrameFields     = [...]string{"file", "line", "function", "context_code", "in_app", "abs_path", "colno"}
+	wireFrameFields     = [...]string{"file", "line", "function", "context_code", "in_app", "abs_path", "colno", "symbolication"}
 )
 
 // wireParser reads one JSON value from b; s is the same bytes as a string.
@@ -502,6 +502,10 @@ func (p *wireParser) frames(dst *[]Frame) bool {
 				return p.boolean(&f.InApp)
 			case 5:
 				return p.str(&f.AbsPath)
+			case 7:
+				// The server's field (docs/sourcemap.md): left to the
+				// general decoder, and Validate drops it.
+				return false
 			}
 			return p.integer(&f.Colno)
 		}))

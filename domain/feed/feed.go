@@ -45,6 +45,11 @@ type Feed struct {
 	// commits. wiring.NewServices sets it to Incidents.RequestRepairs; nil means no
 	// repair run is started (the incident stays QUEUED and is visible as such).
 	OnQueued func(ctx context.Context, tx bun.Tx, projectID uuid.UUID, incidentIDs []uuid.UUID) error
+	// Symbolicate maps an event's minified frames back to their original
+	// source before it is scrubbed and fingerprinted (docs/sourcemap.md);
+	// it never fails an event. wiring.NewServices sets it to
+	// sourcemap.Service.Symbolicate; nil leaves frames as they came.
+	Symbolicate func(ctx context.Context, projectID uuid.UUID, ev *event.Event)
 	// scrub is event.Scrub; a test seam, because no validated event makes
 	// the real scrubber give up (Validate already bounds what it cannot walk).
 	scrub func(*event.Event) error

@@ -61,7 +61,7 @@ func (f *Feed) Ingest(ctx context.Context, snd *FeedSender, clientAddr string, r
 	// One sender, one address, one moment: one pseudonym for the request.
 	ipHash := event.IPHash(clientAddr, now, snd.ConnectionID.String())
 	for _, raw := range raws {
-		p, rej := f.prepare(raw, snd, ipHash)
+		p, rej := f.prepare(ctx, raw, snd, ipHash)
 		if rej != nil {
 			res.Rejected = append(res.Rejected, *rej)
 			continue
@@ -82,7 +82,7 @@ func (f *Feed) Ingest(ctx context.Context, snd *FeedSender, clientAddr string, r
 }
 
 // prepare runs the per-event pipeline on one element.
-func (f *Feed) prepare(raw json.RawMessage, snd *FeedSender, ipHash string) (p prepared, rej *event.Rejection) {
+func (f *Feed) prepare(ctx context.Context, raw json.RawMessage, snd *FeedSender, ipHash string) (p prepared, rej *event.Rejection) {
 	var id *string
 	defer func() {
 		if r := recover(); r != nil {
@@ -103,6 +103,9 @@ func (f *Feed) prepare(raw json.RawMessage, snd *FeedSender, ipHash string) (p p
 		return p, &event.Rejection{EventID: id, ReasonCode: event.BindingDisabled, Message: fmt.Sprintf("the binding for environment '%s' has repair policy off; the event was not kept", ev.Environment)}
 	}
 	ev.User.IPHash = ipHash
+	if f.Symbolicate != nil {
+		f.Symbolicate(ctx, snd.ProjectID, &ev)
+	}
 	if err := f.scrub(&ev); err != nil {
 		return p, &event.Rejection{EventID: id, ReasonCode: event.RedactionFailed, Message: err.Error()}
 	}

@@ -1,6 +1,7 @@
 package feed
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -36,7 +37,7 @@ func TestPrepareScrubFailureAndFault(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			f := &Feed{s: &domain.Store{Log: slog.New(slog.DiscardHandler)}, scrub: tc.scrub}
-			_, rej := f.prepare(raw, snd, event.IPHash("192.0.2.1", time.Now(), snd.ConnectionID.String()))
+			_, rej := f.prepare(context.Background(), raw, snd, event.IPHash("192.0.2.1", time.Now(), snd.ConnectionID.String()))
 			if rej == nil || rej.ReasonCode != tc.code || rej.EventID == nil || *rej.EventID != "F4B1A0C2-0F4A-4A1E-9D7A-2B6C5D8E1F30" {
 				t.Fatalf("got %+v, want %s with the id as spelled", rej, tc.code)
 			}

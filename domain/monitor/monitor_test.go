@@ -265,7 +265,7 @@ func TestRetentionDeletesOldRuns(t *testing.T) {
 	b.checkIn(t, monitor.CheckInInput{Slug: "backup", Status: monitor.StatusInProgress, CheckInID: &id})
 	b.Clock.Advance(100 * 24 * time.Hour) // past the default 90 days
 	b.checkIn(t, monitor.CheckInInput{Slug: "backup", Status: monitor.StatusOK})
-	if _, err := retention.For(b.Store).Cleanup(context.Background()); err != nil {
+	if _, err := retention.New(b.Store).Cleanup(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	if n := b.CountRows(t, "monitor_checkins", "true"); n != 2 {

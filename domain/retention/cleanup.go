@@ -326,6 +326,11 @@ func (r *Service) cleanProject(ctx context.Context, orgID, projectID uuid.UUID, 
 	if err := r.cleanLogs(ctx, sc, pol, now.Add(-pol.Logs)); err != nil {
 		return Removed{}, fmt.Errorf("retention: logs: %w", err)
 	}
+	if r.ExpireArtifacts != nil {
+		if err := r.ExpireArtifacts(ctx, projectID, now.Add(-pol.Events)); err != nil {
+			return Removed{}, fmt.Errorf("retention: source maps: %w", err)
+		}
+	}
 	return r.finish(ctx, sc, &bound, &pol)
 }
 

@@ -112,6 +112,11 @@ type Service struct {
 	// (1: no rest; docs/retention.md, "Pacing").
 	Share float64
 
+	// ExpireArtifacts, when set (wiring: sourcemap.Service.Expire), removes
+	// a project's source-map uploads whose release has sent no event since
+	// cutoff — the project's events retention (docs/sourcemap.md).
+	ExpireArtifacts func(ctx context.Context, projectID uuid.UUID, cutoff time.Time) error
+
 	budget *Budget
 	// afterBatch, when set (tests), runs after every committed batch.
 	afterBatch func()

@@ -30,6 +30,7 @@ import (
 	"anvil/domain/retention"
 	"anvil/domain/run"
 	"anvil/domain/secret"
+	"anvil/domain/sourcemap"
 	"anvil/domain/webhook"
 )
 
@@ -57,6 +58,9 @@ type Services struct {
 	Erasure *erasure.Service
 	// Monitors are the cron monitors (docs/monitors.md).
 	Monitors *monitor.Service
+	// SourceMaps keeps uploaded source maps and symbolicates events at
+	// ingest (docs/sourcemap.md).
+	SourceMaps *sourcemap.Service
 
 	db *db.DB
 }
@@ -87,6 +91,10 @@ type Options struct {
 	// RetentionShare is the share of the time a clean-up spends deleting
 	// (0: retention.DefaultShare).
 	RetentionShare float64
+	// SourceMapLimits bound uploads (zero fields: the defaults;
+	// docs/sourcemap.md); SourceMapCache is the parsed maps' cache, bytes.
+	SourceMapLimits sourcemap.Limits
+	SourceMapCache  int64
 }
 
 // NewServices wires the services on d, alerts included (d's pool also
@@ -110,6 +118,9 @@ func NewServices(d *db.DB, keys *secret.Keyring, log *slog.Logger, o Options) *S
 	sv.Retention = retention.New(s)
 	sv.Erasure = erasure.New(s, sv.Queue, sv.Feed, sv.Webhooks)
 	sv.Monitors = monitor.New(s, sv.Incidents, o.PublicURL)
+	sv.SourceMaps = sourcemap.New(s, o.SourceMapLimits, o.SourceMapCache)
+	sv.Feed.Symbolicate = sv.SourceMaps.Symbolicate
+	sv.Retention.ExpireArtifacts = sv.SourceMaps.Expire
 	if o.EventRetention > 0 {
 		sv.Retention.MaxEvents = o.EventRetention
 	}
