@@ -172,7 +172,7 @@ func (ms *Service) create(ctx context.Context, tx bun.Tx, projectID uuid.UUID, i
 		OrgID     uuid.UUID  `bun:"org_id"`
 		DeletedAt *time.Time `bun:"deleted_at"`
 	}
-	if err := tx.NewRaw(`SELECT org_id, deleted_at FROM projects WHERE id = ?`, projectID).Scan(ctx, &pr); err != nil {
+	if err := tx.NewRaw(`SELECT org_id, deleted_at FROM `+domain.AllProjects+` WHERE id = ?`, projectID).Scan(ctx, &pr); err != nil {
 		if dbutil.IsNoRows(err) {
 			return nil, domain.NotFound("project")
 		}
@@ -221,8 +221,8 @@ func (ms *Service) Ping(ctx context.Context, key, slug, kind string, body []byte
 		Slug      string    `bun:"slug"`
 		Hash      []byte    `bun:"ping_hash"`
 	}
-	err := ms.s.DB.NewRaw(`SELECT m.project_id, m.slug, m.ping_hash FROM monitors m JOIN projects p ON p.id = m.project_id
-		WHERE m.ping_lookup = ? AND p.deleted_at IS NULL`, lookup).Scan(ctx, &row)
+	err := ms.s.DB.NewRaw(`SELECT m.project_id, m.slug, m.ping_hash FROM monitors m JOIN `+domain.LiveProjects+` p ON p.id = m.project_id
+		WHERE m.ping_lookup = ?`, lookup).Scan(ctx, &row)
 	if dbutil.IsNoRows(err) || (err == nil && (!tokens.HashEqual(row.Hash, hash) || row.Slug != slug)) {
 		return nil, domain.NotFound("monitor")
 	}

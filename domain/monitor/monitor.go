@@ -308,7 +308,7 @@ const monitorColumns = `id, org_id, project_id, slug, schedule_type, schedule_va
 // visibleProject checks that the project is the caller's organisation's.
 func (ms *Service) visibleProject(ctx context.Context, p *domain.Principal, projectID uuid.UUID) error {
 	var n int
-	if err := ms.s.DB.NewRaw(`SELECT count(*) FROM projects WHERE id = ? AND org_id = ? AND deleted_at IS NULL`, projectID, p.OrgID).Scan(ctx, &n); err != nil {
+	if err := ms.s.DB.NewRaw(`SELECT count(*) FROM `+domain.LiveProjects+` p WHERE p.id = ? AND p.org_id = ?`, projectID, p.OrgID).Scan(ctx, &n); err != nil {
 		return fmt.Errorf("monitors: project: %w", err)
 	}
 	if n == 0 {

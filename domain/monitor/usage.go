@@ -9,6 +9,8 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/uptrace/bun/dialect/pgdialect"
+
+	"anvil/domain"
 )
 
 // The day's check-in count (docs/monitors.md, "From the Sentry SDKs"):
@@ -60,7 +62,7 @@ func (ms *Service) FlushUsage(ctx context.Context) error {
 	}
 	_, err := ms.s.DB.NewRaw(`INSERT INTO feed_daily_usage AS u (project_id, day, checkins)
 		SELECT p, d, c FROM unnest(?::uuid[], ?::date[], ?::bigint[]) AS x(p, d, c)
-		WHERE EXISTS (SELECT 1 FROM projects WHERE id = x.p AND deleted_at IS NULL)
+		WHERE EXISTS (SELECT 1 FROM `+domain.LiveProjects+` lp WHERE lp.id = x.p)
 		ON CONFLICT (project_id, day) DO UPDATE SET checkins = u.checkins + EXCLUDED.checkins`,
 		pgdialect.Array(projects), pgdialect.Array(days), pgdialect.Array(counts)).Exec(ctx)
 	if err != nil {

@@ -295,7 +295,7 @@ func (m *Service) dropChunks(ctx context.Context, orgID uuid.UUID, chunks []stri
 
 func (m *Service) projectBySlug(ctx context.Context, orgID uuid.UUID, slug string) (*domain.Project, error) {
 	pr := new(domain.Project)
-	err := m.s.DB.NewSelect().Model(pr).Where("org_id = ? AND slug = ? AND deleted_at IS NULL", orgID, slug).Scan(ctx)
+	err := domain.SelectLiveProjects(m.s.DB, pr).Where("org_id = ? AND slug = ?", orgID, slug).Scan(ctx)
 	if err != nil {
 		if strings.Contains(err.Error(), "no rows") {
 			return nil, domain.NotFound("project")
@@ -328,7 +328,7 @@ func (m *Service) Upload(ctx context.Context, p *domain.Principal, projectID uui
 		return nil, err
 	}
 	pr := new(domain.Project)
-	if err := m.s.DB.NewSelect().Model(pr).Where("id = ? AND org_id = ? AND deleted_at IS NULL", projectID, p.OrgID).Scan(ctx); err != nil {
+	if err := domain.SelectLiveProjects(m.s.DB, pr).Where("id = ? AND org_id = ?", projectID, p.OrgID).Scan(ctx); err != nil {
 		if strings.Contains(err.Error(), "no rows") {
 			return nil, domain.NotFound("project")
 		}
@@ -434,7 +434,7 @@ func (m *Service) Usage(ctx context.Context, orgID uuid.UUID) (map[uuid.UUID]int
 		ProjectID uuid.UUID `bun:"project_id"`
 		Bytes     int64     `bun:"bytes"`
 	}
-	err := m.s.DB.NewRaw(`SELECT b.project_id, sum(b.size) AS bytes FROM sourcemap_blobs b JOIN projects p ON p.id = b.project_id
+	err := m.s.DB.NewRaw(`SELECT b.project_id, sum(b.size) AS bytes FROM sourcemap_blobs b JOIN `+domain.AllProjects+` p ON p.id = b.project_id
 		WHERE p.org_id = ? GROUP BY b.project_id`, orgID).Scan(ctx, &rows)
 	out := make(map[uuid.UUID]int64, len(rows))
 	for _, r := range rows {
