@@ -124,6 +124,7 @@ func New(d Deps) *echo.Echo {
 	s.registerAlerts(e, pages, api)
 	s.registerRetention(pages, api)
 	s.registerErasure(pages, api)
+	s.registerReleases(pages, api)
 
 	// A group with middleware claims every unknown path under its prefix, so
 	// that its middleware runs: an anonymous GET /no/such/page was sent to

@@ -18,6 +18,7 @@ import (
 	"anvil/domain/incident"
 	"anvil/domain/internal/dbutil"
 	"anvil/domain/internal/ttlcache"
+	"anvil/domain/release"
 )
 
 // Storing a group of batches: its events, and the incidents they count on.
@@ -43,6 +44,7 @@ type group struct {
 	n        int64
 	latest   string // event_id of the newest new event, as spelled
 	release  string
+	first    string // the release of its first new event (docs/releases.md)
 }
 
 type groupKey struct{ env, fp string }
@@ -57,6 +59,9 @@ type batchPlan struct {
 	// order is one event per key — the first spelling in the batch, the
 	// one stored — sorted by key, the order of the dedupe index's locks.
 	order []int
+	// rel is the new events per release, written with the group's commit
+	// (release.TrackStmt).
+	rel release.Tally
 }
 
 // planBatch groups evs by incident. The lock orders are fixed — incidents
@@ -123,8 +128,24 @@ func (p *batchPlan) count(fresh map[string]bool) {
 		g.latest = e.ev.EventID
 		if e.ev.Release != "" {
 			g.release = e.ev.Release
+			if g.first == "" {
+				g.first = e.ev.Release
+			}
 		}
+		p.rel.Count(e.ev.Environment, e.ev.Release)
 	}
+}
+
+// trackStmt is the group's release upsert, when its events named releases;
+// created are the incidents the group created.
+func (p *batchPlan) trackStmt(created []*group) (dbutil.Stmt, bool) {
+	if p.rel.Empty() {
+		return dbutil.Stmt{}, false
+	}
+	for _, g := range created {
+		p.rel.Created(g.id, g.env, g.first)
+	}
+	return release.TrackStmt(p.snd.ProjectID, &p.rel, p.now), true
 }
 
 // split is the groups that gained events: existing incidents to update and
@@ -454,6 +475,9 @@ func (g *fastGroup) commit(ctx context.Context, updated, created []*group) error
 			// New incidents and moves change the card; counts do not.
 			b.Queue(card.BumpVersionSQL, dbutil.PgUUID(p.snd.ProjectID), p.now)
 		}
+		if rel, ok := p.trackStmt(created); ok {
+			b.Queue(rel.SQL, rel.Args...)
+		}
 		b.Queue("COMMIT")
 		if err := g.c.SendBatch(ctx, b).Close(); err != nil {
 			return fmt.Errorf("count and commit: %w", err)
@@ -568,9 +592,11 @@ func (f *Feed) storeBatch(ctx context.Context, tx bun.Tx, p *batchPlan) error {
 			return fmt.Errorf("create incidents: %w", err)
 		}
 	}
+	var made []*group
 	for _, g := range created {
 		if !lost[g] {
 			trs = append(trs, incident.Created(g.id, g.env, g.policy)...)
+			made = append(made, g)
 		}
 	}
 	if len(lost) > 0 {
@@ -614,6 +640,11 @@ func (f *Feed) storeBatch(ctx context.Context, tx bun.Tx, p *batchPlan) error {
 	if ids := incident.Queued(trs); f.OnQueued != nil && len(ids) > 0 {
 		if err := f.OnQueued(ctx, tx, p.snd.ProjectID, ids); err != nil {
 			return fmt.Errorf("request repair: %w", err)
+		}
+	}
+	if rel, ok := p.trackStmt(made); ok {
+		if _, err := tx.Tx.ExecContext(ctx, rel.SQL, rel.Args...); err != nil {
+			return fmt.Errorf("track releases: %w", err)
 		}
 	}
 	if len(trs) > 0 {

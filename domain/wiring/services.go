@@ -25,6 +25,7 @@ import (
 	"anvil/domain/feed"
 	"anvil/domain/incident"
 	"anvil/domain/project"
+	"anvil/domain/release"
 	"anvil/domain/repourl"
 	"anvil/domain/retention"
 	"anvil/domain/run"
@@ -54,6 +55,8 @@ type Services struct {
 	Retention *retention.Service
 	// Erasure deletes projects and organisations (docs/erasure.md).
 	Erasure *erasure.Service
+	// Releases is the releases and the fix chain (docs/releases.md).
+	Releases *release.Releases
 
 	db *db.DB
 }
@@ -106,6 +109,7 @@ func NewServices(d *db.DB, keys *secret.Keyring, log *slog.Logger, o Options) *S
 	sv.Alerts.SetAllowPrivate(o.AlertsAllowPrivate)
 	sv.Retention = retention.For(s)
 	sv.Erasure = erasure.New(s, sv.Queue, sv.Feed, sv.Webhooks)
+	sv.Releases = release.New(s)
 	if o.EventRetention > 0 {
 		sv.Retention.MaxEvents = o.EventRetention
 	}
