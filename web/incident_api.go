@@ -65,7 +65,7 @@ func (s *Server) apiIncidentList(c echo.Context) error {
 // apiIncidentGet: GET /api/private/incidents/:incidentId → the incident with
 // its transitions, latest event, events and 24-hour histogram.
 func (s *Server) apiIncidentGet(c echo.Context) error {
-	id, err := pathUUID(c, "incidentId", "incident")
+	id, err := s.incidentParam(c)
 	if err != nil {
 		return err
 	}
@@ -79,7 +79,7 @@ func (s *Server) apiIncidentGet(c echo.Context) error {
 // apiIncidentDecision: POST /api/private/incidents/:incidentId/decisions
 // {decision} → 200 the incident; 409 with the reason when refused.
 func (s *Server) apiIncidentDecision(c echo.Context) error {
-	id, err := pathUUID(c, "incidentId", "incident")
+	id, err := s.incidentParam(c)
 	if err != nil {
 		return err
 	}

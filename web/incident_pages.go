@@ -19,7 +19,7 @@ func incidentRow(v incident.IncidentView) views.IncidentRow {
 	return views.IncidentRow{ID: v.ID.String(), ProjectID: v.ProjectID.String(), ProjectName: v.ProjectName, Title: v.Title,
 		ExceptionType: v.ExceptionType, Status: v.Status, Environment: v.Environment, EventCount: v.EventCount,
 		FirstSeen: v.FirstSeen, LastSeen: v.LastSeen, Release: v.Release, PRURL: v.PRURL,
-		NeedsHumanReason: v.NeedsHumanReason, Decisions: incident.DecisionsFor(v.Status)}
+		NeedsHumanReason: v.NeedsHumanReason, Decisions: incident.DecisionsFor(v.Status), ShortID: v.ShortID, FixNote: incident.FixNote(v.Fix)}
 }
 
 // inboxProps reads one inbox page for the request's filters.
@@ -82,7 +82,7 @@ func domainRefusal(err error) (string, error) {
 // inbox (?from=inbox) it answers the inbox body, else the incident page's
 // live part; a refused decision is shown in place (200, so htmx swaps it).
 func (s *Server) incidentDecisionSubmit(c echo.Context) error {
-	id, err := pathUUID(c, "incidentId", "incident")
+	id, err := s.incidentParam(c)
 	if err != nil {
 		return err
 	}
@@ -210,7 +210,7 @@ func (s *Server) incidentProps(c echo.Context, id uuid.UUID) (views.IncidentProp
 
 // incidentPage: GET /incidents/:id; ?fragment=live answers the live part.
 func (s *Server) incidentPage(c echo.Context) error {
-	id, err := pathUUID(c, "incidentId", "incident")
+	id, err := s.incidentParam(c)
 	if err != nil {
 		return err
 	}
