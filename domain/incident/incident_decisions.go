@@ -45,6 +45,12 @@ var lifecycle = map[string]map[string][]string{
 		domain.IncidentPROpen:     {domain.ActorRepair},
 		domain.IncidentNeedsHuman: {domain.ActorRepair},
 	},
+	// The repair's pull request closed without a merge (docs/releases.md);
+	// a fix that failed in a release that contains it reopens.
+	domain.IncidentPROpen: {
+		domain.IncidentNeedsHuman: {domain.ActorSystem},
+		domain.IncidentTriaged:    {domain.ActorSystem},
+	},
 	domain.IncidentClosed: {
 		domain.IncidentTriaged: {domain.ActorPerson, domain.ActorSystem}, // reopen, regression
 	},

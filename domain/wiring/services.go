@@ -57,6 +57,9 @@ type Services struct {
 	Erasure *erasure.Service
 	// Releases is the releases and the fix chain (docs/releases.md).
 	Releases *release.Releases
+	// Fixes is the fix chain: merged and closed repairs, shipped, proven
+	// and recurred fixes (docs/releases.md).
+	Fixes *release.Fixes
 
 	db *db.DB
 }
@@ -110,6 +113,8 @@ func NewServices(d *db.DB, keys *secret.Keyring, log *slog.Logger, o Options) *S
 	sv.Retention = retention.For(s)
 	sv.Erasure = erasure.New(s, sv.Queue, sv.Feed, sv.Webhooks)
 	sv.Releases = release.New(s)
+	sv.Fixes = release.NewFixes(s, sv.Incidents)
+	sv.Webhooks.OnDelivered = sv.Fixes.FromDelivery
 	if o.EventRetention > 0 {
 		sv.Retention.MaxEvents = o.EventRetention
 	}
