@@ -45,6 +45,10 @@ type group struct {
 	latest   string // event_id of the newest new event, as spelled
 	release  string
 	first    string // the release of its first new event (docs/releases.md)
+	// guarded: a closed incident with a fix or a release-aware close; its
+	// events are judged against the fix's releases by the fix check, not
+	// reopened here (docs/releases.md, "Regressions that know releases").
+	guarded bool
 }
 
 type groupKey struct{ env, fp string }
@@ -171,7 +175,7 @@ func incidentsStmt(projectID uuid.UUID, keys []groupKey, forUpdate bool) dbutil.
 	for i, k := range keys {
 		envs[i], fps[i] = k.env, k.fp
 	}
-	q := `SELECT i.id, i.environment, i.fingerprint, i.status FROM incidents i
+	q := `SELECT i.id, i.environment, i.fingerprint, i.status, ` + guardedSQL + ` FROM incidents i
 		JOIN unnest($2::text[], $3::text[]) AS u(e, f) ON i.environment = u.e AND i.fingerprint = u.f
 		WHERE i.project_id = $1`
 	if forUpdate {
@@ -189,10 +193,13 @@ func lockIDsStmt(projectID uuid.UUID, gs []*group) dbutil.Stmt {
 	for i, g := range gs {
 		ids[i] = dbutil.PgUUID(g.id)
 	}
-	return dbutil.Stmt{SQL: `SELECT id, environment, fingerprint, status FROM incidents
+	return dbutil.Stmt{SQL: `SELECT id, environment, fingerprint, status, ` + guardedSQL + ` FROM incidents i
 		WHERE project_id = $1 AND id = ANY($2::uuid[])
 		ORDER BY environment, fingerprint FOR UPDATE`, Args: []any{dbutil.PgUUID(projectID), ids}}
 }
+
+// guardedSQL reads group.guarded.
+const guardedSQL = `(i.fix_commit_sha <> '' OR i.closed_release <> '')`
 
 // scanIncidents marks the groups of the incidents found existing, with
 // their id and current status, and returns how many it found.
@@ -202,12 +209,13 @@ func (p *batchPlan) scanIncidents(rows dbutil.RowSource) (int, error) {
 		var (
 			id             uuid.UUID
 			env, fp, state string
+			guarded        bool
 		)
-		if err := rows.Scan(&id, &env, &fp, &state); err != nil {
+		if err := rows.Scan(&id, &env, &fp, &state, &guarded); err != nil {
 			return n, fmt.Errorf("find incidents: %w", err)
 		}
 		if g := p.groups[groupKey{env, fp}]; g != nil {
-			g.id, g.status, g.existing = id, state, true
+			g.id, g.status, g.existing, g.guarded = id, state, true, guarded
 			n++
 		}
 	}
@@ -270,7 +278,7 @@ func (p *batchPlan) updateStmt(gs []*group) (dbutil.Stmt, []incident.Transition)
 	counts := make([]int64, n)
 	for i, g := range gs {
 		ids[i], latest[i], rels[i], counts[i], states[i] = dbutil.PgUUID(g.id), g.latest, g.release, g.n, g.status
-		if g.status == domain.IncidentClosed {
+		if g.status == domain.IncidentClosed && !g.guarded {
 			trs = append(trs, incident.Regressed(g.id, g.env, g.policy)...)
 			states[i] = domain.PolicyTarget(g.policy)
 		}

@@ -147,3 +147,104 @@ func short(sha string) string {
 	}
 	return sha
 }
+
+// withFix runs fn on an incident under the locks when its fix is still
+// commit sha (a later fix owns the chain otherwise).
+func (in *Incidents) withFix(ctx context.Context, id uuid.UUID, sha string, fn func(ctx context.Context, tx bun.Tx, inc *Incident) error) error {
+	return in.onProject(ctx, []uuid.UUID{id}, func(ctx context.Context, tx bun.Tx, _ *domain.Project, inc *Incident) error {
+		if inc.Fix.CommitSHA != sha {
+			return nil
+		}
+		return fn(ctx, tx, inc)
+	})
+}
+
+// FixShipped records that release, which contains the fix sha, served its
+// first event at at: the verification window starts (until at+window).
+// base is the release's event count when this was seen, so that the
+// evidence counts the events it served since.
+func (in *Incidents) FixShipped(ctx context.Context, id uuid.UUID, sha, release string, at time.Time, window time.Duration, base int64) error {
+	return in.withFix(ctx, id, sha, func(ctx context.Context, tx bun.Tx, inc *Incident) error {
+		if inc.Fix.ShippedAt != nil {
+			return nil
+		}
+		until := at.Add(window)
+		inc.Fix.Release, inc.Fix.ShippedAt, inc.Fix.VerifyUntil, inc.Fix.ReleaseBase, inc.Fix.Waiting = release, &at, &until, base, ""
+		inc.Fix.RecurredIn, inc.Fix.RecurredAt, inc.Fix.VerifiedAt = "", nil, nil
+		return in.note(ctx, tx, inc, ActorAnvil, fmt.Sprintf("fix from %s shipped in %s at %s; verifying until %s",
+			FixRef(inc.Fix.PRNumber, sha), release, at.UTC().Format(time.RFC3339), until.UTC().Format(time.RFC3339)))
+	})
+}
+
+// FixWaiting records why an ended window has not closed the incident
+// (no traffic from a release with the fix); recorded once per reason.
+func (in *Incidents) FixWaiting(ctx context.Context, id uuid.UUID, sha, why string) error {
+	return in.withFix(ctx, id, sha, func(ctx context.Context, tx bun.Tx, inc *Incident) error {
+		if inc.Fix.Waiting == why || !inc.Fix.Verifying() {
+			return nil
+		}
+		inc.Fix.Waiting = why
+		return in.note(ctx, tx, inc, ActorAnvil, why)
+	})
+}
+
+// FixVerified closes an incident whose fix held through its window, by
+// "anvil", with the evidence as the transition's reason. An incident a
+// person closed or ignored meanwhile keeps its status; the proof is noted.
+func (in *Incidents) FixVerified(ctx context.Context, id uuid.UUID, sha, evidence string) error {
+	return in.withFix(ctx, id, sha, func(ctx context.Context, tx bun.Tx, inc *Incident) error {
+		if !inc.Fix.Verifying() {
+			return nil
+		}
+		now := in.s.Now()
+		inc.Fix.VerifiedAt, inc.Fix.Waiting = &now, ""
+		if !CanMove(inc.Status, domain.IncidentClosed, domain.ActorSystem) {
+			return in.note(ctx, tx, inc, ActorAnvil, evidence)
+		}
+		if err := in.saveFix(ctx, tx, inc); err != nil {
+			return err
+		}
+		return in.move(ctx, tx, inc, moveSpec{to: domain.IncidentClosed, actor: domain.ActorSystem, actorID: ActorAnvil, reason: evidence})
+	})
+}
+
+// FixRecurred reopens an incident whose fix failed: an event of it came
+// from release, which contains the fix. A CLOSED or PR_OPEN incident
+// reopens (→ TRIAGED, where a person decides on another repair); one open
+// otherwise keeps its status. Either way the transition says why and the
+// fix_failed alert goes out.
+func (in *Incidents) FixRecurred(ctx context.Context, id uuid.UUID, sha, release, reason string, judged time.Time) error {
+	return in.withFix(ctx, id, sha, func(ctx context.Context, tx bun.Tx, inc *Incident) error {
+		now := in.s.Now()
+		inc.Fix.RecurredIn, inc.Fix.RecurredAt, inc.Fix.Waiting, inc.Fix.JudgedAt = release, &now, "", &judged
+		inc.Fix.ClosedRelease = ""
+		if err := in.s.EnqueueAlerts(ctx, tx, []domain.AlertCause{{Kind: domain.AlertFixFailed, OrgID: inc.OrgID, ProjectID: inc.ProjectID, IncidentID: inc.ID}}); err != nil {
+			return err
+		}
+		if !CanMove(inc.Status, domain.IncidentTriaged, domain.ActorSystem) {
+			return in.note(ctx, tx, inc, ActorAnvil, reason)
+		}
+		if err := in.saveFix(ctx, tx, inc); err != nil {
+			return err
+		}
+		return in.move(ctx, tx, inc, moveSpec{to: domain.IncidentTriaged, actor: domain.ActorSystem, actorID: ActorAnvil, reason: reason})
+	})
+}
+
+// FixJudged records events judged not to be a recurrence: n of them came
+// from release, which does not contain the fix ("seen in R, before the
+// fix"; n may be 0 when only the watermark moves). A release seen before
+// the fix for the first time is noted in the transitions once.
+func (in *Incidents) FixJudged(ctx context.Context, id uuid.UUID, sha, release string, n int64, judged time.Time) error {
+	return in.withFix(ctx, id, sha, func(ctx context.Context, tx bun.Tx, inc *Incident) error {
+		inc.Fix.JudgedAt = &judged
+		reason := ""
+		if n > 0 {
+			if inc.Fix.OldRelease != release {
+				reason = "seen in " + release + ", before the fix; not reopened"
+			}
+			inc.Fix.OldRelease, inc.Fix.OldEvents = release, inc.Fix.OldEvents+n
+		}
+		return in.note(ctx, tx, inc, ActorAnvil, reason)
+	})
+}

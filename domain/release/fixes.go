@@ -11,6 +11,7 @@ import (
 	"anvil/domain"
 	"anvil/domain/forge"
 	"anvil/domain/incident"
+	"anvil/domain/project"
 )
 
 // Fixes is the fix chain (docs/releases.md): what a forge's deliveries say
@@ -19,10 +20,16 @@ import (
 type Fixes struct {
 	s         *domain.Store
 	incidents *incident.Incidents
+	projects  *project.Projects
 }
 
 // NewFixes builds the service.
-func NewFixes(s *domain.Store, in *incident.Incidents) *Fixes { return &Fixes{s: s, incidents: in} }
+func NewFixes(s *domain.Store, in *incident.Incidents) *Fixes {
+	return &Fixes{s: s, incidents: in, projects: project.NewProjects(s)}
+}
+
+// token is the project's provider token, for fetching its repository.
+func (f *Fixes) token(p *domain.Project) (string, error) { return f.projects.ProviderToken(p) }
 
 // fixesRE finds "Fixes SHOP-12" in a commit message: GitHub's closing
 // keywords (fix, fixes, fixed, close, closes, closed, resolve, resolves,

@@ -61,4 +61,6 @@ func (b *testBundle) list(t testing.TB) map[string]release.Release {
 
 func code(err error) string { return domaintest.ErrCode(err) }
 
+var strp = domaintest.Strp
+
 var _ = domain.IncidentClosed
