@@ -85,11 +85,14 @@ func (s *Server) apiIncidentDecision(c echo.Context) error {
 	}
 	var in struct {
 		Decision string `json:"decision"`
+		// InCurrentRelease: a close "in the current release" — events from
+		// older releases do not reopen it (docs/releases.md).
+		InCurrentRelease bool `json:"in_current_release"`
 	}
 	if err := bindJSON(c, &in); err != nil {
 		return err
 	}
-	inc, err := s.Incidents.Decide(c.Request().Context(), principal(c), id, in.Decision)
+	inc, err := s.Incidents.DecideIn(c.Request().Context(), principal(c), id, in.Decision, in.InCurrentRelease)
 	if err != nil {
 		return err
 	}

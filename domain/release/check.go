@@ -275,8 +275,8 @@ func (f *Fixes) judge(ctx context.Context, fixes []fixRow, relBy map[relKey]relR
 	// merged or the incident closed in its release).
 	if err := f.s.DB.NewRaw(`SELECT e.incident_id, COALESCE(e.payload->>'release', '') AS release, count(*) AS n, max(e.received_at) AS last
 		FROM incidents i JOIN feed_events e ON e.incident_id = i.id
-			AND e.received_at > COALESCE(i.fix_judged_at, i.fix_merged_at, i.updated_at)
-		WHERE i.id IN (?) AND i.last_seen > COALESCE(i.fix_judged_at, i.fix_merged_at, i.updated_at)
+			AND e.received_at > COALESCE(i.fix_judged_at, i.fix_merged_at, '-infinity')
+		WHERE i.id IN (?) AND i.last_seen > COALESCE(i.fix_judged_at, i.fix_merged_at, '-infinity')
 		GROUP BY 1, 2 ORDER BY 1, 4`, bun.In(ids)).Scan(ctx, &evs); err != nil {
 		return fmt.Errorf("fix check: events: %w", err)
 	}

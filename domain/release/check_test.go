@@ -174,3 +174,42 @@ func TestFixProvenInProduction(t *testing.T) {
 		t.Fatalf("no fix_failed alert: %v", kinds)
 	}
 }
+
+// Closed "in the current release": events from older releases (releases
+// without commits, ordered by first seen) do not reopen it; one from a
+// newer release does.
+func TestClosedInCurrentRelease(t *testing.T) {
+	t.Parallel()
+	b := setup(t, domain.PolicyObserve)
+	ctx := context.Background()
+	fx := release.NewFixes(b.Store, b.Incidents)
+	b.send(t, event("Cart", "2.4.0"))
+	b.Clock.Advance(time.Minute)
+	b.send(t, event("Cart", "2.5.0"))
+	inc := b.Send(t, "Cart")
+	if _, err := b.Incidents.DecideIn(ctx, b.Owner, inc.ID, "ignore", true); code(err) != "invalid_option" {
+		t.Fatalf("option with ignore: %v", err)
+	}
+	if _, err := b.Incidents.DecideIn(ctx, b.Owner, inc.ID, "close", true); err != nil {
+		t.Fatal(err)
+	}
+	if got := b.Incident(t, inc.ID); got.Status != domain.IncidentClosed || got.Fix.ClosedRelease != "2.5.0" {
+		t.Fatalf("closed: %s %+v", got.Status, got.Fix)
+	}
+	b.Clock.Advance(time.Minute)
+	b.send(t, event("Cart", "2.4.0"))
+	if _, err := fx.Check(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := b.Incident(t, inc.ID); got.Status != domain.IncidentClosed || got.Fix.OldEvents != 1 {
+		t.Fatalf("an older release reopened it: %s %+v", got.Status, got.Fix)
+	}
+	b.Clock.Advance(time.Minute)
+	b.send(t, event("Cart", "2.6.0"))
+	if _, err := fx.Check(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := b.Incident(t, inc.ID); got.Status != domain.IncidentTriaged {
+		t.Fatalf("a newer release did not reopen it: %s %+v", got.Status, got.Fix)
+	}
+}
