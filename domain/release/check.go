@@ -123,7 +123,7 @@ func (f *Fixes) Check(ctx context.Context) (CheckResult, error) {
 	if err := f.s.DB.NewRaw(`SELECT r.project_id, r.environment, r.version, COALESCE(r.commit_sha, a.commit_sha) AS commit_sha,
 			r.first_seen, r.last_seen, r.event_count
 		FROM releases r LEFT JOIN releases a ON a.project_id = r.project_id AND a.environment = '' AND a.version = r.version
-		WHERE r.project_id IN (?) AND r.environment <> '' AND r.first_seen IS NOT NULL`, bun.In(ids)).Scan(ctx, &rels); err != nil {
+		WHERE r.project_id IN (?) AND r.environment <> '' AND r.first_seen IS NOT NULL`, bun.List(ids)).Scan(ctx, &rels); err != nil {
 		return res, fmt.Errorf("fix check: releases: %w", err)
 	}
 	byEnv := map[[2]any][]relRow{}
@@ -139,7 +139,7 @@ func (f *Fixes) Check(ctx context.Context) (CheckResult, error) {
 		Rel       string    `bun:"release_sha"`
 		Answer    string    `bun:"answer"`
 	}
-	if err := f.s.DB.NewRaw(`SELECT project_id, fix_sha, release_sha, answer FROM release_ancestry WHERE project_id IN (?)`, bun.In(ids)).Scan(ctx, &anc); err != nil {
+	if err := f.s.DB.NewRaw(`SELECT project_id, fix_sha, release_sha, answer FROM release_ancestry WHERE project_id IN (?)`, bun.List(ids)).Scan(ctx, &anc); err != nil {
 		return res, fmt.Errorf("fix check: ancestry: %w", err)
 	}
 	answers := map[ancKey]string{}
@@ -277,7 +277,7 @@ func (f *Fixes) judge(ctx context.Context, fixes []fixRow, relBy map[relKey]relR
 		FROM incidents i JOIN feed_events e ON e.incident_id = i.id
 			AND e.received_at > COALESCE(i.fix_judged_at, i.fix_merged_at, '-infinity')
 		WHERE i.id IN (?) AND i.last_seen > COALESCE(i.fix_judged_at, i.fix_merged_at, '-infinity')
-		GROUP BY 1, 2 ORDER BY 1, 4`, bun.In(ids)).Scan(ctx, &evs); err != nil {
+		GROUP BY 1, 2 ORDER BY 1, 4`, bun.List(ids)).Scan(ctx, &evs); err != nil {
 		return fmt.Errorf("fix check: events: %w", err)
 	}
 	for i := 0; i < len(evs); {
