@@ -21,11 +21,14 @@ const (
 	AlertRepairNeedsHuman  = "repair.needs_human"
 	AlertRunFailed         = "run.default_branch_failed"
 	AlertRunRecovered      = "run.default_branch_recovered"
+	// AlertFixFailed: an incident recurred in a release that contains its
+	// fix (docs/releases.md).
+	AlertFixFailed = "incident.fix_failed"
 )
 
 // AlertKinds lists the kinds in the order pages and the API show them.
 var AlertKinds = []string{AlertIncidentNew, AlertIncidentRegressed, AlertIncidentApproval, AlertRepairPROpened,
-	AlertRepairNeedsHuman, AlertRunFailed, AlertRunRecovered}
+	AlertRepairNeedsHuman, AlertRunFailed, AlertRunRecovered, AlertFixFailed}
 
 // AlertCause is a change that may be worth an alert. It carries ids only:
 // the message is built from the rows when it is delivered.

@@ -166,3 +166,35 @@ type PurgeSessionsArgs struct{}
 
 // Kind implements river.JobArgs.
 func (PurgeSessionsArgs) Kind() string { return "purge_sessions" }
+
+// FixCheckArgs is the periodic check of the fix chain (docs/releases.md):
+// shipped fixes, events judged against them, windows that ended.
+type FixCheckArgs struct{}
+
+// Kind implements river.JobArgs.
+func (FixCheckArgs) Kind() string { return "fix_check" }
+
+// InsertOpts keeps one check waiting at a time.
+func (FixCheckArgs) InsertOpts() river.InsertOpts {
+	return river.InsertOpts{MaxAttempts: 3, UniqueOpts: river.UniqueOpts{ByArgs: true, ByState: []rivertype.JobState{
+		rivertype.JobStateAvailable, rivertype.JobStatePending, rivertype.JobStateRunning, rivertype.JobStateRetryable, rivertype.JobStateScheduled,
+	}}}
+}
+
+// CheckAncestryArgs answers a project's open ancestry questions in its
+// repository's mirror (docs/releases.md, "Shipped"); unique per project
+// while one waits.
+type CheckAncestryArgs struct {
+	ProjectID uuid.UUID `json:"project_id"`
+}
+
+// Kind implements river.JobArgs.
+func (CheckAncestryArgs) Kind() string { return "check_ancestry" }
+
+// InsertOpts keeps one job per project waiting or running (a question
+// asked meanwhile is answered by the job the next fix check asks for).
+func (CheckAncestryArgs) InsertOpts() river.InsertOpts {
+	return river.InsertOpts{MaxAttempts: 5, UniqueOpts: river.UniqueOpts{ByArgs: true, ByState: []rivertype.JobState{
+		rivertype.JobStateAvailable, rivertype.JobStatePending, rivertype.JobStateRunning, rivertype.JobStateRetryable, rivertype.JobStateScheduled,
+	}}}
+}

@@ -42,6 +42,9 @@ type Project struct {
 	// Warnings are notes on the save that just happened (the repository
 	// did not answer, …): the project was saved all the same. Not stored.
 	Warnings []string `bun:"-"`
+	// FixVerificationSeconds is how long a shipped fix must hold before
+	// its incident closes (docs/releases.md; default 24 h, at least 60 s).
+	FixVerificationSeconds int64 `bun:"fix_verification_window,nullzero,default:86400" json:"-"`
 }
 
 // RunTimeout is the longest a run of this project may take.
@@ -88,4 +91,13 @@ func globMatch(glob, s string) bool {
 // RunsBranch reports whether a push to branch becomes a run of p.
 func (p *Project) RunsBranch(branch string) bool {
 	return BranchMatches(p.BranchFilters, strings.TrimPrefix(p.DefaultBranch, "refs/heads/"), branch)
+}
+
+// FixWindow is the project's verification window (docs/releases.md): 24 h
+// unless set.
+func (p *Project) FixWindow() time.Duration {
+	if p.FixVerificationSeconds <= 0 {
+		return 24 * time.Hour
+	}
+	return time.Duration(p.FixVerificationSeconds) * time.Second
 }

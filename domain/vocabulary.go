@@ -1,6 +1,11 @@
 package domain
 
-import "regexp"
+import (
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+)
 
 // The shared vocabulary of the capability packages: incident statuses,
 // actors, repair policies and the spelling of names (slugs, branches,
@@ -72,3 +77,33 @@ func ValidEnvironment(s string) bool { return environmentRE.MatchString(s) }
 // ValidBranch reports whether s is spelled like a branch name; callers
 // also refuse ".." and a leading "-".
 func ValidBranch(s string) bool { return branchRE.MatchString(s) }
+
+var windowRE = regexp.MustCompile(`^([0-9]{1,7})([dhms])$`)
+
+// ParseWindow reads a duration written as the API writes them ("90d",
+// "24h", "30m", "45s"; the form of docs/retention.md), for settings outside
+// retention (a project's fix_verification_window).
+func ParseWindow(s string) (time.Duration, bool) {
+	m := windowRE.FindStringSubmatch(strings.TrimSpace(s))
+	if m == nil {
+		return 0, false
+	}
+	n, _ := strconv.ParseInt(m[1], 10, 64)
+	unit := map[string]time.Duration{"d": 24 * time.Hour, "h": time.Hour, "m": time.Minute, "s": time.Second}[m[2]]
+	return time.Duration(n) * unit, true
+}
+
+// FormatWindow writes d in the largest unit that divides it — one day as
+// "24h", the default's spelling.
+func FormatWindow(d time.Duration) string {
+	s := int64(d / time.Second)
+	switch {
+	case s > 86400 && s%86400 == 0:
+		return strconv.FormatInt(s/86400, 10) + "d"
+	case s > 0 && s%3600 == 0:
+		return strconv.FormatInt(s/3600, 10) + "h"
+	case s > 0 && s%60 == 0:
+		return strconv.FormatInt(s/60, 10) + "m"
+	}
+	return strconv.FormatInt(s, 10) + "s"
+}

@@ -57,6 +57,8 @@ func Register(w *river.Workers, d Deps) {
 	river.AddWorker(w, &EraseOrganizationWorker{erasure: d.Erasure, log: d.Log})
 	river.AddWorker(w, &EraseSweepWorker{erasure: d.Erasure, log: d.Log})
 	river.AddWorker(w, &DeliverAlertWorker{alerts: d.Alerts})
+	river.AddWorker(w, &FixCheckWorker{fixes: d.Fixes, log: d.Log})
+	river.AddWorker(w, &CheckAncestryWorker{fixes: d.Fixes, git: d.Git, workRoot: d.WorkRoot})
 	river.AddWorker(w, &AlertDigestWorker{alerts: d.Alerts})
 	river.AddWorker(w, NewMonitorSweepWorker(d.Monitors, d.Log))
 	river.AddWorker(w, &ExecuteRunWorker{Queue: d.Queue, Projects: d.Projects, Logs: d.Logs, Hub: d.Hub,
@@ -89,6 +91,9 @@ func Periodic(heartbeatTimeout time.Duration) []*river.PeriodicJob {
 		river.NewPeriodicJob(river.PeriodicInterval(monitor.SweepEvery),
 			func() (river.JobArgs, *river.InsertOpts) { return monitor.SweepArgs{}, nil },
 			&river.PeriodicJobOpts{ID: "monitor_sweep", RunOnStart: true}),
+		river.NewPeriodicJob(river.PeriodicInterval(FixCheckEvery),
+			func() (river.JobArgs, *river.InsertOpts) { return domain.FixCheckArgs{}, nil },
+			&river.PeriodicJobOpts{ID: "fix_check", RunOnStart: true}),
 	}
 }
 

@@ -65,7 +65,7 @@ func (s *Server) apiIncidentList(c echo.Context) error {
 // apiIncidentGet: GET /api/private/incidents/:incidentId → the incident with
 // its transitions, latest event, events and 24-hour histogram.
 func (s *Server) apiIncidentGet(c echo.Context) error {
-	id, err := pathUUID(c, "incidentId", "incident")
+	id, err := s.incidentParam(c)
 	if err != nil {
 		return err
 	}
@@ -79,17 +79,20 @@ func (s *Server) apiIncidentGet(c echo.Context) error {
 // apiIncidentDecision: POST /api/private/incidents/:incidentId/decisions
 // {decision} → 200 the incident; 409 with the reason when refused.
 func (s *Server) apiIncidentDecision(c echo.Context) error {
-	id, err := pathUUID(c, "incidentId", "incident")
+	id, err := s.incidentParam(c)
 	if err != nil {
 		return err
 	}
 	var in struct {
 		Decision string `json:"decision"`
+		// InCurrentRelease: a close "in the current release" — events from
+		// older releases do not reopen it (docs/releases.md).
+		InCurrentRelease bool `json:"in_current_release"`
 	}
 	if err := bindJSON(c, &in); err != nil {
 		return err
 	}
-	inc, err := s.Incidents.Decide(c.Request().Context(), principal(c), id, in.Decision)
+	inc, err := s.Incidents.DecideIn(c.Request().Context(), principal(c), id, in.Decision, in.InCurrentRelease)
 	if err != nil {
 		return err
 	}

@@ -20,7 +20,7 @@ func incidentRow(v incident.IncidentView) views.IncidentRow {
 	return views.IncidentRow{ID: v.ID.String(), ProjectID: v.ProjectID.String(), ProjectName: v.ProjectName, Title: v.Title,
 		ExceptionType: v.ExceptionType, Status: v.Status, Environment: v.Environment, EventCount: v.EventCount,
 		FirstSeen: v.FirstSeen, LastSeen: v.LastSeen, Release: v.Release, PRURL: v.PRURL,
-		NeedsHumanReason: v.NeedsHumanReason, Decisions: incident.DecisionsFor(v.Status)}
+		NeedsHumanReason: v.NeedsHumanReason, Decisions: incident.DecisionsFor(v.Status), ShortID: v.ShortID, FixNote: incident.FixNote(v.Fix)}
 }
 
 // inboxProps reads one inbox page for the request's filters.
@@ -35,7 +35,8 @@ func (s *Server) inboxProps(c echo.Context) (views.InboxProps, error) {
 	if err != nil {
 		return views.InboxProps{}, err
 	}
-	props := views.InboxProps{Page: s.page(c, "Inbox", "inbox"), Statuses: domain.IncidentStatuses, Counts: pg.Counts,
+	statuses := append(append([]string{}, domain.IncidentStatuses...), incident.FilterVerifying)
+	props := views.InboxProps{Page: s.page(c, "Inbox", "inbox"), Statuses: statuses, Counts: pg.Counts,
 		Environments: pg.Environments, HasMore: pg.HasMore, CanWrite: p.CanWrite(),
 		Filter: views.InboxFilter{Status: strings.ToUpper(f.Status), Environment: strings.ToLower(f.Environment), Page: f.Page}}
 	if f.ProjectID != uuid.Nil {
@@ -83,7 +84,7 @@ func domainRefusal(err error) (string, error) {
 // inbox (?from=inbox) it answers the inbox body, else the incident page's
 // live part; a refused decision is shown in place (200, so htmx swaps it).
 func (s *Server) incidentDecisionSubmit(c echo.Context) error {
-	id, err := pathUUID(c, "incidentId", "incident")
+	id, err := s.incidentParam(c)
 	if err != nil {
 		return err
 	}
@@ -190,6 +191,7 @@ func (s *Server) incidentProps(c echo.Context, id uuid.UUID) (views.IncidentProp
 	for _, t := range d.Transitions {
 		props.Transitions = append(props.Transitions, views.TransitionRow{From: t.From, To: t.To, ActorKind: t.ActorKind, Actor: t.Actor, Reason: t.Reason, At: t.At})
 	}
+	props.FixChain = fixChain(d)
 	if r := d.RepairRun; r != nil {
 		rr := &views.RepairRow{ID: r.RunID.String(), Status: r.Status}
 		chunks, err := s.Logs.Chunks(ctx, r.RunID, 0)
@@ -215,7 +217,7 @@ func (s *Server) incidentProps(c echo.Context, id uuid.UUID) (views.IncidentProp
 
 // incidentPage: GET /incidents/:id; ?fragment=live answers the live part.
 func (s *Server) incidentPage(c echo.Context) error {
-	id, err := pathUUID(c, "incidentId", "incident")
+	id, err := s.incidentParam(c)
 	if err != nil {
 		return err
 	}
@@ -254,4 +256,71 @@ func clientRows(cs []incident.ClientCount) []views.ClientRow {
 		out[i] = views.ClientRow{Name: c.Name, Version: c.Version, Count: c.Count}
 	}
 	return out
+}
+
+// fixChain is an incident's fix timeline (docs/releases.md, "The
+// cockpit"), each step with the evidence its transition recorded.
+func fixChain(d *incident.IncidentDetail) []views.FixStep {
+	v := d.Incident
+	f := v.Fix
+	if f == nil && v.RepairRunID == nil {
+		return nil
+	}
+	reason := func(prefix string) string {
+		for i := len(d.Transitions) - 1; i >= 0; i-- {
+			if strings.HasPrefix(d.Transitions[i].Reason, prefix) {
+				return d.Transitions[i].Reason
+			}
+		}
+		return ""
+	}
+	first := v.FirstSeen
+	steps := []views.FixStep{{Key: "error", Label: "error: " + v.Title, At: &first, Done: true}}
+	if v.RepairRunID != nil {
+		st := views.FixStep{Key: "repair", Label: "repair run", Link: "/runs/" + v.RepairRunID.String(), Done: true}
+		if d.RepairRun != nil {
+			st.Label = "repair run " + d.RepairRun.Status
+		}
+		steps = append(steps, st)
+	}
+	if v.PRURL != "" {
+		steps = append(steps, views.FixStep{Key: "pull_request", Label: "pull request opened", Link: v.PRURL, Done: true})
+	}
+	if f == nil || f.CommitSHA == "" {
+		if f != nil && f.ClosedInRelease != "" {
+			steps = append(steps, views.FixStep{Key: "closed_in_release", Label: "closed in release " + f.ClosedInRelease, Done: true})
+		}
+		return steps
+	}
+	ref := incident.FixRef(f.PRNumber, f.CommitSHA)
+	merged := views.FixStep{Key: "merged", Label: "fix merged in " + ref, At: f.MergedAt, Link: f.PRURL, Done: true,
+		Evidence: "commit " + f.CommitSHA}
+	if f.Source == "push" {
+		merged.Label, merged.Evidence = "fix committed in "+ref, reason("fix committed")
+	}
+	steps = append(steps, merged)
+	shipped := views.FixStep{Key: "shipped", Label: "waiting for a release that contains " + ref}
+	if f.ShippedAt != nil {
+		shipped = views.FixStep{Key: "shipped", Label: "shipped in " + f.Release, At: f.ShippedAt, Done: true, Evidence: reason("fix from"),
+			Link: "/projects/" + v.ProjectID.String() + "/releases"}
+	}
+	steps = append(steps, shipped)
+	if f.SeenBefore != "" {
+		steps = append(steps, views.FixStep{Key: "seen_before", Label: fmt.Sprintf("seen in %s, before the fix (%d events)", f.SeenBefore, f.SeenBeforeEvents),
+			Done: true})
+	}
+	switch {
+	case f.RecurredAt != nil:
+		steps = append(steps, views.FixStep{Key: "recurred", Label: "recurred in " + f.RecurredIn, At: f.RecurredAt, Done: true, Bad: true,
+			Evidence: reason("recurred in")})
+	case f.VerifiedAt != nil:
+		steps = append(steps, views.FixStep{Key: "verified", Label: "verified", At: f.VerifiedAt, Done: true, Evidence: reason("fix verified")})
+	case f.ShippedAt != nil:
+		st := views.FixStep{Key: "verified", Label: "verifying until " + f.VerifyUntil.UTC().Format("2006-01-02 15:04 UTC")}
+		if f.Waiting != "" {
+			st.Evidence = f.Waiting
+		}
+		steps = append(steps, st)
+	}
+	return steps
 }

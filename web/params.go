@@ -54,3 +54,10 @@ func (s *Server) projectIDParam(c echo.Context) (uuid.UUID, error) {
 func projectPath(c echo.Context) string {
 	return "/projects/" + url.PathEscape(c.Param("projectId"))
 }
+
+// incidentParam resolves :incidentId, an incident's id or its short id
+// (SHOP-12), within the caller's organisation (docs/releases.md, "Short
+// ids"); anything else is a 404 like an unknown id.
+func (s *Server) incidentParam(c echo.Context) (uuid.UUID, error) {
+	return s.Incidents.Resolve(c.Request().Context(), principal(c).OrgID, c.Param("incidentId"))
+}

@@ -34,13 +34,16 @@ type projectJSON struct {
 	// Warnings are notes on a save that just happened (the repository did
 	// not answer git ls-remote, …); only create and update answer them.
 	Warnings []string `json:"warnings,omitempty"`
+	// FixVerificationWindow: docs/releases.md ("24h" unless set).
+	FixVerificationWindow string `json:"fix_verification_window"`
 }
 
 func toProjectJSON(p *domain.Project) projectJSON {
 	return projectJSON{ID: p.ID, Number: p.Number, Slug: p.Slug, Name: p.Name, RepoURL: p.RepoURL, DefaultBranch: p.DefaultBranch,
 		RunCommand: p.RunCommand, RepairCommand: p.RepairCommand, Provider: p.Provider, ProviderAPIURL: p.ProviderAPIURL,
 		ProviderRepo: p.ProviderRepo, HasProviderToken: p.ProviderTokenEnc != "", RunTimeoutSeconds: p.RunTimeoutSeconds,
-		BranchFilters: append([]string{}, p.BranchFilters...), StatusContext: domain.StatusContextOf(p), CreatedAt: p.CreatedAt.UTC(), UpdatedAt: p.UpdatedAt.UTC(), Warnings: p.Warnings}
+		BranchFilters: append([]string{}, p.BranchFilters...), StatusContext: domain.StatusContextOf(p), CreatedAt: p.CreatedAt.UTC(), UpdatedAt: p.UpdatedAt.UTC(), Warnings: p.Warnings,
+		FixVerificationWindow: domain.FormatWindow(p.FixWindow())}
 }
 
 func (s *Server) apiProjectList(c echo.Context) error {

@@ -95,6 +95,7 @@ var routeRoles = map[string]string{
 	"PUT /api/private/retention":                                                                domain.RoleAdmin,
 	"PUT /api/private/projects/:projectId/retention":                                            domain.RoleAdmin,
 	"DELETE /api/private/projects/:projectId":                                                   domain.RoleAdmin,
+	"POST /api/private/projects/:projectId/releases":                                            domain.RoleMember,
 	"DELETE /api/private/orgs/:orgId":                                                           domain.RoleOwner,
 	"POST /api/private/projects/:projectId/monitors":                                            domain.RoleAdmin,
 	"PATCH /api/private/projects/:projectId/monitors/:slug":                                     domain.RoleMember, // pause; the domain asks an admin for the rest

@@ -89,6 +89,7 @@ var wantRoles = map[string]string{
 	"PUT /api/private/retention":                                             domain.RoleAdmin,
 	"PUT /api/private/projects/:projectId/retention":                         domain.RoleAdmin,
 	"DELETE /api/private/projects/:projectId":                                domain.RoleAdmin,
+	"POST /api/private/projects/:projectId/releases":                         domain.RoleMember,
 	"DELETE /api/private/orgs/:orgId":                                        domain.RoleOwner,
 	"POST /projects/:projectId/secrets":                                      domain.RoleAdmin,
 	"POST /projects/:projectId/secrets/:name/delete":                         domain.RoleAdmin,

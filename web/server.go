@@ -130,6 +130,7 @@ func New(d Deps) *echo.Echo {
 	s.registerErasure(pages, api)
 	s.registerMonitors(e, pages, api)
 	s.registerSourceMaps(e, api)
+	s.registerReleases(pages, api)
 
 	// A group with middleware claims every unknown path under its prefix, so
 	// that its middleware runs: an anonymous GET /no/such/page was sent to

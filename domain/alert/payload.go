@@ -73,6 +73,7 @@ var summaries = map[string]string{
 	domain.AlertRepairNeedsHuman:  "Repair needs a human",
 	domain.AlertRunFailed:         "Default branch failed",
 	domain.AlertRunRecovered:      "Default branch recovered",
+	domain.AlertFixFailed:         "Fix failed: the incident recurred in a release that contains its fix",
 	KindTest:                      "Test alert",
 }
 

@@ -18,6 +18,7 @@ import (
 	"anvil/domain/incident"
 	"anvil/domain/internal/dbutil"
 	"anvil/domain/internal/ttlcache"
+	"anvil/domain/release"
 )
 
 // Storing a group of batches: its events, and the incidents they count on.
@@ -43,6 +44,11 @@ type group struct {
 	n        int64
 	latest   string // event_id of the newest new event, as spelled
 	release  string
+	first    string // the release of its first new event (docs/releases.md)
+	// guarded: a closed incident with a fix or a release-aware close; its
+	// events are judged against the fix's releases by the fix check, not
+	// reopened here (docs/releases.md, "Regressions that know releases").
+	guarded bool
 }
 
 type groupKey struct{ env, fp string }
@@ -57,6 +63,9 @@ type batchPlan struct {
 	// order is one event per key — the first spelling in the batch, the
 	// one stored — sorted by key, the order of the dedupe index's locks.
 	order []int
+	// rel is the new events per release, written with the group's commit
+	// (release.TrackStmt).
+	rel release.Tally
 }
 
 // planBatch groups evs by incident. The lock orders are fixed — incidents
@@ -123,8 +132,24 @@ func (p *batchPlan) count(fresh map[string]bool) {
 		g.latest = e.ev.EventID
 		if e.ev.Release != "" {
 			g.release = e.ev.Release
+			if g.first == "" {
+				g.first = e.ev.Release
+			}
 		}
+		p.rel.Count(e.ev.Environment, e.ev.Release)
 	}
+}
+
+// trackStmt is the group's release upsert, when its events named releases;
+// created are the incidents the group created.
+func (p *batchPlan) trackStmt(created []*group) (dbutil.Stmt, bool) {
+	if p.rel.Empty() {
+		return dbutil.Stmt{}, false
+	}
+	for _, g := range created {
+		p.rel.Created(g.id, g.env, g.first)
+	}
+	return release.TrackStmt(p.snd.ProjectID, &p.rel, p.now), true
 }
 
 // split is the groups that gained events: existing incidents to update and
@@ -150,7 +175,7 @@ func incidentsStmt(projectID uuid.UUID, keys []groupKey, forUpdate bool) dbutil.
 	for i, k := range keys {
 		envs[i], fps[i] = k.env, k.fp
 	}
-	q := `SELECT i.id, i.environment, i.fingerprint, i.status FROM incidents i
+	q := `SELECT i.id, i.environment, i.fingerprint, i.status, ` + guardedSQL + ` FROM incidents i
 		JOIN unnest($2::text[], $3::text[]) AS u(e, f) ON i.environment = u.e AND i.fingerprint = u.f
 		WHERE i.project_id = $1`
 	if forUpdate {
@@ -168,10 +193,13 @@ func lockIDsStmt(projectID uuid.UUID, gs []*group) dbutil.Stmt {
 	for i, g := range gs {
 		ids[i] = dbutil.PgUUID(g.id)
 	}
-	return dbutil.Stmt{SQL: `SELECT id, environment, fingerprint, status FROM incidents
+	return dbutil.Stmt{SQL: `SELECT id, environment, fingerprint, status, ` + guardedSQL + ` FROM incidents i
 		WHERE project_id = $1 AND id = ANY($2::uuid[])
 		ORDER BY environment, fingerprint FOR UPDATE`, Args: []any{dbutil.PgUUID(projectID), ids}}
 }
+
+// guardedSQL reads group.guarded.
+const guardedSQL = `(i.fix_commit_sha <> '' OR i.closed_release <> '')`
 
 // scanIncidents marks the groups of the incidents found existing, with
 // their id and current status, and returns how many it found.
@@ -181,12 +209,13 @@ func (p *batchPlan) scanIncidents(rows dbutil.RowSource) (int, error) {
 		var (
 			id             uuid.UUID
 			env, fp, state string
+			guarded        bool
 		)
-		if err := rows.Scan(&id, &env, &fp, &state); err != nil {
+		if err := rows.Scan(&id, &env, &fp, &state, &guarded); err != nil {
 			return n, fmt.Errorf("find incidents: %w", err)
 		}
 		if g := p.groups[groupKey{env, fp}]; g != nil {
-			g.id, g.status, g.existing = id, state, true
+			g.id, g.status, g.existing, g.guarded = id, state, true, guarded
 			n++
 		}
 	}
@@ -249,7 +278,7 @@ func (p *batchPlan) updateStmt(gs []*group) (dbutil.Stmt, []incident.Transition)
 	counts := make([]int64, n)
 	for i, g := range gs {
 		ids[i], latest[i], rels[i], counts[i], states[i] = dbutil.PgUUID(g.id), g.latest, g.release, g.n, g.status
-		if g.status == domain.IncidentClosed {
+		if g.status == domain.IncidentClosed && !g.guarded {
 			trs = append(trs, incident.Regressed(g.id, g.env, g.policy)...)
 			states[i] = domain.PolicyTarget(g.policy)
 		}
@@ -454,6 +483,9 @@ func (g *fastGroup) commit(ctx context.Context, updated, created []*group) error
 			// New incidents and moves change the card; counts do not.
 			b.Queue(card.BumpVersionSQL, dbutil.PgUUID(p.snd.ProjectID), p.now)
 		}
+		if rel, ok := p.trackStmt(created); ok {
+			b.Queue(rel.SQL, rel.Args...)
+		}
 		b.Queue("COMMIT")
 		if err := g.c.SendBatch(ctx, b).Close(); err != nil {
 			return fmt.Errorf("count and commit: %w", err)
@@ -568,9 +600,11 @@ func (f *Feed) storeBatch(ctx context.Context, tx bun.Tx, p *batchPlan) error {
 			return fmt.Errorf("create incidents: %w", err)
 		}
 	}
+	var made []*group
 	for _, g := range created {
 		if !lost[g] {
 			trs = append(trs, incident.Created(g.id, g.env, g.policy)...)
+			made = append(made, g)
 		}
 	}
 	if len(lost) > 0 {
@@ -614,6 +648,11 @@ func (f *Feed) storeBatch(ctx context.Context, tx bun.Tx, p *batchPlan) error {
 	if ids := incident.Queued(trs); f.OnQueued != nil && len(ids) > 0 {
 		if err := f.OnQueued(ctx, tx, p.snd.ProjectID, ids); err != nil {
 			return fmt.Errorf("request repair: %w", err)
+		}
+	}
+	if rel, ok := p.trackStmt(made); ok {
+		if _, err := tx.Tx.ExecContext(ctx, rel.SQL, rel.Args...); err != nil {
+			return fmt.Errorf("track releases: %w", err)
 		}
 	}
 	if len(trs) > 0 {

@@ -113,7 +113,24 @@ type Payload struct {
 	// PullRequest is set for KindPullRequest: Branch and CommitSHA are then
 	// the head's, and Ref the head branch.
 	PullRequest *PullRequest `json:"pullRequest,omitempty"`
+	// Commits are a push's commits with their messages (at most
+	// maxCommits, each message cut at maxCommitMessage bytes).
+	Commits []Commit `json:"commits,omitempty"`
 }
+
+// Commit is one commit of a push.
+type Commit struct {
+	SHA     string `json:"sha"`
+	Message string `json:"message"`
+}
+
+// A push's commits as the payload keeps them: GitHub sends at most 2048,
+// and a message that says which incident it fixes says so in its first
+// lines.
+const (
+	maxCommits       = 100
+	maxCommitMessage = 4096
+)
 
 // PullRequest is what anvil reads of a pull or merge request event.
 type PullRequest struct {
@@ -125,6 +142,14 @@ type PullRequest struct {
 	// NewCommits: the action brought a head commit to run (opened,
 	// reopened, new commits pushed) rather than a label or a title.
 	NewCommits bool `json:"newCommits"`
+	// Closed: the pull request was closed (GitHub, Gitea: "closed";
+	// GitLab: "close" or "merge"); Merged says whether by a merge, and
+	// MergeCommitSHA is then the commit on the base branch.
+	Closed         bool   `json:"closed,omitempty"`
+	Merged         bool   `json:"merged,omitempty"`
+	MergeCommitSHA string `json:"mergeCommitSha,omitempty"`
+	// URL is the pull request's web page.
+	URL string `json:"url,omitempty"`
 }
 
 // secretBytes is the entropy of generated secrets: 256 bits, the strength of

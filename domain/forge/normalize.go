@@ -163,6 +163,13 @@ type pushBody struct {
 	ObjectKind string   `json:"object_kind"` // GitLab
 	Repository repoURLs `json:"repository"`
 	Project    repoURLs `json:"project"` // GitLab
+	// Commits carry their messages in all three forges' push events: a
+	// commit that says "Fixes SHOP-12" marks an incident's fix
+	// (docs/releases.md).
+	Commits []struct {
+		ID      string `json:"id"`
+		Message string `json:"message"`
+	} `json:"commits"`
 }
 
 // lenientBody is read from events anvil does not act on. Decode errors are
@@ -219,6 +226,15 @@ func applyPush(out *Payload, b pushBody, deleted bool) {
 	out.Ref = b.Ref
 	out.CommitSHA = b.After
 	out.BeforeSHA = b.Before
+	for _, c := range b.Commits {
+		if sha, ok := normalizeSHA(c.ID); ok && len(out.Commits) < maxCommits {
+			msg := c.Message
+			if len(msg) > maxCommitMessage {
+				msg = msg[:maxCommitMessage]
+			}
+			out.Commits = append(out.Commits, Commit{SHA: sha, Message: msg})
+		}
+	}
 	switch {
 	case strings.HasPrefix(b.Ref, refsTags):
 		out.Kind = KindTag

@@ -19,8 +19,11 @@ type ghPullBody struct {
 	Action      string `json:"action"`
 	Number      int    `json:"number"`
 	PullRequest struct {
-		Head ghPullRef `json:"head"`
-		Base ghPullRef `json:"base"`
+		Head           ghPullRef `json:"head"`
+		Base           ghPullRef `json:"base"`
+		HTMLURL        string    `json:"html_url"`
+		Merged         bool      `json:"merged"`
+		MergeCommitSHA *string   `json:"merge_commit_sha"`
 	} `json:"pull_request"`
 	Repository repoURLs `json:"repository"`
 }
@@ -49,13 +52,15 @@ type glMergeBody struct {
 	ObjectKind       string   `json:"object_kind"`
 	Project          repoURLs `json:"project"`
 	ObjectAttributes struct {
-		IID             int    `json:"iid"`
-		Action          string `json:"action"`
-		SourceBranch    string `json:"source_branch"`
-		TargetBranch    string `json:"target_branch"`
-		SourceProjectID int64  `json:"source_project_id"`
-		TargetProjectID int64  `json:"target_project_id"`
-		OldRev          string `json:"oldrev"`
+		IID             int     `json:"iid"`
+		Action          string  `json:"action"`
+		URL             string  `json:"url"`
+		MergeCommitSHA  *string `json:"merge_commit_sha"`
+		SourceBranch    string  `json:"source_branch"`
+		TargetBranch    string  `json:"target_branch"`
+		SourceProjectID int64   `json:"source_project_id"`
+		TargetProjectID int64   `json:"target_project_id"`
+		OldRev          string  `json:"oldrev"`
 		LastCommit      struct {
 			ID string `json:"id"`
 		} `json:"last_commit"`
@@ -88,6 +93,7 @@ func normalizeGitHubPull(out *Payload, body []byte) error {
 	applyPull(out, PullRequest{Number: b.Number, Action: b.Action, BaseBranch: base.Ref,
 		Fork:       head.repoID() == 0 || head.repoID() != base.repoID(),
 		NewCommits: b.Action == "opened" || b.Action == "synchronize" || b.Action == "reopened"}, head.Ref, head.SHA)
+	closing(out.PullRequest, b.Action == "closed", b.PullRequest.Merged, b.PullRequest.MergeCommitSHA, b.PullRequest.HTMLURL)
 	return nil
 }
 
@@ -101,6 +107,7 @@ func normalizeGiteaPull(out *Payload, body []byte) error {
 	applyPull(out, PullRequest{Number: b.Number, Action: b.Action, BaseBranch: base.Ref,
 		Fork:       head.repoID() == 0 || head.repoID() != base.repoID(),
 		NewCommits: b.Action == "opened" || b.Action == "synchronized" || b.Action == "reopened"}, head.Ref, head.SHA)
+	closing(out.PullRequest, b.Action == "closed", b.PullRequest.Merged, b.PullRequest.MergeCommitSHA, b.PullRequest.HTMLURL)
 	return nil
 }
 
@@ -116,7 +123,22 @@ func normalizeGitLabMerge(out *Payload, body []byte) error {
 	applyPull(out, PullRequest{Number: a.IID, Action: a.Action, BaseBranch: a.TargetBranch,
 		Fork:       a.SourceProjectID == 0 || a.SourceProjectID != a.TargetProjectID,
 		NewCommits: a.Action == "open" || a.Action == "reopen" || (a.Action == "update" && a.OldRev != "")}, a.SourceBranch, a.LastCommit.ID)
+	closing(out.PullRequest, a.Action == "close" || a.Action == "merge", a.Action == "merge", a.MergeCommitSHA, a.URL)
 	return nil
+}
+
+// closing records how a pull request was closed. GitHub's
+// merge_commit_sha is set on an unmerged pull request too (its test
+// merge), so it counts only with merged (fixtures/webhooks/SOURCES.txt).
+func closing(pr *PullRequest, closed, merged bool, mergeSHA *string, url string) {
+	pr.URL = url
+	if !closed {
+		return
+	}
+	pr.Closed, pr.Merged = true, merged
+	if merged && mergeSHA != nil {
+		pr.MergeCommitSHA, _ = normalizeSHA(*mergeSHA)
+	}
 }
 
 // IgnoredReason says why a delivery that is not a run was ignored, for the

@@ -45,6 +45,12 @@ var lifecycle = map[string]map[string][]string{
 		domain.IncidentPROpen:     {domain.ActorRepair},
 		domain.IncidentNeedsHuman: {domain.ActorRepair},
 	},
+	// The repair's pull request closed without a merge (docs/releases.md);
+	// a fix that failed in a release that contains it reopens.
+	domain.IncidentPROpen: {
+		domain.IncidentNeedsHuman: {domain.ActorSystem},
+		domain.IncidentTriaged:    {domain.ActorSystem},
+	},
 	domain.IncidentClosed: {
 		domain.IncidentTriaged: {domain.ActorPerson, domain.ActorSystem}, // reopen, regression
 	},
@@ -65,6 +71,11 @@ func init() {
 			if from != to {
 				m[to] = append(m[to], domain.ActorPerson)
 			}
+		}
+		// A fix proven in production closes its incident ("anvil",
+		// docs/releases.md) from wherever it waits, except ignored.
+		if from != domain.IncidentClosed && from != domain.IncidentIgnored {
+			m[domain.IncidentClosed] = append(m[domain.IncidentClosed], domain.ActorSystem)
 		}
 	}
 }
@@ -216,7 +227,19 @@ func (in *Incidents) withIncident(ctx context.Context, orgID *uuid.UUID, id uuid
 // nothing changes). Approval accepts the repair run into the project's
 // queue in the same transaction that moves the incident to QUEUED.
 func (in *Incidents) Decide(ctx context.Context, pr *domain.Principal, id uuid.UUID, decision string) (*Incident, error) {
+	return in.DecideIn(ctx, pr, id, decision, false)
+}
+
+// DecideIn is Decide with a close's choice "closed in the current
+// release" (inCurrentRelease): the incident remembers the release of its
+// latest event, and events from older releases do not reopen it
+// (docs/releases.md). An incident whose events carry no release cannot be
+// closed so (422 no_release); the option with another decision is 422.
+func (in *Incidents) DecideIn(ctx context.Context, pr *domain.Principal, id uuid.UUID, decision string, inCurrentRelease bool) (*Incident, error) {
 	decision = strings.ToLower(strings.TrimSpace(decision))
+	if inCurrentRelease && decision != DecisionClose {
+		return nil, domain.Invalid("invalid_option", "in_current_release goes only with the decision close")
+	}
 	to, ok := decisionTarget[decision]
 	if !ok {
 		return nil, domain.Invalid("unknown_decision", "decision must be one of approve, ignore, close, reopen")
@@ -230,6 +253,22 @@ func (in *Incidents) Decide(ctx context.Context, pr *domain.Principal, id uuid.U
 			return refusal(inc.Status, to)
 		}
 		m := moveSpec{to: to, actor: domain.ActorPerson, actorID: pr.UserID.String(), reason: decision}
+		if inCurrentRelease {
+			if inc.Release == "" {
+				return domain.Invalid("no_release", "the incident's events carry no release, so it cannot be closed in the current release")
+			}
+			now := in.s.Now()
+			inc.Fix.ClosedRelease, inc.Fix.JudgedAt = inc.Release, &now
+			m.reason = "close in the current release " + inc.Release
+			if err := in.saveFix(ctx, tx, inc); err != nil {
+				return err
+			}
+		} else if decision == DecisionReopen {
+			inc.Fix.ClosedRelease = ""
+			if err := in.saveFix(ctx, tx, inc); err != nil {
+				return err
+			}
+		}
 		if decision == DecisionApprove {
 			runID, err := in.acceptRepair(ctx, tx, p, inc)
 			if err != nil {

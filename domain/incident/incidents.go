@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -58,6 +59,14 @@ type Incident struct {
 	NeedsHumanReason string     `bun:"needs_human_reason"`
 	CreatedAt        time.Time  `bun:"created_at"`
 	UpdatedAt        time.Time  `bun:"updated_at"`
+	// Number is the incident's per-project number (a trigger gives it;
+	// docs/releases.md, "Short ids").
+	Number int64 `bun:"number,nullzero"`
+	// FirstRelease is the release its first events came from.
+	FirstRelease string `bun:"first_release"`
+	// ProjectSlug is read with the incident where its short id is shown.
+	ProjectSlug string `bun:"project_slug,scanonly"`
+	Fix
 }
 
 // IncidentView is an incident as it leaves the domain (docs/contracts/private-api.md).
@@ -76,13 +85,43 @@ type IncidentView struct {
 	PRURL            string     `json:"pr_url"`
 	RepairRunID      *uuid.UUID `json:"repair_run_id"`
 	NeedsHumanReason string     `json:"needs_human_reason"`
+	// ShortID is "<SLUG>-<number>" (SHOP-12), accepted wherever an id is.
+	ShortID string `json:"short_id"`
+	Number  int64  `json:"number"`
+	// Fix is the fix chain (docs/releases.md); null until a fix is known.
+	Fix *FixView `json:"fix"`
+}
+
+// ShortID is the incident's short id, "<SLUG>-<number>" (SHOP-12); ""
+// when the project's slug was not read with it.
+func ShortID(slug string, number int64) string {
+	if slug == "" || number == 0 {
+		return ""
+	}
+	return strings.ToUpper(slug) + "-" + strconv.FormatInt(number, 10)
+}
+
+// ParseShortID splits a short id into the project's slug and the number;
+// ok is false for anything that is not one.
+func ParseShortID(s string) (slug string, number int64, ok bool) {
+	i := strings.LastIndexByte(s, '-')
+	if i <= 0 || i == len(s)-1 {
+		return "", 0, false
+	}
+	n, err := strconv.ParseInt(s[i+1:], 10, 64)
+	slug = strings.ToLower(s[:i])
+	if err != nil || n <= 0 || !domain.ValidSlug(slug) {
+		return "", 0, false
+	}
+	return slug, n, true
 }
 
 // View renders the incident for the outside.
 func (i *Incident) View() IncidentView {
 	return IncidentView{ID: i.ID, ProjectID: i.ProjectID, Status: i.Status, Title: i.Title, ExceptionType: i.ExceptionType,
 		Environment: i.Environment, EventCount: i.EventCount, FirstSeen: i.FirstSeen.UTC(), LastSeen: i.LastSeen.UTC(),
-		Release: i.Release, PRURL: i.PRURL, RepairRunID: i.RepairRunID, NeedsHumanReason: i.NeedsHumanReason}
+		Release: i.Release, PRURL: i.PRURL, RepairRunID: i.RepairRunID, NeedsHumanReason: i.NeedsHumanReason,
+		ShortID: ShortID(i.ProjectSlug, i.Number), Number: i.Number, Fix: i.Fix.view()}
 }
 
 func validIncidentStatus(s string) bool {
@@ -93,6 +132,14 @@ func validIncidentStatus(s string) bool {
 	}
 	return false
 }
+
+// FilterVerifying is the inbox's "verifying" filter: incidents whose fix
+// shipped and whose window is open or waiting (docs/releases.md). It is a
+// filter, not a status: the nine statuses are seed 004's.
+const FilterVerifying = "VERIFYING"
+
+// verifyingSQL selects the verifying incidents.
+const verifyingSQL = "i.fix_commit_sha <> '' AND i.fix_shipped_at IS NOT NULL AND i.fix_verified_at IS NULL AND i.fix_recurred_at IS NULL AND i.status NOT IN ('CLOSED', 'IGNORED')"
 
 // InboxPageSize is how many incidents one inbox page holds.
 const InboxPageSize = 50
@@ -119,8 +166,8 @@ type IncidentPage struct {
 // normalize validates f; bad values are specific 422s.
 func (f *IncidentFilter) normalize() error {
 	f.Status = strings.ToUpper(strings.TrimSpace(f.Status))
-	if f.Status != "" && !validIncidentStatus(f.Status) {
-		return domain.Invalid("invalid_status", "status must be one of %s", strings.Join(domain.IncidentStatuses, ", "))
+	if f.Status != "" && f.Status != FilterVerifying && !validIncidentStatus(f.Status) {
+		return domain.Invalid("invalid_status", "status must be one of %s, or %s", strings.Join(domain.IncidentStatuses, ", "), FilterVerifying)
 	}
 	f.Environment = strings.ToLower(strings.TrimSpace(f.Environment))
 	if f.Environment != "" && !domain.ValidEnvironment(f.Environment) {
@@ -167,13 +214,16 @@ func (in *Incidents) List(ctx context.Context, orgID uuid.UUID, f IncidentFilter
 		if f.Environment != "" {
 			q = q.Where("i.environment = ?", f.Environment)
 		}
-		if withStatus && f.Status != "" {
+		switch {
+		case withStatus && f.Status == FilterVerifying:
+			q = q.Where(verifyingSQL)
+		case withStatus && f.Status != "":
 			q = q.Where("i.status = ?", f.Status)
 		}
 		return q
 	}
 	var rows []incidentRow
-	q := in.s.DB.NewSelect().TableExpr("incidents AS i").ColumnExpr("i.*, p.name AS project_name").
+	q := in.s.DB.NewSelect().TableExpr("incidents AS i").ColumnExpr("i.*, p.name AS project_name, p.slug AS project_slug").
 		Join("JOIN " + domain.LiveProjects + " AS p ON p.id = i.project_id")
 	err = where(q, true).OrderExpr("i.last_seen DESC, i.id DESC").Limit(int64(f.Limit+1)).Offset(int64(f.Page*f.Limit)).Scan(ctx, &rows)
 	if err != nil {
@@ -197,6 +247,13 @@ func (in *Incidents) List(ctx context.Context, orgID uuid.UUID, f IncidentFilter
 	}
 	for _, c := range counts {
 		out.Counts[c.Status] = c.N
+	}
+	var verifying int
+	if err := where(in.s.DB.NewSelect().TableExpr("incidents AS i").ColumnExpr("count(*)").Where(verifyingSQL), false).Scan(ctx, &verifying); err != nil {
+		return out, fmt.Errorf("incidents: verifying count: %w", err)
+	}
+	if verifying > 0 {
+		out.Counts[FilterVerifying] = verifying
 	}
 	// The environments for the filter: a loose index scan over the group
 	// key would be faster still, but DISTINCT over one org stays small.
@@ -226,7 +283,9 @@ func (in *Incidents) tombstoned(ctx context.Context, orgID uuid.UUID) ([]uuid.UU
 // Get returns an incident of the organisation.
 func (in *Incidents) Get(ctx context.Context, orgID, id uuid.UUID) (*Incident, error) {
 	inc := new(Incident)
-	err := in.s.DB.NewSelect().Model(inc).Where("id = ? AND org_id = ?", id, orgID).
+	err := in.s.DB.NewSelect().Model(inc).ColumnExpr("incident.*").
+		ColumnExpr("(SELECT slug FROM "+domain.AllProjects+" WHERE id = incident.project_id) AS project_slug").
+		Where("id = ? AND org_id = ?", id, orgID).
 		Where("project_id NOT IN (SELECT id FROM "+domain.DeletedProjects+" p WHERE org_id = ?)", orgID).Scan(ctx)
 	if dbutil.IsNoRows(err) {
 		return nil, domain.NotFound("incident")
@@ -235,6 +294,29 @@ func (in *Incidents) Get(ctx context.Context, orgID, id uuid.UUID) (*Incident, e
 		return nil, fmt.Errorf("incidents: get %s: %w", id, err)
 	}
 	return inc, nil
+}
+
+// Resolve turns what a caller wrote where an incident id goes — its id or
+// its short id (SHOP-12, any case) — into the id, within the organisation.
+// Anything else, and a short id of no incident, is a 404 like an unknown id.
+func (in *Incidents) Resolve(ctx context.Context, orgID uuid.UUID, raw string) (uuid.UUID, error) {
+	if id, err := uuid.Parse(raw); err == nil {
+		return id, nil
+	}
+	slug, n, ok := ParseShortID(raw)
+	if !ok {
+		return uuid.Nil, domain.NotFound("incident")
+	}
+	var id uuid.UUID
+	err := in.s.DB.NewRaw(`SELECT i.id FROM incidents i JOIN `+domain.LiveProjects+` p ON p.id = i.project_id
+		WHERE p.org_id = ? AND p.slug = ? AND i.number = ?`, orgID, slug, n).Scan(ctx, &id)
+	if dbutil.IsNoRows(err) {
+		return uuid.Nil, domain.NotFound("incident")
+	}
+	if err != nil {
+		return uuid.Nil, fmt.Errorf("incidents: resolve %s: %w", raw, err)
+	}
+	return id, nil
 }
 
 // IncidentEvent is one stored event of an incident, as its page lists it.

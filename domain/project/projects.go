@@ -36,6 +36,10 @@ type ProjectInput struct {
 	// StatusContext is the context of the project's commit statuses;
 	// left out on create, it is anvil/<slug>.
 	StatusContext *string `json:"status_context"`
+	// FixVerificationWindow is how long a shipped fix must hold before its
+	// incident closes, written like retention durations ("24h", "30m";
+	// at least "1m"; docs/releases.md).
+	FixVerificationWindow *string `json:"fix_verification_window"`
 }
 
 var (
@@ -169,6 +173,17 @@ func (in *ProjectInput) apply(p *domain.Project, creating bool, pre domain.Field
 	}
 	if p.RunTimeoutSeconds == 0 {
 		p.RunTimeoutSeconds = 1800
+	}
+	if in.FixVerificationWindow != nil {
+		d, ok := domain.ParseWindow(*in.FixVerificationWindow)
+		switch {
+		case !ok:
+			errs.Add("fix_verification_window", "invalid_fix_verification_window", `must be a whole number followed by d, h, m or s, such as "24h" or "30m"`)
+		case d < time.Minute:
+			errs.Add("fix_verification_window", "invalid_fix_verification_window", "must be at least 1m")
+		default:
+			p.FixVerificationSeconds = int64(d / time.Second)
+		}
 	}
 	if in.BranchFilters != nil {
 		f, err := checkBranchFilters(*in.BranchFilters)
@@ -357,7 +372,7 @@ func (ps *Projects) Update(ctx context.Context, pr *domain.Principal, id uuid.UU
 		p.UpdatedAt = ps.s.Now()
 		if _, err := tx.NewUpdate().Model(p).WherePK().
 			Column("slug", "name", "repo_url", "default_branch", "run_command", "repair_command", "provider",
-				"provider_api_url", "provider_repo", "provider_token_enc", "run_timeout_seconds", "branch_filters", "status_context", "updated_at").
+				"provider_api_url", "provider_repo", "provider_token_enc", "run_timeout_seconds", "branch_filters", "status_context", "fix_verification_window", "updated_at").
 			Exec(ctx); err != nil {
 			if dbutil.IsUnique(err, "projects_org_slug_key") {
 				return domain.Conflict("slug_taken", "a project with slug %q already exists in this organisation", p.Slug)

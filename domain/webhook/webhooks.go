@@ -26,6 +26,11 @@ type Webhooks struct {
 	s     *domain.Store
 	queue *run.Queue
 	seals *sealCache
+	// OnDelivered, set by the wiring, reads a decided delivery for the fix
+	// chain (release.Fixes.FromDelivery: merged and closed repairs,
+	// "Fixes SHOP-12" in a push; docs/releases.md). It must be idempotent:
+	// it is called for a replayed delivery too.
+	OnDelivered func(ctx context.Context, projectID uuid.UUID, pl forge.Payload) error
 }
 
 // NewWebhooks builds the service.
@@ -582,6 +587,11 @@ func (w *Webhooks) Deliver(ctx context.Context, v Verification, pl forge.Payload
 			w.seals.Delete(sealKey{v.projectID, p})
 		}
 		return run.DeliveryResult{}, err
+	}
+	if w.OnDelivered != nil && res.Outcome != forge.OutcomeQueueFull {
+		if err := w.OnDelivered(ctx, v.projectID, pl); err != nil {
+			return run.DeliveryResult{}, fmt.Errorf("webhook: fix chain of delivery %s: %w", pl.DeliveryID, err)
+		}
 	}
 	if res.Outcome == forge.OutcomeQueueFull {
 		return res, &domain.Error{Kind: domain.ErrWebhookQueueFull, Code: "project_queue_full",

@@ -26,6 +26,7 @@ import (
 	"anvil/domain/incident"
 	"anvil/domain/monitor"
 	"anvil/domain/project"
+	"anvil/domain/release"
 	"anvil/domain/repourl"
 	"anvil/domain/retention"
 	"anvil/domain/run"
@@ -61,6 +62,11 @@ type Services struct {
 	// SourceMaps keeps uploaded source maps and symbolicates events at
 	// ingest (docs/sourcemap.md).
 	SourceMaps *sourcemap.Service
+	// Releases is the releases and the fix chain (docs/releases.md).
+	Releases *release.Releases
+	// Fixes is the fix chain: merged and closed repairs, shipped, proven
+	// and recurred fixes (docs/releases.md).
+	Fixes *release.Fixes
 
 	db *db.DB
 }
@@ -121,6 +127,9 @@ func NewServices(d *db.DB, keys *secret.Keyring, log *slog.Logger, o Options) *S
 	sv.SourceMaps = sourcemap.New(s, o.SourceMapLimits, o.SourceMapCache)
 	sv.Feed.Symbolicate = sv.SourceMaps.Symbolicate
 	sv.Retention.ExpireArtifacts = sv.SourceMaps.Expire
+	sv.Releases = release.New(s)
+	sv.Fixes = release.NewFixes(s, sv.Incidents)
+	sv.Webhooks.OnDelivered = sv.Fixes.FromDelivery
 	if o.EventRetention > 0 {
 		sv.Retention.MaxEvents = o.EventRetention
 	}

@@ -1,0 +1,101 @@
+package forge
+
+import (
+	"errors"
+	"io/fs"
+	"net/http"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// sharedFixtures finds shared/fixtures/webhooks in a parent directory (the
+// main checkout's ../shared, or a worktree's further up); the tests that
+// read it skip, saying so, where it is absent. The payloads are read in
+// place, never copied into the project.
+func sharedFixtures(t *testing.T) string {
+	t.Helper()
+	dir, _ := filepath.Abs(".")
+	for {
+		p := filepath.Join(dir, "shared", "fixtures", "webhooks")
+		if _, err := os.Stat(filepath.Join(p, "SOURCES.txt")); err == nil {
+			return p
+		} else if !errors.Is(err, fs.ErrNotExist) {
+			t.Fatal(err)
+		}
+		up := filepath.Dir(dir)
+		if up == dir {
+			t.Skip("webhook fixtures (shared/fixtures/webhooks) not present in any parent directory; skipping real-payload tests")
+		}
+		dir = up
+	}
+}
+
+// The three forges' closed pull requests, merged and not, and the commit
+// messages of their pushes, as the real payloads carry them
+// (docs/releases.md, "Merged and closed repairs").
+func TestClosedPullRequestFixtures(t *testing.T) {
+	t.Parallel()
+	dir := sharedFixtures(t)
+	header := map[Provider]string{GitHub: "X-GitHub-Event", GitLab: "X-Gitlab-Event", Gitea: "X-Gitea-Event"}
+	deliveryHeader := map[Provider]string{GitHub: "X-GitHub-Delivery", GitLab: "Idempotency-Key", Gitea: "X-Gitea-Delivery"}
+	for _, c := range []struct {
+		file     string
+		provider Provider
+		event    string
+		number   int
+		merged   bool
+		sha, url string
+	}{
+		{"github_pull_request_closed_merged.json", GitHub, "pull_request", 62, true, "473d70eb7c50a54ae62bf9b124efa1c3eb245be8", "https://github.com/anbraten/test-ready-release-go/pull/62"},
+		{"github_pull_request_closed_unmerged.json", GitHub, "pull_request", 62, false, "", "https://github.com/anbraten/test-ready-release-go/pull/62"},
+		{"gitlab_merge_request_merge.json", GitLab, "Merge Request Hook", 4, true, "43411b53d670203e887c4985c4e58e8e6b7c109e", "https://gitlab.com/anbraten/woodpecker-test/-/merge_requests/4"},
+		{"gitlab_merge_request_close.json", GitLab, "Merge Request Hook", 4, false, "", "https://gitlab.com/anbraten/woodpecker-test/-/merge_requests/4"},
+		{"gitea_pull_request_closed_merged.json", Gitea, "pull_request", 1, true, "f2440f050054df0f8ecabcace648f1683509064c", "https://gitea.com/anbraten/test-repo/pulls/1"},
+		{"gitea_pull_request_closed_unmerged.json", Gitea, "pull_request", 1, false, "", "https://gitea.com/anbraten/test-repo/pulls/1"},
+	} {
+		body, err := os.ReadFile(filepath.Join(dir, c.file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		h := http.Header{}
+		h.Set(header[c.provider], c.event)
+		h.Set(deliveryHeader[c.provider], "d-1")
+		p, err := Normalize(c.provider, h, body)
+		if err != nil {
+			t.Fatalf("%s: %v", c.file, err)
+		}
+		pr := p.PullRequest
+		if p.Kind != KindPullRequest || pr == nil || !pr.Closed || pr.Merged != c.merged || pr.MergeCommitSHA != c.sha || pr.Number != c.number || pr.URL != c.url {
+			t.Errorf("%s: %+v %+v", c.file, p, pr)
+		}
+		if Classify(p, "main") != OutcomeIgnoredEvent {
+			t.Errorf("%s: a closed pull request is no run", c.file)
+		}
+	}
+	for _, c := range []struct {
+		file     string
+		provider Provider
+		event    string
+		message  string
+	}{
+		{"github_push.json", GitHub, "push", "Update README"},
+		{"gitlab_push.json", GitLab, "Push Hook", "added readme\n"},
+		{"gitea_push.json", Gitea, "push", "bump\n"},
+	} {
+		body, err := os.ReadFile(filepath.Join(dir, c.file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		h := http.Header{}
+		h.Set(header[c.provider], c.event)
+		h.Set(deliveryHeader[c.provider], "d-1")
+		p, err := Normalize(c.provider, h, body)
+		if err != nil {
+			t.Fatalf("%s: %v", c.file, err)
+		}
+		if len(p.Commits) == 0 || p.Commits[0].Message != c.message || len(p.Commits[0].SHA) != 40 {
+			t.Errorf("%s: commits %+v", c.file, p.Commits)
+		}
+	}
+}

@@ -1,0 +1,222 @@
+package release_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"anvil/domain"
+	"anvil/domain/alert"
+	"anvil/domain/forge"
+	"anvil/domain/release"
+)
+
+func git(t *testing.T, dir string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command("git", args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@t", "GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@t",
+		"GIT_CONFIG_NOSYSTEM=1", "HOME="+dir)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("git %v: %v %s", args, err, out)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+func commitFile(t *testing.T, dir, name string) string {
+	t.Helper()
+	if err := os.WriteFile(filepath.Join(dir, name), []byte(name), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	git(t, dir, "add", ".")
+	git(t, dir, "commit", "-q", "-m", name)
+	return git(t, dir, "rev-parse", "HEAD")
+}
+
+// A fix's whole chain against a real git repository: the repair's pull
+// request merged (the delivery as the forges send it) → events from a
+// release named by a commit that contains the merge → shipped → the
+// one-minute window on the injected clock → CLOSED by anvil with the
+// evidence. Then an event from a release without the fix reopens nothing
+// (it is counted), and one from a release with it reopens and alerts
+// fix_failed. The ancestry questions are answered by git in a mirror, as
+// the check_ancestry job does.
+func TestFixProvenInProduction(t *testing.T) {
+	t.Parallel()
+	b := setup(t, domain.PolicyObserve)
+	ctx := context.Background()
+	alerts := alert.New(b.Store, b.Queue, "")
+	alerts.SetAllowPrivate(true)
+	if _, _, err := alerts.Create(ctx, b.Owner, alert.Input{Name: strp("ops"), Kind: strp("webhook"), URL: strp("http://127.0.0.1:9/anvil")}); err != nil {
+		t.Fatal(err)
+	}
+	fx := release.NewFixes(b.Store, b.Incidents)
+
+	repo := t.TempDir()
+	git(t, repo, "init", "-q", "-b", "main")
+	old := commitFile(t, repo, "a")
+	git(t, repo, "checkout", "-q", "-b", "anvil/repair/x")
+	commitFile(t, repo, "fix")
+	git(t, repo, "checkout", "-q", "main")
+	git(t, repo, "merge", "-q", "--no-ff", "-m", "Merge pull request #62", "anvil/repair/x")
+	merge := git(t, repo, "rev-parse", "HEAD")
+	later := commitFile(t, repo, "later")
+	// The questions are answered by git in the repository itself (the
+	// domain may not import jobs/; the confined mirror that the
+	// check_ancestry job uses has its own test, jobs/sandbox TestAncestry).
+	answer := func() {
+		t.Helper()
+		if _, err := fx.AnswerQuestions(ctx, b.Proj.ID, func(ctx context.Context, p *domain.Project, token, fix, rel string) (string, error) {
+			cmd := exec.CommandContext(ctx, "git", "merge-base", "--is-ancestor", fix, rel)
+			cmd.Dir = repo
+			err := cmd.Run()
+			var ee *exec.ExitError
+			switch {
+			case err == nil:
+				return "yes", nil
+			case errors.As(err, &ee) && ee.ExitCode() == 1:
+				return "no", nil
+			}
+			return "unknown", nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	check := func() release.CheckResult {
+		t.Helper()
+		res, err := fx.Check(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		answer()
+		res2, err := fx.Check(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Shipped += res2.Shipped
+		res.Verified += res2.Verified
+		res.Recurred += res2.Recurred
+		return res
+	}
+	if _, err := b.DB.Bun.NewRaw(`UPDATE projects SET fix_verification_window = 60 WHERE id = ?`, b.Proj.ID).Exec(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	// The incident, its repair's pull request, merged.
+	inc := b.prOpen(t, "Checkout", "https://github.com/acme/shop/pull/62")
+	b.send(t, event("Checkout", "shop@2.4.0+"+old[:9]))
+	if err := fx.FromDelivery(ctx, b.Proj.ID, forge.Payload{Provider: forge.GitHub, Kind: forge.KindPullRequest,
+		PullRequest: &forge.PullRequest{Number: 62, Closed: true, Merged: true, MergeCommitSHA: merge, URL: "https://github.com/acme/shop/pull/62"}}); err != nil {
+		t.Fatal(err)
+	}
+	b.Clock.Advance(time.Second)
+	// Traffic from the release with the fix (another fault's events).
+	b.send(t, event("Other", "shop@2.5.0+"+later[:12]))
+	if res := check(); res.Shipped != 1 {
+		t.Fatalf("not shipped: %+v", res)
+	}
+	got := b.Incident(t, inc.ID)
+	if got.Fix.Release != "shop@2.5.0+"+later[:12] || got.Fix.ShippedAt == nil || got.Fix.VerifyUntil.Sub(*got.Fix.ShippedAt) != time.Minute {
+		t.Fatalf("shipped: %+v", got.Fix)
+	}
+	// An old pod: the incident's event from the release without the fix.
+	b.Clock.Advance(10 * time.Second)
+	b.send(t, event("Checkout", "shop@2.4.0+"+old[:9]))
+	check()
+	got = b.Incident(t, inc.ID)
+	if got.Status != domain.IncidentPROpen || got.Fix.OldEvents != 1 || got.Fix.OldRelease != "shop@2.4.0+"+old[:9] {
+		t.Fatalf("old pod: %s %+v", got.Status, got.Fix)
+	}
+	// The window has not ended: nothing closes.
+	b.send(t, event("Other", "shop@2.5.0+"+later[:12]))
+	if res := check(); res.Verified != 0 {
+		t.Fatalf("closed before the window ended: %+v", res)
+	}
+	b.Clock.Advance(time.Minute)
+	if res := check(); res.Verified != 1 {
+		t.Fatalf("not verified: %+v", res)
+	}
+	got = b.Incident(t, inc.ID)
+	if got.Status != domain.IncidentClosed || got.Fix.VerifiedAt == nil {
+		t.Fatalf("proven: %s %+v", got.Status, got.Fix)
+	}
+	_, to, actor, actorID, reason := b.LastTransition(t, inc.ID)
+	if to != domain.IncidentClosed || actor != domain.ActorSystem || actorID != "anvil" || !strings.Contains(reason, "fix verified") ||
+		!strings.Contains(reason, "!62") || !strings.Contains(reason, "1m window") || !strings.Contains(reason, "served 1 events") {
+		t.Fatalf("evidence: %s %s %s %q", to, actor, actorID, reason)
+	}
+
+	// Closed: an old pod's event reopens nothing.
+	b.Clock.Advance(time.Second)
+	b.send(t, event("Checkout", "shop@2.4.0+"+old[:9]))
+	check()
+	if got := b.Incident(t, inc.ID); got.Status != domain.IncidentClosed || got.Fix.OldEvents != 2 {
+		t.Fatalf("an old release reopened it: %s %+v", got.Status, got.Fix)
+	}
+	// A release with the fix: the fix failed — reopened and alerted.
+	alertsBefore := b.Jobs(t, "deliver_alert")
+	b.Clock.Advance(time.Second)
+	b.send(t, event("Checkout", later))
+	if res := check(); res.Recurred != 1 {
+		t.Fatalf("no recurrence: %+v", res)
+	}
+	got = b.Incident(t, inc.ID)
+	if got.Status != domain.IncidentTriaged || got.Fix.RecurredIn != later {
+		t.Fatalf("recurred: %s %+v", got.Status, got.Fix)
+	}
+	if _, _, _, _, reason := b.LastTransition(t, inc.ID); reason != "recurred in "+later+", which contains the fix from !62" {
+		t.Fatalf("recurrence reason %q", reason)
+	}
+	var kinds []string
+	if err := b.DB.Bun.NewRaw(`SELECT args->>'kind' FROM river_job WHERE kind = 'deliver_alert'`).Scan(ctx, &kinds); err != nil {
+		t.Fatal(err)
+	}
+	if b.Jobs(t, "deliver_alert") <= alertsBefore || !strings.Contains(strings.Join(kinds, ","), domain.AlertFixFailed) {
+		t.Fatalf("no fix_failed alert: %v", kinds)
+	}
+}
+
+// Closed "in the current release": events from older releases (releases
+// without commits, ordered by first seen) do not reopen it; one from a
+// newer release does.
+func TestClosedInCurrentRelease(t *testing.T) {
+	t.Parallel()
+	b := setup(t, domain.PolicyObserve)
+	ctx := context.Background()
+	fx := release.NewFixes(b.Store, b.Incidents)
+	b.send(t, event("Cart", "2.4.0"))
+	b.Clock.Advance(time.Minute)
+	b.send(t, event("Cart", "2.5.0"))
+	inc := b.Send(t, "Cart")
+	if _, err := b.Incidents.DecideIn(ctx, b.Owner, inc.ID, "ignore", true); code(err) != "invalid_option" {
+		t.Fatalf("option with ignore: %v", err)
+	}
+	if _, err := b.Incidents.DecideIn(ctx, b.Owner, inc.ID, "close", true); err != nil {
+		t.Fatal(err)
+	}
+	if got := b.Incident(t, inc.ID); got.Status != domain.IncidentClosed || got.Fix.ClosedRelease != "2.5.0" {
+		t.Fatalf("closed: %s %+v", got.Status, got.Fix)
+	}
+	b.Clock.Advance(time.Minute)
+	b.send(t, event("Cart", "2.4.0"))
+	if _, err := fx.Check(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := b.Incident(t, inc.ID); got.Status != domain.IncidentClosed || got.Fix.OldEvents != 1 {
+		t.Fatalf("an older release reopened it: %s %+v", got.Status, got.Fix)
+	}
+	b.Clock.Advance(time.Minute)
+	b.send(t, event("Cart", "2.6.0"))
+	if _, err := fx.Check(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := b.Incident(t, inc.ID); got.Status != domain.IncidentTriaged {
+		t.Fatalf("a newer release did not reopen it: %s %+v", got.Status, got.Fix)
+	}
+}
