@@ -98,3 +98,16 @@ document.addEventListener("submit", (ev) => {
     for (const log of el.querySelectorAll("[data-scroll-end]")) log.scrollTop = log.scrollHeight;
   });
 })();
+
+// Times are written relative ("5 min ago") with the absolute time in UTC on
+// hover; here the hover text becomes the viewer's own zone (issue 30).
+(() => {
+  const local = (root) => {
+    for (const el of root.querySelectorAll("time[data-local-time]")) {
+      const t = new Date(el.getAttribute("datetime"));
+      if (!isNaN(t)) el.title = t.toLocaleString(undefined, { dateStyle: "medium", timeStyle: "medium", timeZoneName: "short" });
+    }
+  };
+  document.addEventListener("DOMContentLoaded", () => local(document));
+  document.addEventListener("htmx:afterSwap", (ev) => local(ev.target));
+})();

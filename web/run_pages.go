@@ -66,7 +66,11 @@ func (s *Server) queueProps(c echo.Context, projectID uuid.UUID) (views.QueuePro
 	for _, r := range v.Queued {
 		shown[r.RunID] = true
 	}
-	q := views.QueueProps{ProjectID: projectID.String(), CanWrite: p.CanWrite(), CSRF: s.csrfToken(p)}
+	slug := c.Param("projectId") // a slug or an id, as the request named it; the id where none did
+	if slug == "" {
+		slug = projectID.String()
+	}
+	q := views.QueueProps{ProjectID: projectID.String(), ProjectSlug: slug, CanWrite: p.CanWrite(), CSRF: s.csrfToken(p)}
 	if v.Active != nil {
 		r := runRow(*v.Active)
 		q.Active = &r

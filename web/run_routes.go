@@ -8,6 +8,7 @@ func (s *Server) registerRuns(_ *echo.Echo, pages, api *echo.Group) {
 	pages.POST("/projects/:projectId/runs", s.runNowSubmit)
 	pages.GET("/projects/:projectId/queue", s.projectQueueFragment)
 	pages.GET("/projects/:projectId/runs/:number", s.runByNumberPage)
+	pages.GET("/projects/:projectId/runs", s.runHistoryPage)
 	pages.GET("/runs/:runId", s.runPage)
 	pages.GET("/runs/:runId/log.txt", s.runLogText)
 	pages.POST("/runs/:runId/cancel", s.runCancelSubmit)
@@ -15,6 +16,7 @@ func (s *Server) registerRuns(_ *echo.Echo, pages, api *echo.Group) {
 
 	api.GET("/projects/:projectId/queue", s.apiQueue)
 	api.POST("/projects/:projectId/runs", s.apiRunCreate)
+	api.GET("/projects/:projectId/runs", s.apiRunHistory)
 	api.GET("/runs/:runId", s.apiRunGet)
 	api.POST("/runs/:runId/cancel", s.apiRunCancel)
 	api.POST("/runs/:runId/rerun", s.apiRunRerun)
