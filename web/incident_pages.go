@@ -221,5 +221,8 @@ func (s *Server) incidentPage(c echo.Context) error {
 	if c.QueryParam("fragment") == "live" {
 		return Render(c, http.StatusOK, views.IncidentLive(props))
 	}
+	if err := s.incidentDiagnosis(c, &props); err != nil {
+		return err
+	}
 	return Render(c, http.StatusOK, views.IncidentPage(props))
 }

@@ -102,6 +102,7 @@ func (f *Feed) prepare(raw json.RawMessage, snd *FeedSender, ipHash string) (p p
 	if policy == domain.PolicyOff {
 		return p, &event.Rejection{EventID: id, ReasonCode: event.BindingDisabled, Message: fmt.Sprintf("the binding for environment '%s' has repair policy off; the event was not kept", ev.Environment)}
 	}
+	policy = domain.PolicyForLevel(policy, ev.Level) // warning and below never start a repair on their own
 	ev.User.IPHash = ipHash
 	if err := f.scrub(&ev); err != nil {
 		return p, &event.Rejection{EventID: id, ReasonCode: event.RedactionFailed, Message: err.Error()}

@@ -244,6 +244,8 @@ type IncidentEvent struct {
 	OccurredAt time.Time `json:"occurred_at"`
 	Release    string    `json:"release"`
 	Message    string    `json:"message"`
+	Level      string    `json:"level,omitempty"`
+	UserID     string    `json:"user_id,omitempty"`
 }
 
 // IncidentTransition is one recorded lifecycle step.
