@@ -143,3 +143,40 @@ func TestRunCreateBody(t *testing.T) {
 		t.Fatalf("existing branch: %d %v", status, out)
 	}
 }
+
+// TestRepairPatchOnTheRunPage: a repair run's kept patch is shown on its
+// run page as a diff and downloadable; another organisation gets a 404.
+func TestRepairPatchOnTheRunPage(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	_, p := b.api(t, b.owner.Token, "POST", "/api/private/projects", validProject("shop"))
+	_, out := b.api(t, b.owner.Token, "POST", "/api/private/projects/"+p["id"].(string)+"/runs", nil)
+	id := out["run_id"].(string)
+	ctx := context.Background()
+	// The run stands for a repair whose change was kept (jobs/repair.go
+	// writes it; TestRepairChecksProviderBeforePushing drives that path).
+	if _, err := b.db.Bun.NewRaw(`UPDATE project_runs SET trigger = 'repair' WHERE id = ?`, id).Exec(ctx); err != nil {
+		t.Fatal(err)
+	}
+	patch := "diff --git a/README b/README\n--- a/README\n+++ b/README\n@@ -1 +1,2 @@\n second\n+fixed <script>\n"
+	if _, err := b.db.Bun.NewRaw(`INSERT INTO run_patches (run_id, patch) VALUES (?, ?)`, id, patch).Exec(ctx); err != nil {
+		t.Fatal(err)
+	}
+	br := b.browser(t)
+	br.login("owner@acme.test", testPassword)
+	res, body := br.get("/runs/" + id)
+	if res.StatusCode != 200 || !strings.Contains(body, `data-testid="run-patch"`) || !strings.Contains(body, "+fixed &lt;script&gt;") ||
+		!strings.Contains(body, `href="/runs/`+id+`/patch.diff"`) {
+		t.Fatalf("run page: %d %s", res.StatusCode, body)
+	}
+	res, body = br.get("/runs/" + id + "/patch.diff")
+	if res.StatusCode != 200 || body != patch || !strings.HasPrefix(res.Header.Get("Content-Type"), "text/x-diff") {
+		t.Fatalf("download: %d %q", res.StatusCode, body)
+	}
+	_, _ = b.accounts.Bootstrap(ctx, "globex", "x@globex.test", testPassword)
+	other := b.browser(t)
+	other.login("x@globex.test", testPassword)
+	if res, _ := other.get("/runs/" + id + "/patch.diff"); res.StatusCode != 404 {
+		t.Fatalf("another org's patch: %d", res.StatusCode)
+	}
+}

@@ -11,6 +11,7 @@ func (s *Server) registerRuns(_ *echo.Echo, pages, api *echo.Group) {
 	pages.GET("/projects/:projectId/runs", s.runHistoryPage)
 	pages.GET("/runs/:runId", s.runPage)
 	pages.GET("/runs/:runId/log.txt", s.runLogText)
+	pages.GET("/runs/:runId/patch.diff", s.runPatchText)
 	pages.POST("/runs/:runId/cancel", s.runCancelSubmit)
 	pages.POST("/runs/:runId/rerun", s.runRerunSubmit)
 
