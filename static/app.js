@@ -111,3 +111,15 @@ document.addEventListener("submit", (ev) => {
   document.addEventListener("DOMContentLoaded", () => local(document));
   document.addEventListener("htmx:afterSwap", (ev) => local(ev.target));
 })();
+
+// The navigation folds into a menu below the lg breakpoint (issue 30):
+// the "Menu" button shows and hides the links.
+document.addEventListener("click", (ev) => {
+  const btn = ev.target.closest("[data-nav-toggle]");
+  if (!btn) return;
+  const items = document.getElementById(btn.getAttribute("aria-controls"));
+  if (!items) return;
+  const open = items.classList.toggle("hidden") === false;
+  items.classList.toggle("flex", open);
+  btn.setAttribute("aria-expanded", String(open));
+});

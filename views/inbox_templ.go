@@ -1018,9 +1018,9 @@ func IncidentBadge(status string) templ.Component {
 			return templ_7745c5c3_Err
 		}
 		var templ_7745c5c3_Var48 string
-		templ_7745c5c3_Var48, templ_7745c5c3_Err = templ.JoinStringErrs(status)
+		templ_7745c5c3_Var48, templ_7745c5c3_Err = templ.JoinStringErrs(StatusWords(status))
 		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/inbox.templ`, Line: 233, Col: 109}
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/inbox.templ`, Line: 233, Col: 122}
 		}
 		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var48))
 		if templ_7745c5c3_Err != nil {

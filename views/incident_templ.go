@@ -684,14 +684,14 @@ func IncidentLive(p IncidentProps) templ.Component {
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 56, "\"><div class=\"flex flex-wrap items-center gap-3\"><h1 class=\"text-2xl font-semibold tracking-tight\" data-testid=\"incident-title\">")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 56, "\"><div class=\"flex flex-wrap items-center gap-3\"><h1 class=\"min-w-0 text-2xl font-semibold tracking-tight\" data-testid=\"incident-title\">")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
 		var templ_7745c5c3_Var34 string
 		templ_7745c5c3_Var34, templ_7745c5c3_Err = templ.JoinStringErrs(p.Incident.Title)
 		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/incident.templ`, Line: 169, Col: 100}
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/incident.templ`, Line: 169, Col: 108}
 		}
 		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var34))
 		if templ_7745c5c3_Err != nil {
