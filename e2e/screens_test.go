@@ -42,7 +42,7 @@ func TestEveryScreenFits(t *testing.T) {
 			"stacktrace": []any{map[string]any{"file": "src/main/java/shop/checkout/CheckoutServiceImplementation.java", "line": 88,
 				"function": "chargeTheCustomersDefaultPaymentMethod", "context_code": "var sum = cart.total(); // a long line of code that goes on and on and on", "in_app": true}}},
 		"request": map[string]any{"method": "POST", "url": "https://shop.example/api/checkout/with/a/rather/long/path?and=a&query=string&that=goes&on=and-on", "status_code": 500},
-		"user": map[string]any{"id": "u-4711"}, "breadcrumbs": []string{"cart.add sku=A1", "checkout.start"},
+		"user":    map[string]any{"id": "u-4711"}, "breadcrumbs": []string{"cart.add sku=A1", "checkout.start"},
 		"tags": map[string]any{"tier": "gold", "region": "eu-west-1"}}
 	raw, _ := json.Marshal(ev)
 	req, _ := http.NewRequest("POST", s.URL+"/api/feed/events", bytes.NewReader(raw))
