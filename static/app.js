@@ -123,3 +123,23 @@ document.addEventListener("click", (ev) => {
   items.classList.toggle("flex", open);
   btn.setAttribute("aria-expanded", String(open));
 });
+
+// The inbox's keyboard (issue 30): j and k move through the incidents,
+// enter opens the selected one. Keys typed into a field are left alone.
+document.addEventListener("keydown", (ev) => {
+  if (ev.ctrlKey || ev.metaKey || ev.altKey) return;
+  if (ev.target.closest("input, textarea, select, [contenteditable]")) return;
+  const rows = [...document.querySelectorAll("[data-keynav]")];
+  if (rows.length === 0) return;
+  let i = rows.findIndex((r) => r.hasAttribute("data-selected"));
+  if (ev.key === "j" || ev.key === "k") {
+    if (i >= 0) rows[i].removeAttribute("data-selected");
+    i = ev.key === "j" ? Math.min(rows.length - 1, i + 1) : Math.max(0, i - 1);
+    rows[i].setAttribute("data-selected", "");
+    rows[i].scrollIntoView({ block: "nearest" });
+    rows[i].querySelector("a")?.focus({ preventScroll: true });
+    ev.preventDefault();
+  } else if (ev.key === "Enter" && i >= 0 && !ev.target.closest("a, button")) {
+    rows[i].querySelector("a")?.click();
+  }
+});

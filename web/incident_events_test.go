@@ -220,3 +220,60 @@ func TestQuietLevelsNeverRepairOnTheirOwn(t *testing.T) {
 		t.Fatalf("approve the warning: %d %v", code, out)
 	}
 }
+
+// TestInboxSearch: free text over titles and the latest event's message,
+// filters by level and release (in the URL), the counts follow the
+// search, and a bad level is a 422 naming it.
+func TestInboxSearch(t *testing.T) {
+	t.Parallel()
+	f := newFeedFix(t, setup(t))
+	events := []any{
+		ev(newID(), func(m map[string]any) { m["title"] = "Cart total failed" }),
+		ev(newID(), func(m map[string]any) {
+			m["title"], m["level"], m["release"] = "Disk almost full", "warning", "2026.12.1"
+			m["exception"] = map[string]any{"type": "Message", "message": "volume /var at 97% (100_% literal)"}
+		}),
+		ev(newID(), func(m map[string]any) {
+			m["title"] = "Timeout talking to payments"
+			m["exception"] = map[string]any{"type": "TimeoutError", "message": "upstream payments-api did not answer"}
+		}),
+	}
+	if r := f.send(t, "/api/feed/events/batch", f.token, events); r.Status != 202 || len(r.Accept) != 3 {
+		t.Fatalf("batch: %d %s", r.Status, r.Raw)
+	}
+	titles := func(q string) []string {
+		status, out := f.api(t, f.owner.Token, "GET", "/api/private/incidents?"+q, nil)
+		if status != 200 {
+			t.Fatalf("%s: %d %v", q, status, out)
+		}
+		var ts []string
+		for _, i := range out["incidents"].([]any) {
+			ts = append(ts, i.(map[string]any)["title"].(string))
+		}
+		return ts
+	}
+	for q, want := range map[string]string{
+		"q=CART":                        "[Cart total failed]",
+		"q=payments-api":                "[Timeout talking to payments]",
+		"q=100_%25":                     "[Disk almost full]",
+		"q=%25":                         "[Disk almost full]",
+		"level=warning":                 "[Disk almost full]",
+		"release=2026.12.1":             "[Disk almost full]",
+		"q=payments&level=warning":      "[]",
+		"q=nothing-matches-this-at-all": "[]",
+	} {
+		if got := fmt.Sprint(titles(q)); got != want {
+			t.Errorf("%s: %s, want %s", q, got, want)
+		}
+	}
+	if status, out := f.api(t, f.owner.Token, "GET", "/api/private/incidents?level=loud", nil); status != 422 || out["error"] != "invalid_level" {
+		t.Fatalf("bad level: %d %v", status, out)
+	}
+	br := f.browser(t)
+	br.login("owner@acme.test", testPassword)
+	_, body := br.get("/inbox?q=payments&status=TRIAGED")
+	if strings.Count(body, `data-testid="incident-row"`) != 1 || !strings.Contains(body, `value="payments"`) ||
+		!strings.Contains(body, `data-testid="count-all">All · 1<`) || !strings.Contains(body, "q=payments") {
+		t.Fatalf("inbox page with a search: %s", body)
+	}
+}

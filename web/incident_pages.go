@@ -36,7 +36,8 @@ func (s *Server) inboxProps(c echo.Context) (views.InboxProps, error) {
 	}
 	props := views.InboxProps{Page: s.page(c, "Inbox", "inbox"), Statuses: domain.IncidentStatuses, Counts: pg.Counts,
 		Environments: pg.Environments, HasMore: pg.HasMore, CanWrite: p.CanWrite(),
-		Filter: views.InboxFilter{Status: strings.ToUpper(f.Status), Environment: strings.ToLower(f.Environment), Page: f.Page}}
+		Filter: views.InboxFilter{Status: strings.ToUpper(f.Status), Environment: strings.ToLower(f.Environment), Page: f.Page,
+			Text: strings.TrimSpace(f.Query), Level: strings.ToLower(strings.TrimSpace(f.Level)), Release: strings.TrimSpace(f.Release)}}
 	if f.ProjectID != uuid.Nil {
 		props.Filter.ProjectID = f.ProjectID.String()
 	}
