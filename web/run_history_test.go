@@ -180,3 +180,21 @@ func TestRepairPatchOnTheRunPage(t *testing.T) {
 		t.Fatalf("another org's patch: %d", res.StatusCode)
 	}
 }
+
+// TestAuditDetailInWords: the audit page says an entry's detail in words
+// (a binding's change reads "repair policy: observe"), never raw JSON.
+func TestAuditDetailInWords(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	_, p := b.api(t, b.owner.Token, "POST", "/api/private/projects", validProject("shop"))
+	if st, out := b.api(t, b.owner.Token, "PUT", "/api/private/projects/"+p["id"].(string)+"/bindings/production", map[string]any{"repair_policy": "observe"}); st != 200 {
+		t.Fatalf("binding: %d %v", st, out)
+	}
+	br := b.browser(t)
+	br.login("owner@acme.test", testPassword)
+	_, body := br.get("/settings/audit")
+	if !strings.Contains(body, `data-testid="audit-detail">project id: `+p["id"].(string)+` · repair policy: observe<`) ||
+		strings.Contains(body, `data-testid="audit-detail">{`) {
+		t.Fatalf("audit page: %s", body)
+	}
+}
