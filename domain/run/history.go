@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/uptrace/bun"
+	"github.com/uptrace/bun/dialect/pgdialect"
 
 	"anvil/domain"
 	"anvil/domain/project"
@@ -165,7 +165,7 @@ func (q *Queue) emailsOf(ctx context.Context, rows []Run) (map[uuid.UUID]string,
 		ID    uuid.UUID `bun:"id,type:uuid"`
 		Email string    `bun:"email"`
 	}
-	if err := q.s.DB.NewRaw(`SELECT id, email FROM users WHERE id IN (?)`, bun.In(ids)).Scan(ctx, &users); err != nil {
+	if err := q.s.DB.NewRaw(`SELECT id, email FROM users WHERE id = ANY(?)`, pgdialect.Array(ids)).Scan(ctx, &users); err != nil {
 		return nil, fmt.Errorf("run history: who started: %w", err)
 	}
 	for _, u := range users {
