@@ -18,6 +18,10 @@ node_modules: package.json package-lock.json
 run: ## run the cockpit on an embedded default (own Postgres, key and demo login); prints URL and login
 	$(GO) run . dev
 
+.PHONY: clean-demo
+clean-demo: ## reset the demo of `make run`: remove .anvil (its database, key and login)
+	rm -rf .anvil
+
 .PHONY: build
 build: ## build ./bin/anvil
 	$(GO) build -o bin/anvil .

@@ -60,6 +60,11 @@ func cmdDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		// The local demo checks out repositories of this machine.
 		os.Setenv("ANVIL_CHECKOUT_ALLOW_LOCAL", "true")
 	}
+	if os.Getenv("ANVIL_ALERTS_ALLOW_PRIVATE") == "" {
+		// The local demo's alert destinations are on this machine too
+		// (a webhook receiver on localhost), as its checkouts are.
+		os.Setenv("ANVIL_ALERTS_ALLOW_PRIVATE", "true")
+	}
 	os.Setenv("ANVIL_ADDR", *addr)
 	cfg, err := loadConfig(os.Getenv)
 	if err != nil {

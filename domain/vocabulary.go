@@ -45,6 +45,18 @@ func PolicyTarget(policy string) string {
 	return IncidentTriaged
 }
 
+// PolicyForLevel is the policy an event of level meets: under auto, an
+// event at warning or below (warning, info, debug) never starts a repair on
+// its own — a log line is not a crash — so it waits for a person as under
+// approve, who may still approve it (docs/contracts/feed.md, "Levels and
+// repairs"). Every other policy and level is left as it is.
+func PolicyForLevel(policy, level string) string {
+	if policy == PolicyAuto && (level == "warning" || level == "info" || level == "debug") {
+		return PolicyApprove
+	}
+	return policy
+}
+
 // Repair policies of a binding (docs/architecture.md, "Incident lifecycle").
 const (
 	PolicyOff     = "off"     // events refused as binding_disabled

@@ -138,9 +138,23 @@ func (r *Repair) Finish(ctx context.Context, run *runs.Run, proj *domain.Project
 	if strings.TrimSpace(status) == "" {
 		return needsHuman("the repair command changed nothing", runs.ReasonRepairNoOp)
 	}
+	// The change is kept as a patch before anything can fail: whatever
+	// becomes of the push or the pull request, the run page shows it and
+	// offers it for download (docs/architecture.md, "Repairs").
+	if _, err := g.run(ctx, "add", "-A"); err != nil {
+		return runs.TerminalReport{}, err
+	}
+	diff, err := g.run(ctx, "diff", "--cached", "--no-color", "--no-ext-diff")
+	if err != nil {
+		return runs.TerminalReport{}, err
+	}
+	if err := log.SavePatch(ctx, diff); err != nil {
+		return runs.TerminalReport{}, err
+	}
+	log.Printf("repair: the change is kept as a patch on the run's page")
 	// Nothing leaves the workspace for a pull request that cannot be opened.
 	if err := providerProblem(proj, token); err != nil {
-		return needsHuman("the change was not pushed: "+err.Error(), runs.ReasonRepairForge)
+		return needsHuman("the change was not pushed: "+err.Error()+"; its patch is kept on the repair run's page", runs.ReasonRepairForge)
 	}
 	branch := "anvil/repair/" + run.IncidentID.String()
 	inc, err := r.Incidents.Get(ctx, run.OrgID, *run.IncidentID)

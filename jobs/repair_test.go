@@ -241,6 +241,15 @@ func TestRepairChecksProviderBeforePushing(t *testing.T) {
 			if got := lsRemote(t, repo.URL, "anvil/repair/"+inc.ID.String()); got != "" {
 				t.Fatalf("the repair branch was pushed: %s", got)
 			}
+			// Nothing was pushed, yet nothing is lost: the change is kept as a
+			// patch that applies to the run's commit, and the reason says where.
+			pt, err := rb.services.Logs.Patch(context.Background(), rb.owner.OrgID, run.ID)
+			if err != nil || pt == nil || !strings.Contains(pt.Text, "diff --git a/README b/README") || !strings.Contains(pt.Text, "+fixed") {
+				t.Fatalf("kept patch %+v, %v", pt, err)
+			}
+			if !strings.Contains(after.NeedsHumanReason, "patch is kept") {
+				t.Fatalf("the reason does not say the patch is kept: %q", after.NeedsHumanReason)
+			}
 			f.mu.Lock()
 			defer f.mu.Unlock()
 			if len(f.paths) != 0 {

@@ -112,3 +112,48 @@ document.addEventListener("submit", (ev) => {
   document.addEventListener("DOMContentLoaded", () => localize());
   document.addEventListener("htmx:afterSwap", (ev) => localize(ev.target));
 })();
+
+// Times are written relative ("5 min ago") with the absolute time in UTC on
+// hover; here the hover text becomes the viewer's own zone (issue 30).
+(() => {
+  const local = (root) => {
+    for (const el of root.querySelectorAll("time[data-local-time]")) {
+      const t = new Date(el.getAttribute("datetime"));
+      if (!isNaN(t)) el.title = t.toLocaleString(undefined, { dateStyle: "medium", timeStyle: "medium", timeZoneName: "short" });
+    }
+  };
+  document.addEventListener("DOMContentLoaded", () => local(document));
+  document.addEventListener("htmx:afterSwap", (ev) => local(ev.target));
+})();
+
+// The navigation folds into a menu below the lg breakpoint (issue 30):
+// the "Menu" button shows and hides the links.
+document.addEventListener("click", (ev) => {
+  const btn = ev.target.closest("[data-nav-toggle]");
+  if (!btn) return;
+  const items = document.getElementById(btn.getAttribute("aria-controls"));
+  if (!items) return;
+  const open = items.classList.toggle("hidden") === false;
+  items.classList.toggle("flex", open);
+  btn.setAttribute("aria-expanded", String(open));
+});
+
+// The inbox's keyboard (issue 30): j and k move through the incidents,
+// enter opens the selected one. Keys typed into a field are left alone.
+document.addEventListener("keydown", (ev) => {
+  if (ev.ctrlKey || ev.metaKey || ev.altKey) return;
+  if (ev.target.closest("input, textarea, select, [contenteditable]")) return;
+  const rows = [...document.querySelectorAll("[data-keynav]")];
+  if (rows.length === 0) return;
+  let i = rows.findIndex((r) => r.hasAttribute("data-selected"));
+  if (ev.key === "j" || ev.key === "k") {
+    if (i >= 0) rows[i].removeAttribute("data-selected");
+    i = ev.key === "j" ? Math.min(rows.length - 1, i + 1) : Math.max(0, i - 1);
+    rows[i].setAttribute("data-selected", "");
+    rows[i].scrollIntoView({ block: "nearest" });
+    rows[i].querySelector("a")?.focus({ preventScroll: true });
+    ev.preventDefault();
+  } else if (ev.key === "Enter" && i >= 0 && !ev.target.closest("a, button")) {
+    rows[i].querySelector("a")?.click();
+  }
+});

@@ -197,6 +197,27 @@ func ANSIToHTML(line string) string {
 // errorWords mark a line a person looks for first.
 var errorWords = []string{"error", "fail", "fatal", "panic", "exception"}
 
+// LooksLikeError reports whether a log line reads like an error of the
+// command's own output. anvil's echo of the command ("[anvil] $ make
+// test-fail") is never one — it would be the first error of every run
+// whose command names a failure —, and neither is a line of JSON (a
+// repair agent's payloads quote "error" fields of every tool call).
+func LooksLikeError(line string) bool {
+	if strings.HasPrefix(line, "[anvil] $ ") {
+		return false
+	}
+	if t := strings.TrimSpace(line); len(t) > 1 && (t[0] == '{' && t[len(t)-1] == '}' || t[0] == '[' && t[len(t)-1] == ']' && strings.HasPrefix(t, "[{")) {
+		return false
+	}
+	lower := strings.ToLower(line)
+	for _, w := range errorWords {
+		if strings.Contains(lower, w) {
+			return true
+		}
+	}
+	return false
+}
+
 // LogHTML renders a piece of a run's log as lines: each with its time since
 // the run started (offset seconds) in a gutter, colours rendered, progress
 // redraws folded, lines that read like an error marked for "jump to the
@@ -210,13 +231,9 @@ func LogHTML(text string, offset float64) string {
 	var b strings.Builder
 	for _, line := range strings.Split(text, "\n") {
 		line = FoldProgress(line)
-		lower := strings.ToLower(line)
 		cls := "log-line block"
-		for _, w := range errorWords {
-			if strings.Contains(lower, w) {
-				cls = "log-line block log-error bg-red-950/40"
-				break
-			}
+		if LooksLikeError(line) {
+			cls = "log-line block log-error bg-red-950/40"
 		}
 		b.WriteString(`<span class="` + cls + `" data-t="` + t + `"><span class="log-t mr-3 inline-block w-12 select-none text-right text-slate-500" title="` + t + ` since the run started">` + t + `</span>`)
 		b.WriteString(ANSIToHTML(line))

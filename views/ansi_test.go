@@ -69,3 +69,30 @@ func TestOrdinal(t *testing.T) {
 		}
 	}
 }
+
+// TestLooksLikeError: the first error of a run is the command's own —
+// never anvil's echo of the command, never a JSON payload line of a
+// repair agent.
+func TestLooksLikeError(t *testing.T) {
+	for line, want := range map[string]bool{
+		"[anvil] $ make test-fail":                      false,
+		"[anvil] $ ./fix.sh --on-error":                 false,
+		`{"type":"tool_result","error":"none"}`:         false,
+		`  {"is_error": false, "content": "ok"}`:        false,
+		`[{"error": "x"}]`:                              false,
+		"--- FAIL: TestCart (0.01s)":                    true,
+		"Error: cart is null":                           true,
+		"panic: runtime error: index out of range":      true,
+		"[anvil] checkout failed: repository not found": true,
+		"ok  	shop	0.2s":                                false,
+		"[1/3] compiling":                               false,
+	} {
+		if got := LooksLikeError(line); got != want {
+			t.Errorf("LooksLikeError(%q) = %v, want %v", line, got, want)
+		}
+	}
+	html := LogHTML("[anvil] $ make test-fail\nrunning\nFAIL: TestCart\n", 0)
+	if first := strings.Index(html, "log-error"); first < 0 || first < strings.Index(html, "running") {
+		t.Fatalf("the first error-looking line is not the command's own: %s", html)
+	}
+}

@@ -37,8 +37,16 @@ func (s *Server) dashboard(c echo.Context) error {
 		card := cards[sm.ID]
 		pc := views.ProjectCard{ID: sm.ID.String(), Slug: sm.Slug, Name: sm.Name, DefaultBranch: sm.DefaultBranch,
 			LastStatus: sm.LastStatus, QueueDepth: sm.QueueDepth, Source: card.Source, External: card.External, Hourly: hourly}
-		for _, ci := range card.Incidents {
-			pc.Incidents = append(pc.Incidents, views.CardIncidentRow{ID: ci.ID, Title: ci.Title, State: ci.State, Since: ci.Since})
+		for i, ci := range card.Incidents {
+			row := views.CardIncidentRow{ID: ci.ID, Title: ci.Title, State: ci.State, Since: ci.Since}
+			// anvil's own incidents link to their page and say what they are
+			// (NEEDS_HUMAN is OPEN on the card's four states, seed 004).
+			if id, err := uuid.Parse(ci.ID); err == nil && !card.External && i < 5 {
+				if inc, err := s.Incidents.Get(ctx, p.OrgID, id); err == nil {
+					row.Href, row.Status = "/incidents/"+id.String(), inc.Status
+				}
+			}
+			pc.Incidents = append(pc.Incidents, row)
 		}
 		props.Cards = append(props.Cards, pc)
 	}

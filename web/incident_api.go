@@ -32,6 +32,7 @@ func (s *Server) incidentFilter(c echo.Context) (incident.IncidentFilter, error)
 		f.ProjectID = id
 	}
 	f.Status, f.Environment = c.QueryParam("status"), c.QueryParam("environment")
+	f.Query, f.Level, f.Release = c.QueryParam("q"), c.QueryParam("level"), c.QueryParam("release")
 	if v := c.QueryParam("page"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil {

@@ -38,7 +38,8 @@ func (s *Server) inboxProps(c echo.Context) (views.InboxProps, error) {
 	statuses := append(append([]string{}, domain.IncidentStatuses...), incident.FilterVerifying)
 	props := views.InboxProps{Page: s.page(c, "Inbox", "inbox"), Statuses: statuses, Counts: pg.Counts,
 		Environments: pg.Environments, HasMore: pg.HasMore, CanWrite: p.CanWrite(),
-		Filter: views.InboxFilter{Status: strings.ToUpper(f.Status), Environment: strings.ToLower(f.Environment), Page: f.Page}}
+		Filter: views.InboxFilter{Status: strings.ToUpper(f.Status), Environment: strings.ToLower(f.Environment), Page: f.Page,
+			Text: strings.TrimSpace(f.Query), Level: strings.ToLower(strings.TrimSpace(f.Level)), Release: strings.TrimSpace(f.Release)}}
 	if f.ProjectID != uuid.Nil {
 		props.Filter.ProjectID = f.ProjectID.String()
 	}
@@ -227,6 +228,9 @@ func (s *Server) incidentPage(c echo.Context) error {
 	}
 	if c.QueryParam("fragment") == "live" {
 		return Render(c, http.StatusOK, views.IncidentLive(props))
+	}
+	if err := s.incidentDiagnosis(c, &props); err != nil {
+		return err
 	}
 	return Render(c, http.StatusOK, views.IncidentPage(props))
 }

@@ -8,11 +8,15 @@ func (s *Server) registerIncidents(_ *echo.Echo, pages, api *echo.Group) {
 	pages.GET("/inbox", s.inbox)
 	pages.GET("/incidents/:incidentId", s.incidentPage)
 	pages.POST("/incidents/:incidentId/decisions", s.incidentDecisionSubmit)
+	pages.GET("/incidents/:incidentId/events/:eventId", s.incidentEventPage)
 	pages.POST("/inbox/bulk", s.inboxBulkSubmit)
 
 	api.GET("/incidents", s.apiIncidentList)
 	api.GET("/incidents/:incidentId", s.apiIncidentGet)
 	api.POST("/incidents/:incidentId/decisions", s.apiIncidentDecision)
+	api.GET("/incidents/:incidentId/events", s.apiIncidentEvents)
+	api.GET("/incidents/:incidentId/events/:eventId", s.apiIncidentEvent)
+	api.GET("/incidents/:incidentId/spread", s.apiIncidentSpread)
 }
 
 // registerCards adds the card API and the public dashboard ingest. The

@@ -1,6 +1,7 @@
 package web
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -8,6 +9,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"strings"
 
 	"github.com/labstack/echo/v4"
 
@@ -25,7 +27,14 @@ var (
 // bindJSON decodes a JSON body into v: 415 for another content type, 413
 // above the bound, 400 for malformed JSON. Unknown fields are ignored so
 // newer clients keep working.
-func bindJSON(c echo.Context, v any) error {
+func bindJSON(c echo.Context, v any) error { return decodeJSON(c, v, false) }
+
+// bindJSONStrict is bindJSON for a body where a misspelt field would
+// silently do something else (a run of the default branch for "brnach"):
+// an unknown field is a 422 unknown_field naming it.
+func bindJSONStrict(c echo.Context, v any) error { return decodeJSON(c, v, true) }
+
+func decodeJSON(c echo.Context, v any, strict bool) error {
 	mt, _, err := mime.ParseMediaType(c.Request().Header.Get(echo.HeaderContentType))
 	if err != nil || mt != echo.MIMEApplicationJSON {
 		return errUnsupportedMedia
@@ -36,6 +45,14 @@ func bindJSON(c echo.Context, v any) error {
 	}
 	if len(body) > maxAPIBody {
 		return errTooLarge
+	}
+	if strict {
+		dec := json.NewDecoder(bytes.NewReader(body))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(v); err != nil && strings.HasPrefix(err.Error(), "json: unknown field ") {
+			name := strings.TrimPrefix(err.Error(), "json: unknown field ")
+			return domain.Invalid("unknown_field", "field %s is not known here", name)
+		}
 	}
 	if err := json.Unmarshal(body, v); err != nil {
 		var se *json.SyntaxError

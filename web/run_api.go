@@ -33,7 +33,7 @@ func (s *Server) apiRunCreate(c echo.Context) error {
 		Ref string `json:"ref"`
 	}
 	if c.Request().ContentLength != 0 {
-		if err := bindJSON(c, &in); err != nil {
+		if err := bindJSONStrict(c, &in); err != nil {
 			return err
 		}
 	}
@@ -49,7 +49,7 @@ func (s *Server) apiRunCreate(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusAccepted, map[string]any{"run_id": r.ID, "status": r.Status()})
+	return c.JSON(http.StatusAccepted, map[string]any{"run_id": r.ID, "number": r.Number, "status": r.Status()})
 }
 
 func (s *Server) apiRunGet(c echo.Context) error {

@@ -66,7 +66,11 @@ func (s *Server) queueProps(c echo.Context, projectID uuid.UUID) (views.QueuePro
 	for _, r := range v.Queued {
 		shown[r.RunID] = true
 	}
-	q := views.QueueProps{ProjectID: projectID.String(), CanWrite: p.CanWrite(), CSRF: s.csrfToken(p)}
+	slug := c.Param("projectId") // a slug or an id, as the request named it; the id where none did
+	if slug == "" {
+		slug = projectID.String()
+	}
+	q := views.QueueProps{ProjectID: projectID.String(), ProjectSlug: slug, CanWrite: p.CanWrite(), CSRF: s.csrfToken(p)}
 	if v.Active != nil {
 		r := runRow(*v.Active)
 		q.Active = &r
@@ -215,6 +219,15 @@ func (s *Server) runProps(c echo.Context, id uuid.UUID, withLog bool) (views.Run
 		}
 	}
 	props.Why = run.WhyEnded(r, failureDetail(text, r), proj.RunTimeout(), s.Queue.HeartbeatTimeout())
+	if r.Trigger == run.TriggerRepair && withLog {
+		pt, err := s.Logs.Patch(ctx, p.OrgID, r.ID)
+		if err != nil {
+			return views.RunProps{}, err
+		}
+		if pt != nil {
+			props.Patch, props.PatchTruncated = pt.Text, pt.Truncated
+		}
+	}
 	return props, nil
 }
 
@@ -275,6 +288,23 @@ func failureDetail(log string, r *run.Run) string {
 		detail = detail[:300] + "…"
 	}
 	return detail
+}
+
+// runPatchText serves a repair run's kept patch (404 when it has none).
+func (s *Server) runPatchText(c echo.Context) error {
+	id, err := pathUUID(c, "runId", "run")
+	if err != nil {
+		return err
+	}
+	pt, err := s.Logs.Patch(c.Request().Context(), principal(c).OrgID, id)
+	if err != nil {
+		return err
+	}
+	if pt == nil {
+		return domain.NotFound("patch")
+	}
+	c.Response().Header().Set("Content-Disposition", `attachment; filename="run-`+id.String()+`.patch"`)
+	return c.Blob(http.StatusOK, "text/x-diff; charset=utf-8", []byte(pt.Text))
 }
 
 // runLogText serves the whole log as text for people (the API has its own).

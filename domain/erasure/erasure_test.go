@@ -132,6 +132,9 @@ func (b *erasureBundle) populate(t *testing.T, pr *domain.Principal, slug string
 		*res.RunID).Exec(ctx); err != nil {
 		t.Fatal(err)
 	}
+	if _, err := b.db.Bun.NewRaw(`INSERT INTO run_patches (run_id, patch) VALUES (?, 'diff --git a/x b/x')`, *res.RunID).Exec(ctx); err != nil {
+		t.Fatal(err)
+	}
 	// Queued runs: one manual, then a repair.
 	if _, err := sv.Queue.AcceptManual(ctx, pr, p.ID, "main"); err != nil {
 		t.Fatal(err)

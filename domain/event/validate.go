@@ -118,6 +118,12 @@ func Validate(raw json.RawMessage) (Event, *Rejection) {
 		return Event{}, reject(id, SchemaViolation, typeMessage(typeErr))
 	}
 
+	// Every missing required field is named in one message (issue 30): a
+	// sender fixes them all at once instead of one per attempt. A single
+	// missing field keeps its own message below.
+	if missing := missingFields(&w, id); len(missing) > 1 {
+		return Event{}, reject(id, SchemaViolation, "missing required fields: "+strings.Join(missing, ", "))
+	}
 	if id == nil || *id == "" {
 		return Event{}, reject(id, SchemaViolation, "event_id is required")
 	}
@@ -675,4 +681,22 @@ func clip(s string, max int) string {
 		cut--
 	}
 	return s[:cut] + "…"
+}
+
+// missingFields lists the required fields w lacks, in the contract's order.
+func missingFields(w *wireEvent, id *string) []string {
+	var out []string
+	add := func(absent bool, name string) {
+		if absent {
+			out = append(out, name)
+		}
+	}
+	add(id == nil || *id == "", "event_id")
+	add(w.Timestamp == "", "timestamp")
+	add(strings.TrimSpace(w.Title) == "", "title")
+	add(w.Level == "", "level")
+	add(w.Environment == "", "environment")
+	add(strings.TrimSpace(w.Service) == "", "service")
+	add(w.SDK == nil || strings.TrimSpace(w.SDK.Name) == "", "sdk.name")
+	return out
 }

@@ -708,3 +708,16 @@ func TestDecodeWireFastTakesTheCommonShape(t *testing.T) {
 		t.Fatalf("decoded %+v", w)
 	}
 }
+
+// TestValidateNamesAllMissingFields: an event lacking several required
+// fields is refused with one message naming every one of them.
+func TestValidateNamesAllMissingFields(t *testing.T) {
+	_, rej := Validate([]byte(`{"event_id":"f4b1a0c2-0f4a-4a1e-9d7a-2b6c5d8e1f30","title":"x","sdk":{}}`))
+	if rej == nil || rej.ReasonCode != SchemaViolation || rej.Message != "missing required fields: timestamp, level, environment, service, sdk.name" {
+		t.Fatalf("rejection %+v", rej)
+	}
+	_, rej = Validate([]byte(`{"event_id":"f4b1a0c2-0f4a-4a1e-9d7a-2b6c5d8e1f30","timestamp":"2026-09-16T10:11:12Z","title":"x","level":"error","environment":"production","sdk":{"name":"s"}}`))
+	if rej == nil || rej.Message != "service is required" {
+		t.Fatalf("one missing field keeps its own message: %+v", rej)
+	}
+}

@@ -102,6 +102,7 @@ func (f *Feed) prepare(ctx context.Context, raw json.RawMessage, snd *FeedSender
 	if policy == domain.PolicyOff {
 		return p, &event.Rejection{EventID: id, ReasonCode: event.BindingDisabled, Message: fmt.Sprintf("the binding for environment '%s' has repair policy off; the event was not kept", ev.Environment)}
 	}
+	policy = domain.PolicyForLevel(policy, ev.Level) // warning and below never start a repair on their own
 	ev.User.IPHash = ipHash
 	if f.Symbolicate != nil {
 		f.Symbolicate(ctx, snd.ProjectID, &ev)

@@ -2,7 +2,7 @@ package forgestatus
 
 import (
 	"context"
-	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 
@@ -23,7 +23,7 @@ func LatestCommit(hc *http.Client, git GitHead) run.LatestResolver {
 	return func(ctx context.Context, p *domain.Project, token string) (string, error) {
 		if p.Provider == "" {
 			if git == nil {
-				return "", errors.New("the project has no forge and this process cannot run git")
+				return "", fmt.Errorf("the project has no forge and this process cannot run git: %w", run.ErrNoResolver)
 			}
 			return git(ctx, p.RepoURL, token, p.DefaultBranch)
 		}

@@ -151,6 +151,11 @@ type IncidentFilter struct {
 	Environment string
 	Page        int // 0-based
 	Limit       int // default InboxPageSize, at most 200
+	// Search (inbox_search.go): free text over titles and the latest
+	// event's message, the latest event's level, the incident's release.
+	Query   string
+	Level   string
+	Release string
 }
 
 // IncidentPage is one page of the inbox.
@@ -172,6 +177,9 @@ func (f *IncidentFilter) normalize() error {
 	f.Environment = strings.ToLower(strings.TrimSpace(f.Environment))
 	if f.Environment != "" && !domain.ValidEnvironment(f.Environment) {
 		return domain.Invalid("invalid_environment", "environment must be a label such as production")
+	}
+	if err := f.normalizeSearch(); err != nil {
+		return err
 	}
 	if f.Page < 0 {
 		return domain.Invalid("invalid_page", "page must be 0 or more")
@@ -220,7 +228,7 @@ func (in *Incidents) List(ctx context.Context, orgID uuid.UUID, f IncidentFilter
 		case withStatus && f.Status != "":
 			q = q.Where("i.status = ?", f.Status)
 		}
-		return q
+		return f.searchWhere(q)
 	}
 	var rows []incidentRow
 	q := in.s.DB.NewSelect().TableExpr("incidents AS i").ColumnExpr("i.*, p.name AS project_name, p.slug AS project_slug").
@@ -326,6 +334,8 @@ type IncidentEvent struct {
 	OccurredAt time.Time `json:"occurred_at"`
 	Release    string    `json:"release"`
 	Message    string    `json:"message"`
+	Level      string    `json:"level,omitempty"`
+	UserID     string    `json:"user_id,omitempty"`
 }
 
 // IncidentTransition is one recorded lifecycle step.

@@ -58,6 +58,38 @@ func (q *Queue) AcceptLatest(ctx context.Context, pr *domain.Principal, projectI
 	return j.run, err
 }
 
+// ErrNoResolver is a resolver's answer when this process has no way to ask
+// the repository (no forge, and git cannot be confined here): a named
+// branch is then taken on trust, as before the check existed.
+var ErrNoResolver = errors.New("no way to ask the repository")
+
+// checkBranch refuses a branch the repository does not have before
+// anything is queued: one question to the repository (the forge's branch
+// endpoint, or git ls-remote), through the same resolver as "run the latest
+// commit" (docs/contracts/private-api.md, "Run history").
+func (q *Queue) checkBranch(ctx context.Context, orgID, projectID uuid.UUID, branch string) error {
+	if q.latest == nil {
+		return nil
+	}
+	p, err := project.NewProjects(q.s).Get(ctx, orgID, projectID)
+	if err != nil {
+		return err
+	}
+	token, err := project.NewProjects(q.s).ProviderToken(p)
+	if err != nil {
+		return fmt.Errorf("branch check: provider token of %s: %w", p.ID, err)
+	}
+	asked := *p
+	asked.DefaultBranch = branch
+	if _, err := q.latest(ctx, &asked, token); err != nil {
+		if errors.Is(err, ErrNoResolver) {
+			return nil
+		}
+		return domain.Invalid("unknown_branch", "the repository has no branch %q (%s)", branch, clipText(err.Error(), 300))
+	}
+	return nil
+}
+
 func clipText(s string, n int) string {
 	if len(s) <= n {
 		return s

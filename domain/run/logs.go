@@ -86,6 +86,7 @@ type LogWriter struct {
 	written   int64
 	truncated bool
 	mask      *mask.Masker // the run's secrets, replaced before buffering
+	values    []string     // the secrets themselves, for the patch (SavePatch)
 	err       error
 	stop      chan struct{}
 	done      chan struct{}
@@ -122,6 +123,7 @@ func (w *LogWriter) Mask(values []string) {
 	defer w.mu.Unlock()
 	if len(values) > 0 {
 		w.mask = mask.New(values)
+		w.values = values
 	}
 }
 

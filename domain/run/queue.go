@@ -172,6 +172,11 @@ func (q *Queue) AcceptManual(ctx context.Context, pr *domain.Principal, projectI
 	if branch != "" && (!domain.ValidBranch(branch) || strings.Contains(branch, "..") || strings.HasPrefix(branch, "-")) {
 		return nil, domain.Invalid("invalid_branch", "branch %q is not a valid branch name", branch)
 	}
+	if branch != "" {
+		if err := q.checkBranch(ctx, pr.OrgID, projectID, branch); err != nil {
+			return nil, err
+		}
+	}
 	uid := pr.UserID
 	j := &acceptJob{projectID: projectID, orgID: pr.OrgID, spec: AcceptSpec{Trigger: TriggerManual, Branch: branch, TriggeredBy: &uid}}
 	err := q.submit(j)

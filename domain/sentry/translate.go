@@ -514,14 +514,15 @@ func userID(raw json.RawMessage) string {
 }
 
 type breadcrumb struct {
-	Type     string `json:"type"`
-	Category string `json:"category"`
-	Message  string `json:"message"`
+	Type      string          `json:"type"`
+	Category  string          `json:"category"`
+	Message   string          `json:"message"`
+	Timestamp json.RawMessage `json:"timestamp"`
 }
 
 // breadcrumbs reads breadcrumbs.values (or the bare list) and spells each
 // as "category: message" (either alone when the other is empty, else the
-// type).
+// type), after its time when it has one.
 func breadcrumbs(raw json.RawMessage) []string {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 || string(raw) == "null" {
@@ -557,6 +558,14 @@ func breadcrumbs(raw json.RawMessage) []string {
 			s = b.Category
 		default:
 			s = b.Type
+		}
+		if s != "" && len(b.Timestamp) > 0 && string(b.Timestamp) != "null" {
+			// The breadcrumb's time goes before its text, RFC 3339 in UTC: the
+			// feed's breadcrumbs are strings, and the event view splits it
+			// out again (incident.SplitBreadcrumb).
+			if at, p := timestamp(b.Timestamp, time.Time{}); p == nil {
+				s = at + " " + s
+			}
 		}
 		if s != "" {
 			out = append(out, s)

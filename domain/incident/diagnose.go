@@ -1,0 +1,259 @@
+package incident
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+
+	"anvil/domain"
+	"anvil/domain/event"
+	"anvil/domain/internal/dbutil"
+)
+
+// What a person diagnoses an incident from, beside its page's summary: one
+// stored event whole, the incident's spread over tags, releases and users,
+// and its events a page at a time (docs/contracts/private-api.md, "Incident
+// diagnosis"). Everything here reads the stored, scrubbed events.
+
+// EventDetail is one stored event of an incident, whole.
+type EventDetail struct {
+	IncidentID uuid.UUID   `json:"incident_id"`
+	ReceivedAt time.Time   `json:"received_at"`
+	OccurredAt time.Time   `json:"occurred_at"`
+	Event      event.Event `json:"event"`
+	// Breadcrumbs are the event's breadcrumbs with their times split out
+	// where the sender (or the Sentry door) gave one.
+	Breadcrumbs []Breadcrumb `json:"breadcrumbs"`
+	// Newer and Older are the neighbouring events' ids ("" at either end).
+	Newer string `json:"newer_event_id"`
+	Older string `json:"older_event_id"`
+}
+
+// Breadcrumb is one breadcrumb: its time when known, and its text.
+type Breadcrumb struct {
+	At   *time.Time `json:"at"`
+	Text string     `json:"text"`
+}
+
+// SplitBreadcrumb reads a stored breadcrumb: the Sentry door writes a
+// breadcrumb's time before its text ("2026-12-03T10:00:00.123Z http: GET
+// /cart"); a breadcrumb without one is all text.
+func SplitBreadcrumb(s string) Breadcrumb {
+	if i := strings.IndexByte(s, ' '); i >= 20 && i <= 35 {
+		if t, err := time.Parse(time.RFC3339Nano, s[:i]); err == nil {
+			t = t.UTC()
+			return Breadcrumb{At: &t, Text: s[i+1:]}
+		}
+	}
+	return Breadcrumb{Text: s}
+}
+
+// Event reads one event of an incident by its event id (any case, with or
+// without dashes as the sender spelled it).
+func (in *Incidents) Event(ctx context.Context, orgID, incidentID uuid.UUID, eventID string) (*EventDetail, error) {
+	if _, err := in.Get(ctx, orgID, incidentID); err != nil {
+		return nil, err
+	}
+	key := strings.ToLower(strings.TrimSpace(eventID))
+	var row struct {
+		Payload    json.RawMessage `bun:"payload"`
+		ReceivedAt time.Time       `bun:"received_at"`
+		OccurredAt time.Time       `bun:"occurred_at"`
+	}
+	err := in.s.DB.NewRaw(`SELECT payload, received_at, occurred_at FROM feed_events
+		WHERE org_id = ? AND event_id_key = ? AND incident_id = ?`, orgID, key, incidentID).Scan(ctx, &row)
+	if dbutil.IsNoRows(err) {
+		return nil, domain.NotFound("event")
+	}
+	if err != nil {
+		return nil, fmt.Errorf("incidents: event %s: %w", key, err)
+	}
+	d := &EventDetail{IncidentID: incidentID, ReceivedAt: row.ReceivedAt.UTC(), OccurredAt: row.OccurredAt.UTC(), Breadcrumbs: []Breadcrumb{}}
+	if err := json.Unmarshal(row.Payload, &d.Event); err != nil {
+		return nil, fmt.Errorf("incidents: event %s: decode: %w", key, err)
+	}
+	for _, b := range d.Event.Breadcrumbs {
+		d.Breadcrumbs = append(d.Breadcrumbs, SplitBreadcrumb(b))
+	}
+	// The neighbours in the incident's list order (received_at, then key).
+	err = in.s.DB.NewRaw(`SELECT
+		COALESCE((SELECT payload->>'event_id' FROM feed_events WHERE incident_id = ?0 AND (received_at, event_id_key) > (?1, ?2)
+			ORDER BY received_at, event_id_key LIMIT 1), '') AS newer,
+		COALESCE((SELECT payload->>'event_id' FROM feed_events WHERE incident_id = ?0 AND (received_at, event_id_key) < (?1, ?2)
+			ORDER BY received_at DESC, event_id_key DESC LIMIT 1), '') AS older`, incidentID, row.ReceivedAt, key).
+		Scan(ctx, &d.Newer, &d.Older)
+	if err != nil {
+		return nil, fmt.Errorf("incidents: event %s: neighbours: %w", key, err)
+	}
+	return d, nil
+}
+
+// EventsPage is a page of an incident's events, newest first, and the
+// cursor of the next (older) page, "" on the last.
+type EventsPage struct {
+	Events []IncidentEvent `json:"events"`
+	Next   string          `json:"next_before"`
+}
+
+// EventsPageSize is how many events one page of an incident's list holds.
+const EventsPageSize = 50
+
+// Events lists an incident's stored events newest first, a page at a time.
+// before is the previous page's Next ("" for the first page); a cursor that
+// is not one is a 422 invalid_cursor.
+func (in *Incidents) Events(ctx context.Context, orgID, incidentID uuid.UUID, before string) (*EventsPage, error) {
+	if _, err := in.Get(ctx, orgID, incidentID); err != nil {
+		return nil, err
+	}
+	q := in.s.DB.NewSelect().Table("feed_events").Column("payload", "received_at", "occurred_at", "event_id_key").
+		Where("incident_id = ?", incidentID)
+	if before != "" {
+		at, key, ok := parseEventCursor(before)
+		if !ok {
+			return nil, domain.Invalid("invalid_cursor", "before must be the next_before of a previous page")
+		}
+		q = q.Where("(received_at, event_id_key) < (?, ?)", at, key)
+	}
+	var rows []struct {
+		Payload    json.RawMessage `bun:"payload"`
+		ReceivedAt time.Time       `bun:"received_at"`
+		OccurredAt time.Time       `bun:"occurred_at"`
+		Key        string          `bun:"event_id_key"`
+	}
+	if err := q.OrderExpr("received_at DESC, event_id_key DESC").Limit(EventsPageSize+1).Scan(ctx, &rows); err != nil {
+		return nil, fmt.Errorf("incidents: events of %s: %w", incidentID, err)
+	}
+	page := &EventsPage{Events: []IncidentEvent{}}
+	if len(rows) > EventsPageSize {
+		rows = rows[:EventsPageSize]
+		last := rows[EventsPageSize-1]
+		page.Next = strconv.FormatInt(last.ReceivedAt.UnixMicro(), 10) + "_" + last.Key
+	}
+	for _, r := range rows {
+		var ev event.Event
+		if err := json.Unmarshal(r.Payload, &ev); err != nil {
+			continue
+		}
+		row := IncidentEvent{EventID: ev.EventID, ReceivedAt: r.ReceivedAt.UTC(), OccurredAt: r.OccurredAt.UTC(), Release: ev.Release,
+			Level: ev.Level, UserID: ev.User.ID}
+		if ev.Exception != nil {
+			row.Message = ev.Exception.Message
+		}
+		page.Events = append(page.Events, row)
+	}
+	return page, nil
+}
+
+// parseEventCursor reads "<received_at in Unix µs>_<event key>".
+func parseEventCursor(s string) (time.Time, string, bool) {
+	us, key, ok := strings.Cut(s, "_")
+	if !ok || key == "" {
+		return time.Time{}, "", false
+	}
+	n, err := strconv.ParseInt(us, 10, 64)
+	if err != nil || n <= 0 {
+		return time.Time{}, "", false
+	}
+	return time.UnixMicro(n).UTC(), key, true
+}
+
+// Spread is how an incident's events spread: the level of its latest event,
+// its top tags with their values' shares, how many releases and users it
+// touched, and the releases it was first and last seen in.
+type Spread struct {
+	Level            string     `json:"level"`
+	Tags             []TagCount `json:"top_tags"`
+	Releases         int        `json:"releases_affected"`
+	Users            int        `json:"users_affected"`
+	FirstSeenRelease string     `json:"first_seen_release"`
+	LastSeenRelease  string     `json:"last_seen_release"`
+}
+
+// TagCount is one tag key and its most frequent values.
+type TagCount struct {
+	Key    string       `json:"key"`
+	Total  int          `json:"total"`
+	Values []ValueCount `json:"values"`
+}
+
+// ValueCount is one tag value and how many events carry it.
+type ValueCount struct {
+	Value string `json:"value"`
+	Count int    `json:"count"`
+}
+
+// spreadKeys and spreadValues bound the tag distribution a page shows.
+const (
+	spreadKeys   = 6
+	spreadValues = 4
+)
+
+// Spread reads how an incident's stored events spread. Users are told apart
+// by their id, else by the pseudonymous address hash the ingest computed.
+func (in *Incidents) Spread(ctx context.Context, orgID, incidentID uuid.UUID) (*Spread, error) {
+	if _, err := in.Get(ctx, orgID, incidentID); err != nil {
+		return nil, err
+	}
+	sp := &Spread{Tags: []TagCount{}}
+	err := in.s.DB.NewRaw(`SELECT
+		COALESCE((SELECT payload->>'level' FROM feed_events WHERE incident_id = ?0 ORDER BY received_at DESC LIMIT 1), '') AS level,
+		(SELECT count(DISTINCT NULLIF(payload->>'release', '')) FROM feed_events WHERE incident_id = ?0) AS releases,
+		(SELECT count(DISTINCT COALESCE(NULLIF(payload->'user'->>'id', ''), NULLIF(payload->'user'->>'ip_hash', '')))
+			FROM feed_events WHERE incident_id = ?0) AS users,
+		COALESCE((SELECT payload->>'release' FROM feed_events WHERE incident_id = ?0 AND COALESCE(payload->>'release', '') <> ''
+			ORDER BY occurred_at, received_at LIMIT 1), '') AS first_release,
+		COALESCE((SELECT payload->>'release' FROM feed_events WHERE incident_id = ?0 AND COALESCE(payload->>'release', '') <> ''
+			ORDER BY occurred_at DESC, received_at DESC LIMIT 1), '') AS last_release`, incidentID).
+		Scan(ctx, &sp.Level, &sp.Releases, &sp.Users, &sp.FirstSeenRelease, &sp.LastSeenRelease)
+	if err != nil {
+		return nil, fmt.Errorf("incidents: spread of %s: %w", incidentID, err)
+	}
+	var tags []struct {
+		Key   string `bun:"key"`
+		Value string `bun:"value"`
+		N     int    `bun:"n"`
+	}
+	if err := in.s.DB.NewRaw(`SELECT t.key, t.value, count(*) AS n
+		FROM feed_events e, jsonb_each_text(COALESCE(e.payload->'tags', '{}'::jsonb)) AS t(key, value)
+		WHERE e.incident_id = ? GROUP BY t.key, t.value`, incidentID).Scan(ctx, &tags); err != nil {
+		return nil, fmt.Errorf("incidents: tags of %s: %w", incidentID, err)
+	}
+	byKey := map[string]*TagCount{}
+	for _, t := range tags {
+		tc := byKey[t.Key]
+		if tc == nil {
+			tc = &TagCount{Key: t.Key}
+			byKey[t.Key] = tc
+		}
+		tc.Total += t.N
+		tc.Values = append(tc.Values, ValueCount{Value: t.Value, Count: t.N})
+	}
+	for _, tc := range byKey {
+		sort.Slice(tc.Values, func(i, j int) bool {
+			if tc.Values[i].Count != tc.Values[j].Count {
+				return tc.Values[i].Count > tc.Values[j].Count
+			}
+			return tc.Values[i].Value < tc.Values[j].Value
+		})
+		if len(tc.Values) > spreadValues {
+			tc.Values = tc.Values[:spreadValues]
+		}
+		sp.Tags = append(sp.Tags, *tc)
+	}
+	sort.Slice(sp.Tags, func(i, j int) bool {
+		if sp.Tags[i].Total != sp.Tags[j].Total {
+			return sp.Tags[i].Total > sp.Tags[j].Total
+		}
+		return sp.Tags[i].Key < sp.Tags[j].Key
+	})
+	if len(sp.Tags) > spreadKeys {
+		sp.Tags = sp.Tags[:spreadKeys]
+	}
+	return sp, nil
+}

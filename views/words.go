@@ -1,0 +1,32 @@
+package views
+
+// statusWords are the run and incident statuses as a person reads them;
+// the codes stay in data-status attributes and on the API.
+var statusWords = map[string]string{
+	"cancel_requested": "cancel requested",
+	"OBSERVED":         "observed",
+	"TRIAGED":          "triaged",
+	"WAITING_APPROVAL": "waiting for approval",
+	"QUEUED":           "repair queued",
+	"RUNNING":          "repairing",
+	"PR_OPEN":          "fix proposed",
+	"NEEDS_HUMAN":      "needs a person",
+	"CLOSED":           "closed",
+	"IGNORED":          "ignored",
+}
+
+// StatusWords says a status code in words ("waiting for approval" for
+// WAITING_APPROVAL, "needs a person" for NEEDS_HUMAN); any other code is
+// shown with its underscores as spaces.
+func StatusWords(code string) string {
+	if w, ok := statusWords[code]; ok {
+		return w
+	}
+	out := []byte(code)
+	for i, c := range out {
+		if c == '_' {
+			out[i] = ' '
+		}
+	}
+	return string(out)
+}
