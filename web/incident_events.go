@@ -17,7 +17,7 @@ import (
 // → the event whole (level, tags, breadcrumbs with their times, request,
 // user, release, environment, service, SDK, frames).
 func (s *Server) apiIncidentEvent(c echo.Context) error {
-	id, err := pathUUID(c, "incidentId", "incident")
+	id, err := s.incidentParam(c)
 	if err != nil {
 		return err
 	}
@@ -31,7 +31,7 @@ func (s *Server) apiIncidentEvent(c echo.Context) error {
 // apiIncidentEvents: GET /api/private/incidents/:incidentId/events?before=
 // → {events, next_before}: every stored event, a page at a time.
 func (s *Server) apiIncidentEvents(c echo.Context) error {
-	id, err := pathUUID(c, "incidentId", "incident")
+	id, err := s.incidentParam(c)
 	if err != nil {
 		return err
 	}
@@ -49,7 +49,7 @@ func (s *Server) apiIncidentEvents(c echo.Context) error {
 // apiIncidentSpread: GET /api/private/incidents/:incidentId/spread → the
 // level, top tags, releases and users affected, first and last release.
 func (s *Server) apiIncidentSpread(c echo.Context) error {
-	id, err := pathUUID(c, "incidentId", "incident")
+	id, err := s.incidentParam(c)
 	if err != nil {
 		return err
 	}
@@ -62,7 +62,7 @@ func (s *Server) apiIncidentSpread(c echo.Context) error {
 
 // incidentEventPage: GET /incidents/:incidentId/events/:eventId.
 func (s *Server) incidentEventPage(c echo.Context) error {
-	id, err := pathUUID(c, "incidentId", "incident")
+	id, err := s.incidentParam(c)
 	if err != nil {
 		return err
 	}
@@ -114,7 +114,7 @@ func frameRows(fs []event.Frame) []views.FrameRow {
 // spread, and the page of its events the request asks for (?events_before=).
 func (s *Server) incidentDiagnosis(c echo.Context, props *views.IncidentProps) error {
 	ctx, org := c.Request().Context(), principal(c).OrgID
-	id, err := pathUUID(c, "incidentId", "incident")
+	id, err := s.incidentParam(c)
 	if err != nil {
 		return err
 	}

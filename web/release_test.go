@@ -58,7 +58,7 @@ func TestReleasesAndShortIDs(t *testing.T) {
 		t.Fatalf("unknown short id: %d", status)
 	}
 	if _, page := br.get("/incidents/SHOP-1"); !strings.Contains(page, `data-testid="incident-short-id">SHOP-1<`) {
-		t.Fatalf("incident page lacks its short id")
+		t.Fatalf("incident page lacks its short id: %.600s", page)
 	}
 	other, _ := b.accounts.Bootstrap(context.Background(), "globex", "x@globex.test", testPassword)
 	for _, c := range []struct{ m, p string }{{"GET", "/api/private/incidents/SHOP-1"}, {"GET", "/api/private/projects/" + pid + "/releases"},

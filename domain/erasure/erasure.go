@@ -304,6 +304,10 @@ var projectSteps = []eraseStep{
 		jobs AS (DELETE FROM river_job j USING gone WHERE j.state IN ` + pendingJobStates + ` AND j.args->>'run_id' = gone.id::text)
 		SELECT count(*) FROM gone`},
 	byCTID("run_index", "project_id"),
+	// Releases and the fix chain's ancestry answers (docs/releases.md).
+	byCTID("release_ancestry_questions", "project_id"),
+	byCTID("release_ancestry", "project_id"),
+	byCTID("releases", "project_id"),
 	// Cron monitors (docs/monitors.md): runs, states, then the monitors.
 	byCTID("monitor_checkins", "project_id"),
 	byCTID("monitor_states", "project_id"),

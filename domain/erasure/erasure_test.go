@@ -219,6 +219,14 @@ func (b *erasureBundle) populate(t *testing.T, pr *domain.Principal, slug string
 		{Name: "assets/app.js", Data: []byte("function a(){}\n//# sourceMappingURL=app.js.map\n")}, {Name: "assets/app.js.map", Data: mapData}}); err != nil {
 		t.Fatal(err)
 	}
+	// Releases and the fix chain's ancestry answers (docs/releases.md), as
+	// the feed and the check_ancestry job leave them.
+	if _, err := b.db.Bun.NewRaw(`WITH r AS (INSERT INTO releases (project_id, environment, version, first_seen, last_seen, event_count)
+			VALUES (?0, 'production', 'shop@1', now(), now(), 1) RETURNING project_id),
+		a AS (INSERT INTO release_ancestry (project_id, fix_sha, release_sha, answer, checked_at) VALUES (?0, 'aaaa', 'bbbb', 'yes', now()) RETURNING project_id)
+		INSERT INTO release_ancestry_questions (project_id, fix_sha, release_sha) VALUES (?0, 'aaaa', 'cccc')`, p.ID).Exec(ctx); err != nil {
+		t.Fatal(err)
+	}
 	return populated{project: p, feedTok: tok, incident: inc}
 }
 

@@ -41,6 +41,10 @@ type Table struct {
 	Refs map[string]string
 	// Skip names the columns not compared, each with the reason why.
 	Skip map[string]string
+	// Where, when set, limits the rows read and counted (an SQL condition
+	// on the table's alias t), for rows whose number depends on the wall
+	// clock rather than on the path under test.
+	Where string
 }
 
 // Rank replaces Column by its rank (1, 2, …) in ascending order among the
@@ -169,9 +173,15 @@ func Take(ctx context.Context, db *sql.DB, labels *Labels, opt Options, tables .
 	if err != nil {
 		return nil, err
 	}
+	cond := map[string]string{}
+	for _, t := range tables {
+		if t.Where != "" {
+			cond[t.Name] = ` WHERE ` + t.Where
+		}
+	}
 	for _, n := range names {
 		var c int64
-		if err := db.QueryRowContext(ctx, `SELECT count(*) FROM `+quoteIdent(n)).Scan(&c); err != nil {
+		if err := db.QueryRowContext(ctx, `SELECT count(*) FROM `+quoteIdent(n)+` t`+cond[n]).Scan(&c); err != nil {
 			return nil, fmt.Errorf("dbdiff: count %s: %w", n, err)
 		}
 		s.Counts[n] = c
@@ -231,7 +241,7 @@ func (s *Snapshot) read(ctx context.Context, db *sql.DB, labels *Labels, opt Opt
 			return nil, fmt.Errorf("dbdiff: %s has no key column %s", t.Name, c)
 		}
 	}
-	raws, err := strs(ctx, db, `SELECT to_jsonb(t)::text FROM `+quoteIdent(t.Name)+` t`)
+	raws, err := strs(ctx, db, `SELECT to_jsonb(t)::text FROM `+quoteIdent(t.Name)+` t`+where(t))
 	if err != nil {
 		return nil, fmt.Errorf("dbdiff: read %s: %w", t.Name, err)
 	}
@@ -467,4 +477,12 @@ func sortedKeys(m map[string]bool) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// where is t's row condition as an SQL clause, or nothing.
+func where(t Table) string {
+	if t.Where == "" {
+		return ""
+	}
+	return ` WHERE ` + t.Where
 }

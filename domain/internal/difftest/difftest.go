@@ -214,7 +214,12 @@ var tables = []dbdiff.Table{
 	{Name: "run_index", Key: []string{"run_id"}},
 	{Name: "project_webhook_deliveries", Key: []string{"project_id", "provider", "delivery_id"}},
 	{Name: "river_job", Key: []string{"id"}, Refs: map[string]string{"id": "job"},
-		Skip: map[string]string{"unique_key": "a hash of the args, whose UUIDs differ (the args are compared)"}},
+		Skip: map[string]string{"unique_key": "a hash of the args, whose UUIDs differ (the args are compared)"},
+		// The feed coalesces card refreshes into rounds card.RefreshGap
+		// apart on the wall clock, so how many refresh_card jobs a script
+		// leaves depends on timing, not on the path; card_changes, which
+		// says whether a refresh is owed, is compared whole.
+		Where: "t.kind <> 'refresh_card'"},
 }
 
 // diffTime is how a timestamp is compared: one from the store's clock
@@ -271,7 +276,7 @@ func (b *Bundle) snapshot(t *testing.T, events []string) *dbdiff.Snapshot {
 		Kind string `bun:"kind"`
 		Args string `bun:"args"`
 	}
-	if err := b.DB.Bun.NewRaw(`SELECT id, kind, args::text AS args FROM river_job ORDER BY id`).Scan(ctx, &jobs); err != nil {
+	if err := b.DB.Bun.NewRaw(`SELECT id, kind, args::text AS args FROM river_job WHERE kind <> 'refresh_card' ORDER BY id`).Scan(ctx, &jobs); err != nil {
 		t.Fatal(err)
 	}
 	seen := map[string]int{}
