@@ -115,12 +115,9 @@ func sourceMapBench(ctx context.Context, env *benchEnv) error {
 	env.note("sourcemaps", "map_bytes", float64(len(mapData)))
 	var body bytes.Buffer
 	mw := multipart.NewWriter(&body)
-	mw.WriteField("release", "bench@1")
-	w, _ := mw.CreateFormFile("files", "assets/big.js")
-	w.Write([]byte(strings.Repeat("function a(){}", 100) + "\n//# sourceMappingURL=big.js.map\n"))
-	w, _ = mw.CreateFormFile("files", "assets/big.js.map")
-	w.Write(mapData)
-	mw.Close()
+	if err := writeBenchUpload(mw, mapData); err != nil {
+		return err
+	}
 	req, _ := http.NewRequestWithContext(ctx, "POST", f.Server.URL+"/api/private/projects/"+f.ProjectID+"/sourcemaps", &body)
 	req.Header.Set("Authorization", "Bearer "+f.PAT)
 	req.Header.Set("Content-Type", mw.FormDataContentType())
@@ -136,7 +133,7 @@ func sourceMapBench(ctx context.Context, env *benchEnv) error {
 	post := func(columns bool, key string, i int) (int, error) {
 		req, _ := http.NewRequestWithContext(ctx, "POST", url, bytes.NewReader(smBenchEvent(i, columns)))
 		req.Header.Set("X-Sentry-Auth", "Sentry sentry_version=7, sentry_client=sentry.javascript.browser/11.12.0, sentry_key="+key)
-		return sentryBenchDo(f.Client, req, http.StatusOK, `{"id":"`)
+		return sentryBenchDo(f.Client, req, `{"id":"`)
 	}
 	plain, err := f.Load(ctx, smBenchSenders, smBenchRequests, func(s, r int) (int, error) { return post(false, f.Tokens[s], s*10000+r) })
 	if err != nil {
@@ -175,7 +172,7 @@ func sourceMapUploadBench(ctx context.Context, env *benchEnv) error {
 			fmt.Fprintf(&js, "function f%d_%d(a){return a.b%d}", i, js.Len(), js.Len())
 			fmt.Fprintf(&src, "export function handler%d(order) { return order.total%d; }\n", js.Len(), js.Len())
 		}
-		js.WriteString(fmt.Sprintf("\n//# sourceMappingURL=chunk%d.js.map\n", i))
+		fmt.Fprintf(&js, "\n//# sourceMappingURL=chunk%d.js.map\n", i)
 		m, _ := json.Marshal(map[string]any{"version": 3, "sources": []string{fmt.Sprintf("../src/chunk%d.js", i)}, "sourcesContent": []string{src.String()},
 			"names": []string{}, "mappings": strings.Repeat("AAAA,", 10000) + "AAAA"})
 		if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("chunk%d.js", i)), []byte(js.String()), 0o644); err != nil {
@@ -195,4 +192,26 @@ func sourceMapUploadBench(ctx context.Context, env *benchEnv) error {
 	}
 	env.report("sourcemaps", "upload_20mb_100_files_s", time.Since(start).Seconds(), 10)
 	return nil
+}
+
+// writeBenchUpload writes the bench's one release of a minified file and
+// its map as the multipart upload's fields.
+func writeBenchUpload(mw *multipart.Writer, mapData []byte) error {
+	if err := mw.WriteField("release", "bench@1"); err != nil {
+		return err
+	}
+	w, err := mw.CreateFormFile("files", "assets/big.js")
+	if err != nil {
+		return err
+	}
+	if _, err := w.Write([]byte(strings.Repeat("function a(){}", 100) + "\n//# sourceMappingURL=big.js.map\n")); err != nil {
+		return err
+	}
+	if w, err = mw.CreateFormFile("files", "assets/big.js.map"); err != nil {
+		return err
+	}
+	if _, err := w.Write(mapData); err != nil {
+		return err
+	}
+	return mw.Close()
 }
