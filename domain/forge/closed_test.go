@@ -31,6 +31,24 @@ func sharedFixtures(t *testing.T) string {
 	}
 }
 
+// closedPullRequestFixtures are the real closed pull and merge requests,
+// merged and not; TestFixtures counts them as covered here.
+var closedPullRequestFixtures = []struct {
+	file     string
+	provider Provider
+	event    string
+	number   int
+	merged   bool
+	sha, url string
+}{
+	{"github_pull_request_closed_merged.json", GitHub, "pull_request", 62, true, "473d70eb7c50a54ae62bf9b124efa1c3eb245be8", "https://github.com/anbraten/test-ready-release-go/pull/62"},
+	{"github_pull_request_closed_unmerged.json", GitHub, "pull_request", 62, false, "", "https://github.com/anbraten/test-ready-release-go/pull/62"},
+	{"gitlab_merge_request_merge.json", GitLab, "Merge Request Hook", 4, true, "43411b53d670203e887c4985c4e58e8e6b7c109e", "https://gitlab.com/anbraten/woodpecker-test/-/merge_requests/4"},
+	{"gitlab_merge_request_close.json", GitLab, "Merge Request Hook", 4, false, "", "https://gitlab.com/anbraten/woodpecker-test/-/merge_requests/4"},
+	{"gitea_pull_request_closed_merged.json", Gitea, "pull_request", 1, true, "f2440f050054df0f8ecabcace648f1683509064c", "https://gitea.com/anbraten/test-repo/pulls/1"},
+	{"gitea_pull_request_closed_unmerged.json", Gitea, "pull_request", 1, false, "", "https://gitea.com/anbraten/test-repo/pulls/1"},
+}
+
 // The three forges' closed pull requests, merged and not, and the commit
 // messages of their pushes, as the real payloads carry them
 // (docs/releases.md, "Merged and closed repairs").
@@ -39,21 +57,7 @@ func TestClosedPullRequestFixtures(t *testing.T) {
 	dir := sharedFixtures(t)
 	header := map[Provider]string{GitHub: "X-GitHub-Event", GitLab: "X-Gitlab-Event", Gitea: "X-Gitea-Event"}
 	deliveryHeader := map[Provider]string{GitHub: "X-GitHub-Delivery", GitLab: "Idempotency-Key", Gitea: "X-Gitea-Delivery"}
-	for _, c := range []struct {
-		file     string
-		provider Provider
-		event    string
-		number   int
-		merged   bool
-		sha, url string
-	}{
-		{"github_pull_request_closed_merged.json", GitHub, "pull_request", 62, true, "473d70eb7c50a54ae62bf9b124efa1c3eb245be8", "https://github.com/anbraten/test-ready-release-go/pull/62"},
-		{"github_pull_request_closed_unmerged.json", GitHub, "pull_request", 62, false, "", "https://github.com/anbraten/test-ready-release-go/pull/62"},
-		{"gitlab_merge_request_merge.json", GitLab, "Merge Request Hook", 4, true, "43411b53d670203e887c4985c4e58e8e6b7c109e", "https://gitlab.com/anbraten/woodpecker-test/-/merge_requests/4"},
-		{"gitlab_merge_request_close.json", GitLab, "Merge Request Hook", 4, false, "", "https://gitlab.com/anbraten/woodpecker-test/-/merge_requests/4"},
-		{"gitea_pull_request_closed_merged.json", Gitea, "pull_request", 1, true, "f2440f050054df0f8ecabcace648f1683509064c", "https://gitea.com/anbraten/test-repo/pulls/1"},
-		{"gitea_pull_request_closed_unmerged.json", Gitea, "pull_request", 1, false, "", "https://gitea.com/anbraten/test-repo/pulls/1"},
-	} {
+	for _, c := range closedPullRequestFixtures {
 		body, err := os.ReadFile(filepath.Join(dir, c.file))
 		if err != nil {
 			t.Fatal(err)
