@@ -14,7 +14,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/uuid"
+
 	"anvil/domain"
+	"anvil/domain/run"
 	"anvil/domain/wiring"
 )
 
@@ -336,6 +339,19 @@ func TestSourceMapsSymbolicateBothDoors(t *testing.T) {
 	}
 	if !strings.Contains(fr[0].ContextCode, "cart.items") || len(fr[0].Symbolication.PreContext) == 0 {
 		t.Errorf("context of the crash site: %q %v", fr[0].ContextCode, fr[0].Symbolication.PreContext)
+	}
+
+	// A repair run is handed the original frames: its input is the stored
+	// event, symbolicated before it was stored (docs/sourcemap.md).
+	mapped := uuid.MustParse(incs[1].ID)
+	_, input, err := b.services.Incidents.RepairInputFor(context.Background(), &run.Run{OrgID: b.owner.OrgID, IncidentID: &mapped})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`"file": "src/cart.js"`, `"function": "totalOf"`, "cart.items"} {
+		if !strings.Contains(string(input), want) {
+			t.Errorf("the repair input lacks %q:\n%s", want, input)
+		}
 	}
 
 	// A release with no maps: raw frames, each with its reason; never a
