@@ -171,10 +171,12 @@ func (rp *Reporter) Report(ctx context.Context, runID uuid.UUID) error {
 
 	h := rp.host(f.Host())
 	for round := 0; round < maxRounds; round++ {
-		if round > 0 {
-			if err := db.NewSelect().Model(run).Where("id = ?", runID).Scan(ctx); err != nil {
-				return err
-			}
+		// Read under the lease, the first round too: a state read before
+		// it may be older than what the lease's last holder posted, and
+		// posting it would move the forge back (a "running" after the
+		// "success").
+		if err := db.NewSelect().Model(run).Where("id = ?", runID).Scan(ctx); err != nil {
+			return err
 		}
 		facts, err := rp.facts(ctx, run)
 		if err != nil {
