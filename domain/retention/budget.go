@@ -52,10 +52,11 @@ type Budget struct {
 	// Every is how often the counts are written.
 	Every time.Duration
 
-	mu      sync.Mutex
-	pending map[dayKey]int64 // counted here, not written yet
-	base    map[dayKey]int64 // the database's total as last read or written
-	limits  map[uuid.UUID]budgetLimit
+	mu       sync.Mutex
+	pending  map[dayKey]int64 // counted here, not written yet
+	inflight map[dayKey]int64 // taken by the write in flight, not in base yet
+	base     map[dayKey]int64 // the database's total as last read or written
+	limits   map[uuid.UUID]budgetLimit
 
 	flushMu sync.Mutex // one write (or total re-read) at a time
 	startMu sync.Mutex
@@ -105,7 +106,9 @@ func (b *Budget) Admit(ctx context.Context, orgID, projectID uuid.UUID, n int) *
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	used := b.base[key] + b.pending[key]
+	// What a write in flight took is counted too: between taking the
+	// counts and reading the totals back it is in neither pending nor base.
+	used := b.base[key] + b.inflight[key] + b.pending[key]
 	if lim.n > 0 && used+int64(n) > lim.n {
 		reset := dayOf(key.day + 1)
 		wait := (reset.Sub(now) + time.Second - 1).Truncate(time.Second)
@@ -155,6 +158,7 @@ func (b *Budget) Flush(ctx context.Context) error {
 	b.mu.Lock()
 	taken := b.pending
 	b.pending = map[dayKey]int64{}
+	b.inflight = taken
 	today := unixDay(b.r.now())
 	for k := range b.base {
 		if k.day < today-1 {
@@ -183,6 +187,7 @@ func (b *Budget) Flush(ctx context.Context) error {
 		RETURNING project_id, day, events`, pgdialect.Array(ids), pgdialect.Array(days), pgdialect.Array(ns)).Scan(ctx, &rows)
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	b.inflight = nil
 	if err != nil {
 		for k, n := range taken {
 			b.pending[k] += n
