@@ -396,7 +396,9 @@ func TestLoopClosesItself(t *testing.T) {
 	// The release that contains the merge serves events (of another
 	// incident): the ancestry check in the mirror ships the fix.
 	l.event(other, fixed)
-	pollUntil(t, 60*time.Second, "the fix to ship in the release "+fixed[:7], func() bool {
+	// Two jobs in a row: the periodic fix check (every 20 s) asks, the
+	// project's check_ancestry answers in a fresh confined mirror.
+	pollUntil(t, 90*time.Second, "the fix to ship in the release "+fixed[:7], func() bool {
 		fix = l.fix(id)
 		return fix["shipped_at"] != nil
 	})
@@ -424,6 +426,15 @@ func TestLoopClosesItself(t *testing.T) {
 	// one-minute window is made to have ended: its start moves back a minute.
 	l.event(other, fixed)
 	l.event(other, fixed)
+	var served float64
+	for _, r := range l.api("GET", "/api/private/projects/"+l.project+"/releases", nil)["releases"].([]any) {
+		if r := r.(map[string]any); r["version"] == fixed {
+			served = r["event_count"].(float64)
+		}
+	}
+	if served != 3 { // one when it shipped, two since
+		t.Fatalf("the release with the fix served %v events", served)
+	}
 	if _, err := l.db.Bun.NewRaw(`UPDATE incidents SET fix_shipped_at = fix_shipped_at - interval '1 minute',
 		fix_verify_until = fix_verify_until - interval '1 minute' WHERE id = ?`, id).Exec(ctx); err != nil {
 		t.Fatal(err)
