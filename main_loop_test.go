@@ -494,11 +494,13 @@ func TestLoopRepairClosedAndFixesPush(t *testing.T) {
 	l := startLoop(t)
 	l.event("DivideByZero", l.repo.Head)
 	id := l.incidentOf("DivideByZero")
-	inc := l.repair(id)
+	if pr := l.repair(id)["pr_url"]; pr != "https://github.example/acme/shop/pull/7" {
+		t.Fatalf("pull request %v", pr)
+	}
 	if out := l.deliver("pull_request", l.pullRequest("github_pull_request_closed_unmerged.json", 7, "")); out["outcome"] != "ignored_event" {
 		t.Fatalf("closed delivery: %v", out)
 	}
-	inc = l.incident(id)
+	inc := l.incident(id)
 	if inc["status"] != "NEEDS_HUMAN" || inc["needs_human_reason"] != "repair pull request closed without merging" || inc["fix"] != nil {
 		t.Fatalf("after the pull request closed: %v", inc)
 	}
