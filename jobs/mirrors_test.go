@@ -2,6 +2,8 @@ package jobs_test
 
 import (
 	"context"
+	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"testing"
@@ -54,4 +56,24 @@ func TestDeletingAProjectRemovesItsMirrors(t *testing.T) {
 			t.Fatalf("%s was removed: %v", d, err)
 		}
 	}
+}
+
+// An erased organisation's projects' mirrors go with it.
+func TestDeletingAnOrganizationRemovesItsMirrors(t *testing.T) {
+	t.Parallel()
+	b := setup(t, options{})
+	ctx := context.Background()
+	repo, _, _ := gitRepo(t)
+	p := b.project(t, "shop", repo, "true", 0)
+	dir := jobs.MirrorDir(b.workRoot, p.ID)
+	if err := os.MkdirAll(filepath.Join(dir, "objects"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.services.Erasure.DeleteOrganization(ctx, b.owner, b.owner.OrgID, "acme"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 60*time.Second, "the organisation's mirrors to be removed", func() bool {
+		_, err := os.Stat(dir)
+		return errors.Is(err, fs.ErrNotExist)
+	})
 }
