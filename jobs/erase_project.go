@@ -8,6 +8,7 @@ import (
 
 	"github.com/riverqueue/river"
 
+	"anvil/domain"
 	"anvil/domain/erasure"
 )
 
@@ -21,6 +22,8 @@ type EraseProjectWorker struct {
 	river.WorkerDefaults[erasure.EraseProjectArgs]
 	erasure *erasure.Service
 	log     *slog.Logger
+	// mirrors prunes the repository mirrors of projects that are gone.
+	mirrors func(context.Context)
 }
 
 // Timeout bounds one attempt beyond the erasure's own budget per pass.
@@ -31,6 +34,10 @@ func (w *EraseProjectWorker) Timeout(*river.Job[erasure.EraseProjectArgs]) time.
 // Work runs one pass; a pass that ran out of its budget, or waits for a
 // run to stop, snoozes and goes on where it stopped.
 func (w *EraseProjectWorker) Work(ctx context.Context, job *river.Job[erasure.EraseProjectArgs]) error {
+	// The deleted project's mirrors go at once, whatever its rows wait for.
+	if w.mirrors != nil {
+		w.mirrors(ctx)
+	}
 	rep, err := w.erasure.EraseProject(ctx, job.Args.ProjectID)
 	return eraseOutcome(w.log, "project", job.Args.ProjectID.String(), rep, err, erasure.ErrLiveProject)
 }
@@ -49,4 +56,17 @@ func eraseOutcome(log *slog.Logger, what, id string, rep erasure.Report, err, li
 	}
 	log.Info(what+" erased", "id", id, "rows", rep.Total())
 	return nil
+}
+
+// mirrorPruner removes the mirrors of projects that are not live any more
+// (jobs/mirrors.go); a failure is logged, never the erasure's.
+func mirrorPruner(s *domain.Store, workRoot string, log *slog.Logger) func(context.Context) {
+	return func(ctx context.Context) {
+		n, err := pruneMirrors(ctx, s, workRoot)
+		if err != nil {
+			log.Warn("mirrors of deleted projects not removed", "error", err)
+		} else if n > 0 {
+			log.Info("mirrors of deleted projects removed", "mirrors", n)
+		}
+	}
 }

@@ -3,7 +3,6 @@ package jobs
 import (
 	"context"
 	"log/slog"
-	"path/filepath"
 	"time"
 
 	"github.com/riverqueue/river"
@@ -54,7 +53,7 @@ func (w *CheckAncestryWorker) Timeout(*river.Job[domain.CheckAncestryArgs]) time
 
 // Work answers the questions.
 func (w *CheckAncestryWorker) Work(ctx context.Context, job *river.Job[domain.CheckAncestryArgs]) error {
-	dir := filepath.Join(w.workRoot, "mirrors", job.Args.ProjectID.String())
+	dir := MirrorDir(w.workRoot, job.Args.ProjectID)
 	_, err := w.fixes.AnswerQuestions(ctx, job.Args.ProjectID, func(ctx context.Context, p *domain.Project, token, fix, rel string) (string, error) {
 		return w.git.Ancestry(ctx, p.RepoURL, token, dir, fix, rel)
 	})

@@ -40,6 +40,7 @@ type testBundle struct {
 	river    *river.Client[*sql.Tx]
 	sweeper  *jobs.LostRunnerSweeper
 	owner    *domain.Principal
+	workRoot string // this "process's" work folder
 }
 
 type options struct {
@@ -114,6 +115,7 @@ func setup(t *testing.T, o options) *testBundle {
 		t.Fatal(err)
 	}
 	b.river = client
+	b.workRoot = root
 	b.sweeper = jobs.NewLostRunnerSweeper(sv.Queue, nil)
 	if !o.idle {
 		if err := client.Start(ctx); err != nil {

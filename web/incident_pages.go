@@ -89,7 +89,9 @@ func (s *Server) incidentDecisionSubmit(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	_, derr := s.Incidents.Decide(c.Request().Context(), principal(c), id, c.FormValue("decision"))
+	// The close form's "closed in the current release" (docs/releases.md).
+	inRelease := c.FormValue("in_current_release") == "true" || c.FormValue("in_current_release") == "on"
+	_, derr := s.Incidents.DecideIn(c.Request().Context(), principal(c), id, c.FormValue("decision"), inRelease)
 	msg, err := domainRefusal(derr)
 	if err != nil {
 		return err

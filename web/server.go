@@ -131,6 +131,7 @@ func New(d Deps) *echo.Echo {
 	s.registerMonitors(e, pages, api)
 	s.registerSourceMaps(e, api)
 	s.registerReleases(pages, api)
+	s.registerSentryReleases(e)
 
 	// A group with middleware claims every unknown path under its prefix, so
 	// that its middleware runs: an anonymous GET /no/such/page was sent to

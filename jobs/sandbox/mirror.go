@@ -50,6 +50,17 @@ func (g *Git) Ancestry(ctx context.Context, repoURL, token, dir, fix, release st
 	}
 	fresh := false
 	if _, err := os.Stat(filepath.Join(dir, "HEAD")); errors.Is(err, fs.ErrNotExist) {
+		// The mirrors' folder is made as a workspace root is (0711): a
+		// confined git runs as the sandbox user, and bwrap, running as it,
+		// must traverse every ancestor to bind the mirror.
+		if err := os.MkdirAll(filepath.Dir(dir), 0o711); err != nil {
+			return "", fmt.Errorf("sandbox: mirror directory: %w", err)
+		}
+		if g.Confined() && os.Geteuid() == 0 {
+			if err := checkTraversable(filepath.Dir(dir)); err != nil {
+				return "", err
+			}
+		}
 		if err := prepareDir(dir, g.Confined()); err != nil {
 			return "", err
 		}

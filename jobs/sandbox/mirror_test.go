@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"anvil/domain/repourl"
+	"anvil/jobs/jobstest"
 	"anvil/jobs/sandbox"
 )
 
@@ -91,4 +92,31 @@ func TestAncestry(t *testing.T) {
 	ask("0123456789abcdef0123456789abcdef01234567", after, sandbox.AncestryUnknown)
 	ask(fix, "fedcba9", sandbox.AncestryUnknown)
 	ask("not-a-sha", after, sandbox.AncestryUnknown)
+}
+
+// The ancestry check as the worker runs it: git confined (as the sandbox
+// user when the host process is root), the mirror in a folder of mirrors
+// the check makes itself, as WORK_ROOT/mirrors/<project> is.
+func TestAncestryConfined(t *testing.T) {
+	t.Parallel()
+	if err := sandbox.BwrapAvailable(); err != nil {
+		t.Skipf("bubblewrap cannot run here: %v", err)
+	}
+	repo := jobstest.GitRepo(t) // readable by the sandbox user
+	g, err := sandbox.NewGit(true, repourl.Policy{AllowLocal: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mirror := filepath.Join(t.TempDir(), "mirrors", "project")
+	ctx := context.Background()
+	for _, c := range []struct{ fix, rel, want string }{
+		{repo.Old, repo.Head, sandbox.AncestryYes},
+		{repo.Head, repo.Old, sandbox.AncestryNo},
+		{"0123456789abcdef0123456789abcdef01234567", repo.Head, sandbox.AncestryUnknown},
+	} {
+		got, err := g.Ancestry(ctx, repo.URL, "", mirror, c.fix, c.rel)
+		if err != nil || got != c.want {
+			t.Fatalf("Ancestry(%.7s in %.7s) = %q, %v; want %q", c.fix, c.rel, got, err, c.want)
+		}
+	}
 }
