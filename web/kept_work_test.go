@@ -225,6 +225,7 @@ func TestAuditLogSaysEveryChangeInWords(t *testing.T) {
 	call("PATCH", "/api/private/projects/"+pid, map[string]any{"run_command": "go test ./...", "default_branch": "trunk"}, http.StatusOK)
 	call("PATCH", "/api/private/projects/"+pid, map[string]any{"run_command": "go test ./..."}, http.StatusOK) // no change, no entry
 	call("PUT", "/api/private/projects/"+pid+"/bindings/production", map[string]any{"repair_policy": "observe"}, http.StatusOK)
+	call("PUT", "/api/private/projects/"+pid+"/bindings/production", map[string]any{"repair_policy": "observe"}, http.StatusOK) // unchanged: no entry
 	call("PUT", "/api/private/projects/"+pid+"/bindings/production", map[string]any{"repair_policy": "off"}, http.StatusOK)
 	call("DELETE", "/api/private/projects/"+pid+"/bindings/production", nil, http.StatusNoContent)
 	conn := call("POST", "/api/private/projects/"+pid+"/connections", map[string]any{"name": "site", "kind": "browser", "allowed_origins": []string{"https://shop.example"}}, http.StatusCreated)

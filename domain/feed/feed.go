@@ -268,6 +268,9 @@ func (f *Feed) PutBinding(ctx context.Context, p *domain.Principal, projectID uu
 		}
 		detail := map[string]any{"project_id": projectID.String(), "project": pr.Slug, "repair_policy": policy}
 		if len(from) > 0 {
+			if from[0] == policy {
+				return nil // saved unchanged: nothing to record
+			}
 			detail["from"] = from[0]
 		}
 		return domain.RecordAudit(ctx, tx, p, domain.AuditBindingChanged, env, detail)
