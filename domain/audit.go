@@ -32,10 +32,18 @@ const (
 	AuditBindingChanged      = "binding.changed"
 	AuditCardExternal        = "card.external"
 	AuditProjectCreated      = "project.created"
+	AuditProjectUpdated      = "project.updated"
 	AuditProjectDeleted      = "project.deleted"
 	AuditOrganizationCreated = "organization.created"
-	OperatorActor            = "operator (anvil admin)"
-	auditPageSize            = 50
+	// The alert destinations' entries (domain/alert).
+	AuditAlertDestinationCreated = "alert_destination.created"
+	AuditAlertDestinationUpdated = "alert_destination.updated"
+	AuditAlertDestinationDeleted = "alert_destination.deleted"
+	AuditAlertDestinationTested  = "alert_destination.tested"
+	// AuditConnectionOriginsChanged: a browser connection's allowed origins.
+	AuditConnectionOriginsChanged = "connection.origins_changed"
+	OperatorActor                 = "operator (anvil admin)"
+	auditPageSize                 = 50
 )
 
 // RecordAudit writes one audit entry in tx, the transaction of the change it

@@ -3,6 +3,7 @@
 package e2e
 
 import (
+	"strings"
 	"testing"
 
 	"anvil/jobs/jobstest"
@@ -54,9 +55,11 @@ func TestProjectFormRefusalsJourney(t *testing.T) {
 	must(t, expect.Locator(page.Locator(`[data-testid=project-row][data-slug="widgets"]`)).ToBeVisible(), "the project exists")
 }
 
-// TestProjectRepositoryWarningJourney: a repository that does not answer
-// git ls-remote is saved with a warning beside the Repository URL; pointing
-// it at one that answers saves without one.
+// TestProjectRepositoryWarningJourney: a malformed repository address is
+// refused beside its field, with every field kept; a repository that does
+// not answer git ls-remote is saved with a warning beside the Repository
+// URL, on the edit page the save redirected to (a reload shows the form,
+// never a 409); pointing it at one that answers saves without one.
 func TestProjectRepositoryWarningJourney(t *testing.T) {
 	t.Parallel()
 	s := startServer(t)
@@ -65,14 +68,30 @@ func TestProjectRepositoryWarningJourney(t *testing.T) {
 
 	gotoPage(t, page, s.URL+"/projects/new")
 	for id, v := range map[string]string{
-		"slug": "ghost", "repo_url": repo.URL + "-does-not-exist", "default_branch": "main", "run_command": "true",
+		"slug": "ghost", "repo_url": "github.com/acme/ghost", "default_branch": "main", "run_command": "go test ./...",
 	} {
 		must(t, page.Locator("#"+id).Fill(v), "fill "+id)
 	}
+	must(t, testID(page, "project-save").Click(), "save a malformed address")
+	must(t, expect.Locator(testID(page, "field-error-repo_url")).ToContainText("Repository URL is malformed"), "the refusal beside the repository")
+	for id, v := range map[string]string{"slug": "ghost", "repo_url": "github.com/acme/ghost", "run_command": "go test ./..."} {
+		must(t, expect.Locator(page.Locator("#"+id)).ToHaveValue(v), "the refused form keeps "+id)
+	}
+	must(t, page.Locator("#repo_url").Fill(repo.URL+"-does-not-exist"), "fill repo_url")
 	must(t, testID(page, "project-save").Click(), "save")
 	must(t, expect.Locator(testID(page, "form-saved")).ToBeVisible(), "saved")
 	must(t, expect.Locator(testID(page, "field-warning-repo_url")).ToContainText("did not answer (git ls-remote)"), "warning beside the repository")
+	if !strings.HasSuffix(page.URL(), "/projects/ghost/edit") {
+		t.Fatalf("the save with a warning led to %s, not the project's edit page", page.URL())
+	}
 	screenshot(t, page, "repository-silent")
+	res, err := page.Reload()
+	must(t, err, "reload")
+	if res.Status() != 200 {
+		t.Fatalf("a reload after the save: %d", res.Status())
+	}
+	must(t, expect.Locator(testID(page, "form-error")).ToHaveCount(0), "a reload submits nothing again")
+	must(t, expect.Locator(testID(page, "form-saved")).ToHaveCount(0), "the warning is shown once")
 
 	must(t, page.Locator("#repo_url").Fill(repo.URL), "fix the repository")
 	must(t, testID(page, "project-save").Click(), "save the fix")

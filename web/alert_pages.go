@@ -68,6 +68,7 @@ func (s *Server) alertCreateSubmit(c echo.Context) error {
 			return err
 		}
 		props.Error = de.Message
+		props.Form = views.AlertForm{Name: name, Kind: kind, URL: url}
 		return Render(c, statusOf(de.Kind), views.Alerts(props))
 	}
 	if sec != "" {

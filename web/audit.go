@@ -1,12 +1,9 @@
 package web
 
 import (
-	"encoding/json"
 	"net/http"
 	"net/url"
-	"sort"
 	"strconv"
-	"strings"
 
 	"github.com/labstack/echo/v4"
 
@@ -20,7 +17,9 @@ var auditKinds = []string{domain.AuditMemberAdded, domain.AuditMemberRemoved, do
 	domain.AuditPasswordChanged, domain.AuditPasswordReset, domain.AuditTokenCreated, domain.AuditTokenRevoked,
 	domain.AuditWebhookCreated, domain.AuditWebhookDeleted, domain.AuditWebhookRotated, domain.AuditDeliveryEvaluated,
 	domain.AuditConnectionCreated, domain.AuditConnectionRevoked, domain.AuditBindingChanged,
-	domain.AuditCardExternal, domain.AuditProjectCreated, domain.AuditProjectDeleted, domain.AuditOrganizationCreated}
+	domain.AuditConnectionOriginsChanged, domain.AuditCardExternal, domain.AuditProjectCreated, domain.AuditProjectUpdated,
+	domain.AuditProjectDeleted, domain.AuditOrganizationCreated, domain.AuditAlertDestinationCreated,
+	domain.AuditAlertDestinationUpdated, domain.AuditAlertDestinationDeleted, domain.AuditAlertDestinationTested}
 
 func auditQuery(c echo.Context) (domain.AuditQuery, error) {
 	q := domain.AuditQuery{Actor: c.QueryParam("actor"), Kind: c.QueryParam("kind")}
@@ -64,7 +63,7 @@ func (s *Server) auditPage(c echo.Context) error {
 	}
 	props := views.AuditProps{Page: s.page(c, "Audit log", "members"), Actor: q.Actor, Kind: q.Kind, Kinds: auditKinds}
 	for _, e := range pg.Entries {
-		d := auditWords(e.Detail)
+		d := domain.AuditWords(e)
 		props.Entries = append(props.Entries, views.AuditRow{At: e.At, ActorEmail: e.ActorEmail, Kind: e.Kind, Target: e.Target, Detail: d})
 	}
 	if pg.NextBefore > 0 {
@@ -78,32 +77,4 @@ func (s *Server) auditPage(c echo.Context) error {
 		props.NextPage = "/settings/audit?" + v.Encode()
 	}
 	return Render(c, http.StatusOK, views.Audit(props))
-}
-
-// auditWords says an entry's detail in words for the page ("repair
-// policy: approve · project id: …"), not as raw JSON; the API keeps the
-// object (issue 30).
-func auditWords(detail map[string]any) string {
-	keys := make([]string, 0, len(detail))
-	for k := range detail {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	parts := make([]string, 0, len(keys))
-	for _, k := range keys {
-		var v string
-		switch x := detail[k].(type) {
-		case string:
-			v = x
-		case nil:
-			v = "none"
-		case bool:
-			v = map[bool]string{true: "yes", false: "no"}[x]
-		default:
-			raw, _ := json.Marshal(x)
-			v = string(raw)
-		}
-		parts = append(parts, strings.ReplaceAll(k, "_", " ")+": "+v)
-	}
-	return strings.Join(parts, " · ")
 }

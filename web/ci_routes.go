@@ -177,6 +177,7 @@ func (s *Server) secretSaveSubmit(c echo.Context) error {
 			return err
 		}
 		props.Error = de.Message
+		props.FormName, props.ValueDropped = c.FormValue("name"), c.FormValue("value") != ""
 		return Render(c, http.StatusUnprocessableEntity, views.SecretsPage(props))
 	}
 	if perr != nil {

@@ -53,6 +53,7 @@ func (s *Server) feedConnectionOriginsSubmit(c echo.Context) error {
 			return err
 		}
 		props.Error = de.Message
+		props.OriginsFor, props.OriginsTyped = cid.String(), c.FormValue("allowed_origins")
 		return Render(c, statusOf(de.Kind), views.FeedPage(props))
 	}
 	return redirect(c, projectPath(c)+"/feed#connection-"+cid.String())

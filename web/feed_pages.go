@@ -195,6 +195,7 @@ func (s *Server) feedConnectionCreateSubmit(c echo.Context) error {
 			return err
 		}
 		props.Error = de.Message
+		props.ConnectionName, props.ConnectionKind, props.ConnectionOrigins = c.FormValue("name"), c.FormValue("kind"), c.FormValue("allowed_origins")
 		return Render(c, statusOf(de.Kind), views.FeedPage(props))
 	}
 	if conn.Kind == feed.KindBrowser { // listed with its DSN whenever asked

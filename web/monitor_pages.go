@@ -97,6 +97,11 @@ func (s *Server) monitorsPage(c echo.Context) error {
 	if c.QueryParam("fragment") != "" {
 		return Render(c, http.StatusOK, views.MonitorsBody(props))
 	}
+	var rev monitorReveal
+	if _, err := s.takeReveal(c, revealSlot("monitor-created", p.ID.String()), &rev); err != nil {
+		return err
+	}
+	props.NewPingURL, props.NewSlug = rev.PingURL, rev.Slug
 	return Render(c, http.StatusOK, views.MonitorsPage(props))
 }
 
@@ -135,20 +140,34 @@ func (s *Server) monitorCreateSubmit(c echo.Context) error {
 	if cerr == nil {
 		m, cerr = s.Monitors.Create(c.Request().Context(), principal(c), p.ID, in)
 	}
-	props, err := s.monitorsProps(c, p)
-	if err != nil {
-		return err
-	}
 	var de *domain.Error
 	if cerr != nil && errors.As(cerr, &de) && (errors.Is(de.Kind, domain.ErrInvalid) || errors.Is(de.Kind, domain.ErrConflict)) {
+		props, err := s.monitorsProps(c, p)
+		if err != nil {
+			return err
+		}
 		props.Error = de.Message
+		props.Form = views.MonitorForm{Slug: c.FormValue("slug"), ScheduleType: c.FormValue("schedule_type"), ScheduleValue: c.FormValue("schedule_value"),
+			ScheduleUnit: c.FormValue("schedule_unit"), Timezone: c.FormValue("timezone"), Environment: c.FormValue("environment"),
+			CheckinMargin: c.FormValue("checkin_margin"), MaxRuntime: c.FormValue("max_runtime"),
+			FailureThreshold: c.FormValue("failure_threshold"), RecoveryThreshold: c.FormValue("recovery_threshold")}
 		return Render(c, statusOf(de.Kind), views.MonitorsPage(props))
 	}
 	if cerr != nil {
 		return cerr
 	}
-	props.NewPingURL, props.NewSlug = m.PingURL, m.Slug
-	return Render(c, http.StatusCreated, views.MonitorsPage(props))
+	// The page the redirect leads to shows the ping URL once; a reload
+	// neither shows it again nor creates the monitor twice (a 409).
+	if err := s.stashReveal(c, revealSlot("monitor-created", p.ID.String()), monitorReveal{PingURL: m.PingURL, Slug: m.Slug}); err != nil {
+		return err
+	}
+	return redirect(c, "/projects/"+p.Slug+"/monitors")
+}
+
+// monitorReveal is a new ping URL kept for the page that shows it once.
+type monitorReveal struct {
+	PingURL string `json:"ping_url"`
+	Slug    string `json:"slug"`
 }
 
 func (s *Server) monitorProps(c echo.Context, p *domain.Project) (views.MonitorProps, error) {
@@ -228,6 +247,11 @@ func (s *Server) monitorPage(c echo.Context) error {
 	if c.QueryParam("fragment") != "" {
 		return Render(c, http.StatusOK, views.MonitorBody(props))
 	}
+	var rev monitorReveal
+	if _, err := s.takeReveal(c, revealSlot("monitor-rotated", p.ID.String(), c.Param("slug")), &rev); err != nil {
+		return err
+	}
+	props.NewPingURL = rev.PingURL
 	return Render(c, http.StatusOK, views.MonitorPage(props))
 }
 
@@ -255,12 +279,10 @@ func (s *Server) monitorRotateSubmit(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	props, err := s.monitorProps(c, p)
-	if err != nil {
+	if err := s.stashReveal(c, revealSlot("monitor-rotated", p.ID.String(), m.Slug), monitorReveal{PingURL: m.PingURL, Slug: m.Slug}); err != nil {
 		return err
 	}
-	props.NewPingURL = m.PingURL
-	return Render(c, http.StatusOK, views.MonitorPage(props))
+	return redirect(c, "/projects/"+p.Slug+"/monitors/"+m.Slug)
 }
 
 func (s *Server) monitorDeleteSubmit(c echo.Context) error {

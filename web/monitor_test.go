@@ -281,8 +281,12 @@ func TestMonitorPages(t *testing.T) {
 	csrf := br.csrf(page)
 	res, body := br.post(page, url.Values{"_csrf": {csrf}, "slug": {"backup"}, "schedule_type": {"crontab"}, "schedule_value": {"0 2 * * *"},
 		"timezone": {"Europe/Berlin"}, "max_runtime": {"30"}})
-	if res.StatusCode != http.StatusCreated || !strings.Contains(body, `data-testid="monitor-ping-url"`) || !strings.Contains(body, "/api/monitors/anv_png_") {
+	if res.StatusCode != http.StatusSeeOther || res.Header.Get("Location") != page {
 		t.Fatalf("create: %d %s", res.StatusCode, body)
+	}
+	// The page the redirect leads to shows the ping URL once.
+	if res, body = br.get(page); res.StatusCode != http.StatusOK || !strings.Contains(body, `data-testid="monitor-ping-url"`) || !strings.Contains(body, "/api/monitors/anv_png_") {
+		t.Fatalf("after create: %d %s", res.StatusCode, body)
 	}
 	res, body = br.post(page, url.Values{"_csrf": {csrf}, "slug": {"bad"}, "schedule_type": {"crontab"}, "schedule_value": {"0 2 * *"}})
 	if res.StatusCode != http.StatusUnprocessableEntity || !strings.Contains(body, `data-testid="monitor-error"`) || !strings.Contains(body, "schedule.value") {

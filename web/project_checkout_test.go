@@ -116,10 +116,19 @@ func TestProjectSaveWarnsWhenTheRepositoryDoesNotAnswer(t *testing.T) {
 	br.login("owner@acme.test", testPassword)
 	form := url.Values{"_csrf": {br.csrf("/projects/new")}, "slug": {"web"}, "repo_url": {"https://git.example/missing-web.git"},
 		"default_branch": {"main"}, "run_command": {"make"}}
+	// Saved, and redirected (303) to its edit page, which shows the warning
+	// once: a reload shows the form again, never a second create's 409.
 	res, body := br.post("/projects", form)
+	if res.StatusCode != http.StatusSeeOther || res.Header.Get("Location") != "/projects/web/edit" {
+		t.Fatalf("form with a silent repository: %d %s", res.StatusCode, body)
+	}
+	res, body = br.get("/projects/web/edit")
 	if res.StatusCode != http.StatusOK || !strings.Contains(body, `data-testid="form-saved"`) ||
 		!strings.Contains(body, `data-testid="field-warning-repo_url"`) || !strings.Contains(body, "did not answer (git ls-remote)") {
-		t.Fatalf("form with a silent repository: %d %s", res.StatusCode, body)
+		t.Fatalf("the edit page after a save with a silent repository: %d %s", res.StatusCode, body)
+	}
+	if res, body = br.get("/projects/web/edit"); res.StatusCode != http.StatusOK || strings.Contains(body, `data-testid="form-saved"`) {
+		t.Fatalf("a reload of the edit page: %d (the warning is shown once)", res.StatusCode)
 	}
 	if n := countProjects(t, b); n != 2 {
 		t.Fatalf("%d projects, want 2 (warnings do not refuse)", n)

@@ -60,6 +60,7 @@ func formInput(c echo.Context) (project.ProjectInput, views.ProjectForm) {
 		ProviderAPIURL: &f.ProviderAPIURL, ProviderRepo: &f.ProviderRepo}
 	if tok := c.FormValue("provider_token"); tok != "" {
 		in.ProviderToken = &tok
+		f.TokenDropped = true // shown only when the form is refused
 	}
 	// An empty status context keeps the one the project has (anvil/<slug>
 	// for a new project): the field's placeholder says so.
@@ -138,12 +139,21 @@ func (s *Server) formRefusal(c echo.Context, title string, f views.ProjectForm, 
 	return Render(c, statusOf(de.Kind), views.ProjectFormPage(views.ProjectFormProps{Page: s.page(c, title, "projects"), Form: f}))
 }
 
-// savedWithWarnings shows the saved project's form again with what the save
-// found doubtful, instead of leaving for the project page.
+// projectWarnings is what a save found doubtful, kept for the edit page
+// the save redirects to.
+type projectWarnings struct {
+	Warnings []string `json:"warnings"`
+}
+
+// savedWithWarnings answers a save that found something doubtful (the
+// repository did not answer) with a redirect to the project's edit page,
+// which shows the warnings once: the project is saved, and a reload shows
+// the form rather than submitting it again (a create would be a 409).
 func (s *Server) savedWithWarnings(c echo.Context, p *domain.Project) error {
-	f := projectForm(p)
-	f.Saved, f.Warnings = true, p.Warnings
-	return Render(c, http.StatusOK, views.ProjectFormPage(views.ProjectFormProps{Page: s.page(c, "Edit "+p.Slug, "projects"), Form: f}))
+	if err := s.stashReveal(c, revealSlot("project-saved", p.ID.String()), projectWarnings{Warnings: p.Warnings}); err != nil {
+		return err
+	}
+	return redirect(c, "/projects/"+p.Slug+"/edit")
 }
 
 func (s *Server) projectCreateSubmit(c echo.Context) error {
@@ -180,7 +190,14 @@ func (s *Server) projectEditPage(c echo.Context) error {
 		return domain.Forbidden("only admins and owners edit projects")
 	}
 	pg := s.page(c, "Edit "+p.Slug, "projects")
-	return Render(c, http.StatusOK, views.ProjectFormPage(views.ProjectFormProps{Page: pg, Form: projectForm(p), Delete: projectDeleteZone(pg.CSRF, p)}))
+	f := projectForm(p)
+	var w projectWarnings
+	if ok, err := s.takeReveal(c, revealSlot("project-saved", p.ID.String()), &w); err != nil {
+		return err
+	} else if ok {
+		f.Saved, f.Warnings = true, w.Warnings
+	}
+	return Render(c, http.StatusOK, views.ProjectFormPage(views.ProjectFormProps{Page: pg, Form: f, Delete: projectDeleteZone(pg.CSRF, p)}))
 }
 
 func (s *Server) projectEditSubmit(c echo.Context) error {

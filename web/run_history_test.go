@@ -182,7 +182,8 @@ func TestRepairPatchOnTheRunPage(t *testing.T) {
 }
 
 // TestAuditDetailInWords: the audit page says an entry's detail in words
-// (a binding's change reads "repair policy: observe"), never raw JSON.
+// (a new binding reads "added a binding for environment production …"),
+// never raw JSON; TestAuditLogSaysEveryChangeInWords has every kind.
 func TestAuditDetailInWords(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
@@ -193,7 +194,7 @@ func TestAuditDetailInWords(t *testing.T) {
 	br := b.browser(t)
 	br.login("owner@acme.test", testPassword)
 	_, body := br.get("/settings/audit")
-	if !strings.Contains(body, `data-testid="audit-detail">project id: `+p["id"].(string)+` · repair policy: observe<`) ||
+	if !strings.Contains(body, `data-testid="audit-detail">added a binding for environment production of project shop with repair policy observe<`) ||
 		strings.Contains(body, `data-testid="audit-detail">{`) {
 		t.Fatalf("audit page: %s", body)
 	}

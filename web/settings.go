@@ -53,7 +53,7 @@ func (s *Server) tokenCreateSubmit(c echo.Context) error {
 		if err != nil {
 			return err
 		}
-		props.Error = de.Message
+		props.Error, props.TokenName = de.Message, c.FormValue("name")
 		return Render(c, statusOf(de.Kind), views.Settings(props))
 	}
 	// The settings page shows it once; a reload creates nothing.

@@ -150,7 +150,7 @@ func (s *Server) webhookAction(c echo.Context, creates bool, act func(id uuid.UU
 	if err != nil {
 		return err
 	}
-	if !creates {
+	if !creates && isHTMX(c) { // the card swapped in place
 		return s.renderWebhooks(c, id, provider, nil, "")
 	}
 	if reveal != nil {

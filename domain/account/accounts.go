@@ -131,6 +131,10 @@ func (a *Accounts) bootstrap(ctx context.Context, orgSlug, email, password strin
 		if _, err := tx.NewRaw("INSERT INTO memberships (org_id, user_id, role) VALUES (?, ?, ?)", org.ID, u.ID, domain.RoleOwner).Exec(ctx); err != nil {
 			return fmt.Errorf("add owner: %w", err)
 		}
+		// The organisation's creation is the first entry of its audit log.
+		if err := domain.RecordAuditIn(ctx, tx, org.ID, &u.ID, u.Email, domain.AuditOrganizationCreated, org.Slug, map[string]any{"owner": u.Email}); err != nil {
+			return err
+		}
 		res = BootstrapResult{OrgID: org.ID, UserID: u.ID}
 		if withToken {
 			tok, err := a.insertToken(ctx, tx, org.ID, u.ID, "bootstrap")

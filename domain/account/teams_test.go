@@ -479,8 +479,9 @@ func TestAuditIsPaginated(t *testing.T) {
 	if err != nil || len(first.Entries) != 50 || first.NextBefore == 0 {
 		t.Fatalf("first page: %d entries, next %d, %v", len(first.Entries), first.NextBefore, err)
 	}
+	// 60 tokens after the organisation's creation, the first entry: 11.
 	second, err := a.List(ctx, b.Owner, domain.AuditQuery{Before: first.NextBefore})
-	if err != nil || len(second.Entries) != 10 || second.NextBefore != 0 {
+	if err != nil || len(second.Entries) != 11 || second.NextBefore != 0 || second.Entries[10].Kind != domain.AuditOrganizationCreated {
 		t.Fatalf("second page: %d entries, next %d, %v", len(second.Entries), second.NextBefore, err)
 	}
 	if second.Entries[0].ID >= first.Entries[49].ID {

@@ -11,7 +11,9 @@ package alert
 import (
 	"context"
 	"crypto/rand"
+	"database/sql"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -251,7 +253,7 @@ func (a *Service) Create(ctx context.Context, p *domain.Principal, in Input) (*D
 			}
 			return fmt.Errorf("alerts: create destination: %w", err)
 		}
-		return domain.RecordAudit(ctx, tx, p, "alert_destination.created", id.String(), map[string]any{"name": name, "kind": kind, "url": hint(u)})
+		return domain.RecordAudit(ctx, tx, p, domain.AuditAlertDestinationCreated, name, map[string]any{"destination_id": id.String(), "name": name, "kind": kind, "url": hint(u)})
 	})
 	if err != nil {
 		return nil, "", err
@@ -303,7 +305,8 @@ func (a *Service) Update(ctx context.Context, p *domain.Principal, id uuid.UUID,
 	if in.Name == nil && in.URL == nil {
 		return nil, domain.Invalid("invalid_destination", "nothing to change: give name or url")
 	}
-	if _, err := a.Get(ctx, p, id); err != nil {
+	was, err := a.Get(ctx, p, id)
+	if err != nil {
 		return nil, err
 	}
 	var u *url.URL
@@ -316,8 +319,9 @@ func (a *Service) Update(ctx context.Context, p *domain.Principal, id uuid.UUID,
 			return nil, err
 		}
 	}
-	err := a.s.DB.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
-		detail := map[string]any{}
+	err = a.s.DB.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+		detail := map[string]any{"destination_id": id.String(), "kind": was.Kind}
+		target := was.Name
 		if in.Name != nil {
 			name, err := checkName(*in.Name)
 			if err != nil {
@@ -329,7 +333,10 @@ func (a *Service) Update(ctx context.Context, p *domain.Principal, id uuid.UUID,
 				}
 				return fmt.Errorf("alerts: rename destination: %w", err)
 			}
-			detail["name"] = name
+			if name != was.Name {
+				detail["name"], detail["from_name"] = name, was.Name
+			}
+			target = name
 		}
 		if u != nil {
 			enc, err := a.s.Keys.Seal([]byte(u.String()), aad(id, "url"))
@@ -340,9 +347,9 @@ func (a *Service) Update(ctx context.Context, p *domain.Principal, id uuid.UUID,
 				enc, hint(u), a.Now(), id).Exec(ctx); err != nil {
 				return fmt.Errorf("alerts: change url: %w", err)
 			}
-			detail["url"] = hint(u)
+			detail["url"], detail["from_url"] = hint(u), was.URLHint
 		}
-		return domain.RecordAudit(ctx, tx, p, "alert_destination.updated", id.String(), detail)
+		return domain.RecordAudit(ctx, tx, p, domain.AuditAlertDestinationUpdated, target, detail)
 	})
 	if err != nil {
 		return nil, err
@@ -358,14 +365,19 @@ func (a *Service) Delete(ctx context.Context, p *domain.Principal, id uuid.UUID)
 		return err
 	}
 	err := a.s.DB.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
-		res, err := tx.NewRaw(`DELETE FROM alert_destinations WHERE org_id = ? AND id = ?`, p.OrgID, id).Exec(ctx)
-		if err != nil {
+		var gone []struct {
+			Name    string `bun:"name"`
+			Kind    string `bun:"kind"`
+			URLHint string `bun:"url_hint"`
+		}
+		if err := tx.NewRaw(`DELETE FROM alert_destinations WHERE org_id = ? AND id = ? RETURNING name, kind, url_hint`, p.OrgID, id).Scan(ctx, &gone); err != nil && !errors.Is(err, sql.ErrNoRows) {
 			return fmt.Errorf("alerts: delete destination: %w", err)
 		}
-		if n, _ := res.RowsAffected(); n == 0 {
+		if len(gone) == 0 {
 			return domain.NotFound("destination")
 		}
-		return domain.RecordAudit(ctx, tx, p, "alert_destination.deleted", id.String(), nil)
+		return domain.RecordAudit(ctx, tx, p, domain.AuditAlertDestinationDeleted, gone[0].Name,
+			map[string]any{"destination_id": id.String(), "name": gone[0].Name, "kind": gone[0].Kind, "url": gone[0].URLHint})
 	})
 	if err == nil {
 		a.forget(p.OrgID)
@@ -378,13 +390,18 @@ func (a *Service) Test(ctx context.Context, p *domain.Principal, id uuid.UUID) (
 	if err := admin(p); err != nil {
 		return "", err
 	}
-	if _, err := a.Get(ctx, p, id); err != nil {
+	d, err := a.Get(ctx, p, id)
+	if err != nil {
 		return "", err
 	}
 	msg := "msg_" + uuid.NewString()
 	args := DeliverArgs{DestinationID: id, Alert: KindTest, OrgID: p.OrgID, MessageID: msg, Nonce: msg}
-	err := a.s.DB.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
-		return a.s.EnqueueJobsTx(ctx, tx, []river.InsertManyParams{{Args: args}})
+	err = a.s.DB.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+		if err := a.s.EnqueueJobsTx(ctx, tx, []river.InsertManyParams{{Args: args}}); err != nil {
+			return err
+		}
+		return domain.RecordAudit(ctx, tx, p, domain.AuditAlertDestinationTested, d.Name,
+			map[string]any{"destination_id": id.String(), "name": d.Name, "kind": d.Kind, "url": d.URLHint, "message_id": msg})
 	})
 	return msg, err
 }

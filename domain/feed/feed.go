@@ -188,7 +188,7 @@ func (f *Feed) CreateConnectionOf(ctx context.Context, p *domain.Principal, proj
 		if _, err := tx.NewInsert().Model(c).Returning("*").Exec(ctx); err != nil {
 			return err
 		}
-		return domain.RecordAudit(ctx, tx, p, domain.AuditConnectionCreated, pr.Slug+"/"+name, map[string]any{"prefix": lookup, "kind": kind})
+		return domain.RecordAudit(ctx, tx, p, domain.AuditConnectionCreated, pr.Slug+"/"+name, map[string]any{"prefix": lookup, "kind": kind, "allowed_origins": origins})
 	}); err != nil {
 		return nil, "", fmt.Errorf("feed: create connection: %w", err)
 	}
@@ -258,11 +258,22 @@ func (f *Feed) PutBinding(ctx context.Context, p *domain.Principal, projectID uu
 	now := f.s.Now()
 	b := &FeedBinding{ProjectID: projectID, Environment: env, RepairPolicy: policy, CreatedAt: now, UpdatedAt: now}
 	err = f.s.InTx(ctx, func(ctx context.Context, tx bun.Tx) error {
+		var from []string
+		if err := tx.NewRaw(`SELECT repair_policy FROM feed_bindings WHERE project_id = ? AND environment = ? FOR UPDATE`, projectID, env).Scan(ctx, &from); err != nil && !dbutil.IsNoRows(err) {
+			return err
+		}
 		if _, err := tx.NewInsert().Model(b).On("CONFLICT (project_id, environment) DO UPDATE").
 			Set("repair_policy = EXCLUDED.repair_policy, updated_at = EXCLUDED.updated_at").Returning("*").Exec(ctx); err != nil {
 			return err
 		}
-		return domain.RecordAudit(ctx, tx, p, domain.AuditBindingChanged, env, map[string]any{"project_id": projectID.String(), "repair_policy": policy})
+		detail := map[string]any{"project_id": projectID.String(), "project": pr.Slug, "repair_policy": policy}
+		if len(from) > 0 {
+			if from[0] == policy {
+				return nil // saved unchanged: nothing to record
+			}
+			detail["from"] = from[0]
+		}
+		return domain.RecordAudit(ctx, tx, p, domain.AuditBindingChanged, env, detail)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("feed: put binding: %w", err)
@@ -296,11 +307,23 @@ func (f *Feed) AddBinding(ctx context.Context, p *domain.Principal, projectID uu
 	}
 	now := f.s.Now()
 	b := &FeedBinding{ProjectID: projectID, Environment: env, RepairPolicy: policy, CreatedAt: now, UpdatedAt: now}
-	res, err := f.s.DB.NewInsert().Model(b).On("CONFLICT (project_id, environment) DO NOTHING").Exec(ctx)
+	var added bool
+	err = f.s.InTx(ctx, func(ctx context.Context, tx bun.Tx) error {
+		res, err := tx.NewInsert().Model(b).On("CONFLICT (project_id, environment) DO NOTHING").Exec(ctx)
+		if err != nil {
+			return err
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			return nil
+		}
+		added = true
+		return domain.RecordAudit(ctx, tx, p, domain.AuditBindingChanged, env,
+			map[string]any{"project_id": projectID.String(), "project": pr.Slug, "repair_policy": policy, "added": true})
+	})
 	if err != nil {
 		return nil, fmt.Errorf("feed: add binding: %w", err)
 	}
-	if n, _ := res.RowsAffected(); n == 0 {
+	if !added {
 		var current string
 		if err := f.s.DB.NewRaw(`SELECT repair_policy FROM feed_bindings WHERE project_id = ? AND environment = ?`, projectID, env).Scan(ctx, &current); err != nil && !dbutil.IsNoRows(err) {
 			return nil, fmt.Errorf("feed: add binding: %w", err)
@@ -342,18 +365,20 @@ func (f *Feed) DeleteBinding(ctx context.Context, p *domain.Principal, projectID
 	if err != nil {
 		return err
 	}
-	if _, err := f.project(ctx, p, projectID); err != nil {
+	pr, err := f.project(ctx, p, projectID)
+	if err != nil {
 		return err
 	}
 	err = f.s.InTx(ctx, func(ctx context.Context, tx bun.Tx) error {
-		res, err := tx.NewDelete().Model((*FeedBinding)(nil)).Where("project_id = ? AND environment = ?", projectID, env).Exec(ctx)
-		if err != nil {
+		var from []string
+		if err := tx.NewRaw(`DELETE FROM feed_bindings WHERE project_id = ? AND environment = ? RETURNING repair_policy`, projectID, env).Scan(ctx, &from); err != nil && !dbutil.IsNoRows(err) {
 			return fmt.Errorf("feed: delete binding: %w", err)
 		}
-		if n, _ := res.RowsAffected(); n == 0 {
+		if len(from) == 0 {
 			return domain.NotFound("binding")
 		}
-		return domain.RecordAudit(ctx, tx, p, domain.AuditBindingChanged, env, map[string]any{"project_id": projectID.String(), "deleted": true})
+		return domain.RecordAudit(ctx, tx, p, domain.AuditBindingChanged, env,
+			map[string]any{"project_id": projectID.String(), "project": pr.Slug, "deleted": true, "from": from[0]})
 	})
 	f.senders.Clear()
 	return err

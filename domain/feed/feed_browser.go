@@ -27,7 +27,7 @@ const (
 )
 
 // AuditConnectionOriginsChanged is the audit kind of a changed list.
-const AuditConnectionOriginsChanged = "connection.origins_changed"
+const AuditConnectionOriginsChanged = domain.AuditConnectionOriginsChanged
 
 // ConnectionSpec is what a new connection is asked to be. Kind "" is a
 // server connection (the default, as before browser connections existed).
@@ -134,8 +134,9 @@ func (f *Feed) SetAllowedOrigins(ctx context.Context, p *domain.Principal, proje
 		if _, err := tx.NewRaw(`UPDATE feed_connections SET allowed_origins = ?::text[] WHERE id = ?`, pgdialect.Array(origins), id).Exec(ctx); err != nil {
 			return err
 		}
+		from := append([]string{}, c.AllowedOrigins...)
 		c.AllowedOrigins = origins
-		return domain.RecordAudit(ctx, tx, p, AuditConnectionOriginsChanged, c.Name, map[string]any{"connection_id": id.String(), "allowed_origins": origins})
+		return domain.RecordAudit(ctx, tx, p, AuditConnectionOriginsChanged, c.Name, map[string]any{"connection_id": id.String(), "allowed_origins": origins, "from": from})
 	})
 	if dbutil.IsNoRows(err) {
 		return nil, domain.NotFound("connection")

@@ -47,10 +47,21 @@ var (
 )
 
 // repoURLProblem checks the syntax of a repository address (https, http,
-// ssh or scp-like; file:// and paths parse, the policy refuses them later).
+// ssh or scp-like; file:// and absolute paths parse, the policy refuses
+// them later). An address with no scheme that is not an absolute path
+// ("github.com/foo/bar", "foo") is malformed: git would read it as a path
+// relative to the worker's directory, which is never what was meant.
 func repoURLProblem(s string) (string, string) {
-	if _, err := repourl.Parse(s); err != nil {
+	t, err := repourl.Parse(s)
+	if err != nil {
 		return "invalid_repo_url", "is not a supported repository address: " + repourl.Detail(err)
+	}
+	if t.Kind == repourl.KindLocal && !strings.Contains(s, "://") && !strings.HasPrefix(s, "/") {
+		msg := fmt.Sprintf("is malformed: %q has no scheme (https://, http://, ssh://) and is not an absolute path", domain.ClipString(s, 80))
+		if first, _, _ := strings.Cut(s, "/"); strings.Contains(first, ".") && strings.Contains(s, "/") {
+			msg += fmt.Sprintf("; did you mean %q?", "https://"+domain.ClipString(s, 80))
+		}
+		return "malformed_repo_url", msg
 	}
 	return "", ""
 }
@@ -215,7 +226,7 @@ func (ps *Projects) checkRepoURL(ctx context.Context, in *ProjectInput) (domain.
 	if in.RepoURL == nil || raw == "" {
 		return nil, nil
 	}
-	if _, err := repourl.Parse(raw); err != nil {
+	if code, _ := repoURLProblem(raw); code != "" {
 		return nil, nil // apply reports the syntax
 	}
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
@@ -335,7 +346,8 @@ func (ps *Projects) Create(ctx context.Context, pr *domain.Principal, in Project
 		if _, err := tx.NewInsert().Model(p).Returning("*").Exec(ctx); err != nil {
 			return err
 		}
-		return domain.RecordAudit(ctx, tx, pr, domain.AuditProjectCreated, p.Slug, map[string]any{"project_id": p.ID.String()})
+		return domain.RecordAudit(ctx, tx, pr, domain.AuditProjectCreated, p.Slug, map[string]any{"project_id": p.ID.String(),
+			"repo_url": p.RepoURL, "default_branch": p.DefaultBranch, "run_command": p.RunCommand})
 	})
 	if err != nil {
 		if dbutil.IsUnique(err, "projects_org_slug_key") {
@@ -363,6 +375,8 @@ func (ps *Projects) Update(ctx context.Context, pr *domain.Principal, id uuid.UU
 		if p.OrgID != pr.OrgID {
 			return domain.NotFound("project")
 		}
+		before := *p
+		before.BranchFilters = append([]string{}, p.BranchFilters...)
 		if err := in.apply(p, false, pre); err != nil {
 			return err
 		}
@@ -380,6 +394,9 @@ func (ps *Projects) Update(ctx context.Context, pr *domain.Principal, id uuid.UU
 			return fmt.Errorf("update project: %w", err)
 		}
 		out = p
+		if changes := projectChanges(&before, p, &in); len(changes) > 0 {
+			return domain.RecordAudit(ctx, tx, pr, domain.AuditProjectUpdated, p.Slug, map[string]any{"project_id": p.ID.String(), "changes": changes})
+		}
 		return nil
 	})
 	if err != nil {
@@ -446,4 +463,37 @@ func (ps *Projects) BySlug(ctx context.Context, orgID uuid.UUID, slug string) (*
 		return nil, domain.NotFound("project")
 	}
 	return p, err
+}
+
+// projectChanges lists what a save changed, in the audit log's words (the
+// provider token only as set or removed, never its value).
+func projectChanges(was, now *domain.Project, in *ProjectInput) []domain.AuditChange {
+	var out []domain.AuditChange
+	add := func(field, label, from, to string) {
+		if from != to {
+			out = append(out, domain.AuditChange{Field: field, Label: label, From: from, To: to})
+		}
+	}
+	add("slug", "slug", was.Slug, now.Slug)
+	add("name", "name", was.Name, now.Name)
+	add("repo_url", "repository address", was.RepoURL, now.RepoURL)
+	add("default_branch", "default branch", was.DefaultBranch, now.DefaultBranch)
+	add("run_command", "run command", was.RunCommand, now.RunCommand)
+	add("repair_command", "repair command", was.RepairCommand, now.RepairCommand)
+	add("provider", "forge provider", was.Provider, now.Provider)
+	add("provider_api_url", "forge API URL", was.ProviderAPIURL, now.ProviderAPIURL)
+	add("provider_repo", "forge repository", was.ProviderRepo, now.ProviderRepo)
+	add("run_timeout_seconds", "run timeout", (time.Duration(was.RunTimeoutSeconds) * time.Second).String(), (time.Duration(now.RunTimeoutSeconds) * time.Second).String())
+	add("branch_filters", "branch filters", strings.Join(was.BranchFilters, ", "), strings.Join(now.BranchFilters, ", "))
+	add("status_context", "status context", domain.StatusContextOf(was), domain.StatusContextOf(now))
+	add("fix_verification_window", "fix verification window", domain.FormatWindow(was.FixWindow()), domain.FormatWindow(now.FixWindow()))
+	if in.ProviderToken != nil {
+		switch {
+		case strings.TrimSpace(*in.ProviderToken) != "":
+			out = append(out, domain.AuditChange{Field: "provider_token", Label: "forge access token", To: "set", Secret: true})
+		case was.ProviderTokenEnc != "":
+			out = append(out, domain.AuditChange{Field: "provider_token", Label: "forge access token", Secret: true})
+		}
+	}
+	return out
 }
