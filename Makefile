@@ -74,6 +74,10 @@ test-unit: ## run the Go tests without the browser
 test-e2e: node_modules .e2e/driver ## run the browser tests only
 	PLAYWRIGHT_DRIVER_PATH=$(E2E_DRIVER) $(GO) test -count=1 -tags e2e -timeout 10m -v ./e2e/...
 
+.PHONY: screenshots
+screenshots: node_modules .e2e/driver ## write the README's screenshots to docs/screenshots (the browser test TestEveryScreenFits)
+	ANVIL_SCREENSHOTS=docs/screenshots PLAYWRIGHT_DRIVER_PATH=$(E2E_DRIVER) $(GO) test -count=1 -tags e2e -timeout 10m -run 'TestEveryScreenFits$$' ./e2e/
+
 .PHONY: bench
 bench: ## print the performance figures each issue names
 	$(GO) run ./e2e/bench

@@ -124,13 +124,13 @@ func Alerts(p AlertsProps) templ.Component {
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
-				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 7, "<div><label for=\"alert-name\" class=\"label\">Name</label> <input id=\"alert-name\" name=\"name\" type=\"text\" required maxlength=\"100\" class=\"input mt-1\" placeholder=\"e.g. team chat\"></div><div><label for=\"alert-kind\" class=\"label\">Kind</label> <select id=\"alert-kind\" name=\"kind\" class=\"input mt-1\"><option value=\"webhook\">Signed webhook</option> <option value=\"slack\">Slack-compatible</option></select></div><div class=\"flex-1\"><label for=\"alert-url\" class=\"label\">URL</label> <input id=\"alert-url\" name=\"url\" type=\"url\" required class=\"input mt-1\" placeholder=\"https://hooks.example.com/…\"></div><button type=\"submit\" class=\"btn-primary\" data-testid=\"add-destination\">Add destination</button></form>")
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 7, "<div><label for=\"alert-name\" class=\"label\">Name</label> <input id=\"alert-name\" name=\"name\" type=\"text\" required maxlength=\"100\" class=\"input mt-1\" placeholder=\"e.g. team chat\"></div><div><label for=\"alert-kind\" class=\"label\">Kind</label> <select id=\"alert-kind\" name=\"kind\" class=\"input mt-1\"><option value=\"webhook\">Signed webhook</option> <option value=\"slack\">Slack-compatible</option></select></div><div class=\"grow basis-64\"><label for=\"alert-url\" class=\"label\">URL</label> <input id=\"alert-url\" name=\"url\" type=\"url\" required class=\"input mt-1\" placeholder=\"https://hooks.example.com/…\"></div><button type=\"submit\" class=\"btn-primary\" data-testid=\"add-destination\">Add destination</button></form>")
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
 			}
 			for _, d := range p.Destinations {
-				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 8, "<div class=\"mt-6 border-t border-slate-200 pt-4\" data-testid=\"alert-destination\"><div class=\"flex items-center gap-2\"><h3 class=\"font-semibold\">")
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 8, "<div class=\"mt-6 border-t border-slate-200 pt-4\" data-testid=\"alert-destination\"><div class=\"flex flex-wrap items-center gap-2\"><h3 class=\"font-semibold\">")
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
@@ -156,14 +156,14 @@ func Alerts(p AlertsProps) templ.Component {
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
-				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 10, "</span> <span class=\"font-mono text-xs text-slate-500\">")
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 10, "</span> <span class=\"min-w-0 break-all font-mono text-xs text-slate-500\">")
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
 				var templ_7745c5c3_Var7 string
 				templ_7745c5c3_Var7, templ_7745c5c3_Err = templ.JoinStringErrs(d.URL)
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/alerts.templ`, Line: 75, Col: 60}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/alerts.templ`, Line: 75, Col: 78}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var7))
 				if templ_7745c5c3_Err != nil {
