@@ -15,8 +15,13 @@ node_modules: package.json package-lock.json
 	@touch node_modules
 
 .PHONY: run
-run: ## run the cockpit on an embedded default (own Postgres, key and demo login); prints URL and login
-	$(GO) run . dev
+run: ## run the cockpit on an embedded default (own Postgres, key and demo login); prints URL and login; Ctrl-C stops it
+	$(GO) build -o bin/anvil .
+	bin/anvil dev
+# Not `go run`: it answers an interrupt with exit status 1 even when the
+# program it runs stopped cleanly, which make reports as an error. The binary
+# shuts down gracefully on SIGINT/SIGTERM and exits 0, so Ctrl-C leaves no
+# "make: *** … Error" line.
 
 .PHONY: clean-demo
 clean-demo: ## reset the demo of `make run`: remove .anvil (its database, key and login)
@@ -68,6 +73,10 @@ test-unit: ## run the Go tests without the browser
 .PHONY: test-e2e
 test-e2e: node_modules .e2e/driver ## run the browser tests only
 	PLAYWRIGHT_DRIVER_PATH=$(E2E_DRIVER) $(GO) test -count=1 -tags e2e -timeout 10m -v ./e2e/...
+
+.PHONY: screenshots
+screenshots: node_modules .e2e/driver ## write the README's screenshots to docs/screenshots (the browser test TestEveryScreenFits)
+	ANVIL_SCREENSHOTS=docs/screenshots PLAYWRIGHT_DRIVER_PATH=$(E2E_DRIVER) $(GO) test -count=1 -tags e2e -timeout 10m -run 'TestEveryScreenFits$$' ./e2e/
 
 .PHONY: bench
 bench: ## print the performance figures each issue names

@@ -5,12 +5,16 @@ package e2e
 import (
 	"bytes"
 	"encoding/json"
+	"math"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strconv"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/playwright-community/playwright-go"
 
 	"anvil/jobs/jobstest"
 )
@@ -20,7 +24,9 @@ import (
 // project, its Feed page and the settings pages — at 420×900 and at
 // 1400×1000: nothing scrolls sideways (document.documentElement.scrollWidth
 // ≤ innerWidth), the navigation is reachable (through its menu on the
-// phone), and a screenshot of each is written to e2e/out.
+// phone), and a screenshot of each is written to e2e/out. With
+// ANVIL_SCREENSHOTS=<dir> (`make screenshots`), the README's screenshots
+// are written there too.
 func TestEveryScreenFits(t *testing.T) {
 	t.Parallel()
 	s := startServer(t)
@@ -59,16 +65,39 @@ func TestEveryScreenFits(t *testing.T) {
 		t.Fatalf("incidents: %v", incs)
 	}
 	incID := incs[0].(map[string]any)["id"].(string)
+	// The settings pages with something on them: a run secret, an alert
+	// destination (with its "Send a test alert" button) and a cron monitor.
+	apiJSON(t, s, "PUT", "/api/private/projects/"+pid+"/secrets/NPM_TOKEN", map[string]any{"value": "npm_abcdefgh"})
+	apiJSON(t, s, "POST", "/api/private/alerts/destinations", map[string]any{
+		"name": "on-call", "kind": "webhook", "url": "http://127.0.0.1:9/hooks/anvil/alerts-for-the-on-call-rotation-of-the-shop-team"})
+	apiJSON(t, s, "POST", "/api/private/projects/"+pid+"/monitors", map[string]any{"slug": "nightly-backup-of-the-orders-database",
+		"schedule": map[string]any{"type": "crontab", "value": "0 2 * * *"}, "failure_threshold": 1})
+	// The run ends before its page is measured (and photographed).
+	runID := run["run_id"].(string)
+	deadline := time.Now().Add(60 * time.Second)
+	for apiJSON(t, s, "GET", "/api/private/runs/"+runID, nil)["finished_at"] == nil {
+		if time.Now().After(deadline) {
+			t.Fatal("the run did not finish within 60 s")
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 
 	screens := []struct{ name, path string }{
 		{"dashboard", "/"},
 		{"inbox", "/inbox"},
 		{"incident", "/incidents/" + incID},
 		{"event", "/incidents/" + incID + "/events/" + eventID},
-		{"run", "/runs/" + run["run_id"].(string)},
+		{"run", "/runs/" + runID},
 		{"run-history", "/projects/shop/runs"},
+		{"projects", "/projects"},
 		{"project", "/projects/shop"},
+		{"project-new", "/projects/new"},
+		{"project-settings", "/projects/shop/edit"},
 		{"feed", "/projects/shop/feed"},
+		{"secrets", "/projects/shop/secrets"},
+		{"webhooks", "/projects/shop/webhooks"},
+		{"monitors", "/projects/shop/monitors"},
+		{"releases", "/projects/shop/releases"},
 		{"settings", "/settings"},
 		{"members", "/settings/members"},
 		{"alerts", "/settings/alerts"},
@@ -100,6 +129,9 @@ func TestEveryScreenFits(t *testing.T) {
 			}
 			must(t, expect.Locator(inbox).ToBeVisible(), "the navigation is reachable on "+sc.name)
 			screenshot(t, page, sc.name+"-"+strconv.Itoa(vp.w))
+			if vp.w >= 1024 && readmeScreens[sc.name] {
+				readmeScreenshot(t, page, sc.name)
+			}
 		}
 	}
 	// Keyboard focus is visible: a focused link has an outline.
@@ -109,5 +141,42 @@ func TestEveryScreenFits(t *testing.T) {
 	must(t, err, "focus style")
 	if outline == "none" {
 		t.Errorf("the focused element has no visible outline")
+	}
+}
+
+// readmeScreens are the screens the README shows ("Your first project in
+// five minutes"), photographed at 1400×1000.
+var readmeScreens = map[string]bool{"dashboard": true, "inbox": true, "incident": true, "run": true, "feed": true}
+
+// readmeScreenshot writes <ANVIL_SCREENSHOTS>/<name>.png when that variable
+// names a folder (relative to the repository's root): the viewport at
+// device scale 1, cut to the page's content below the navigation bar and at
+// most 680 px tall, so that each file stays small (< 150 KB).
+func readmeScreenshot(t *testing.T, page playwright.Page, name string) {
+	t.Helper()
+	dir := os.Getenv("ANVIL_SCREENSHOTS")
+	if dir == "" {
+		return
+	}
+	if !filepath.IsAbs(dir) {
+		dir = filepath.Join("..", dir) // the test runs in e2e/
+	}
+	must(t, os.MkdirAll(dir, 0o755), "screenshot folder")
+	box, err := page.Locator("main").BoundingBox()
+	must(t, err, "the main element of "+name)
+	height := math.Min(box.Height, 680)
+	path := filepath.Join(dir, name+".png")
+	_, err = page.Screenshot(playwright.PageScreenshotOptions{
+		Path:       playwright.String(path),
+		Clip:       &playwright.Rect{X: box.X, Y: box.Y, Width: box.Width, Height: height},
+		Animations: playwright.ScreenshotAnimationsDisabled,
+		Caret:      playwright.ScreenshotCaretHide,
+		Scale:      playwright.ScreenshotScaleCss,
+	})
+	must(t, err, "screenshot "+name)
+	fi, err := os.Stat(path)
+	must(t, err, "the screenshot "+path)
+	if fi.Size() > 150<<10 {
+		t.Errorf("%s: %d bytes, over 150 KB", path, fi.Size())
 	}
 }

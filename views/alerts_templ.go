@@ -166,7 +166,7 @@ func Alerts(p AlertsProps) templ.Component {
 						return templ_7745c5c3_Err
 					}
 				}
-				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 12, ">Slack-compatible</option></select></div><div class=\"flex-1\"><label for=\"alert-url\" class=\"label\">URL</label> <input id=\"alert-url\" name=\"url\" type=\"url\" required class=\"input mt-1\" placeholder=\"https://hooks.example.com/…\" value=\"")
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 12, ">Slack-compatible</option></select></div><div class=\"grow basis-64\"><label for=\"alert-url\" class=\"label\">URL</label> <input id=\"alert-url\" name=\"url\" type=\"url\" required class=\"input mt-1\" placeholder=\"https://hooks.example.com/…\" value=\"")
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
@@ -185,7 +185,7 @@ func Alerts(p AlertsProps) templ.Component {
 				}
 			}
 			for _, d := range p.Destinations {
-				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 14, "<div class=\"mt-6 border-t border-slate-200 pt-4\" data-testid=\"alert-destination\"><div class=\"flex items-center gap-2\"><h3 class=\"font-semibold\">")
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 14, "<div class=\"mt-6 border-t border-slate-200 pt-4\" data-testid=\"alert-destination\"><div class=\"flex flex-wrap items-center gap-2\"><h3 class=\"font-semibold\">")
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
@@ -211,14 +211,14 @@ func Alerts(p AlertsProps) templ.Component {
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
-				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 16, "</span> <span class=\"font-mono text-xs text-slate-500\">")
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 16, "</span> <span class=\"min-w-0 break-all font-mono text-xs text-slate-500\">")
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
 				var templ_7745c5c3_Var9 string
 				templ_7745c5c3_Var9, templ_7745c5c3_Err = templ.JoinStringErrs(d.URL)
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/alerts.templ`, Line: 84, Col: 60}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/alerts.templ`, Line: 84, Col: 78}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var9))
 				if templ_7745c5c3_Err != nil {

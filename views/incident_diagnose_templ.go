@@ -1301,12 +1301,21 @@ func IncidentEventsList(p IncidentProps) templ.Component {
 	})
 }
 
-// FrameLocation is a frame's "file.py:4" (its file alone without a line).
+// FrameLocation is a frame's "file.py:4", or "app.js:10:5" with a column
+// (its file alone without a line).
 func FrameLocation(f FrameRow) string {
-	if f.Line > 0 {
-		return f.File + ":" + strconv.Itoa(f.Line)
+	return f.File + frameLineColumn(f)
+}
+
+// frameLineColumn is a frame's ":4" or ":10:5" (empty without a line).
+func frameLineColumn(f FrameRow) string {
+	if f.Line <= 0 {
+		return ""
 	}
-	return f.File
+	if f.Column > 0 {
+		return ":" + strconv.Itoa(f.Line) + ":" + strconv.Itoa(f.Column)
+	}
+	return ":" + strconv.Itoa(f.Line)
 }
 
 func joinNonEmpty(a, b string) string {

@@ -133,7 +133,7 @@ func (s *Server) feedPage(c echo.Context) error {
 // event sent now would be refused (the ingest's reason codes).
 func curlEnvironment(bs []feed.FeedBinding) (env, refusal string) {
 	if len(bs) == 0 {
-		return "", "No binding yet: an event sent now would be refused as no_binding. Add a binding below and an example appears here."
+		return "", "No binding yet: an event sent now would be refused as no_binding. Add a binding (step 1) and an example appears here."
 	}
 	bound := map[string]bool{}
 	wildcard := false
@@ -161,7 +161,7 @@ func curlEnvironment(bs []feed.FeedBinding) (env, refusal string) {
 			}
 		}
 	}
-	return "", "Every binding's repair policy is off: an event sent now would be refused as binding_disabled. Change a binding's policy below and an example appears here."
+	return "", "Every binding's repair policy is off: an event sent now would be refused as binding_disabled. Change a binding's policy (step 1) and an example appears here."
 }
 
 // refusal splits a client's refusal (shown on the page) from a failure.

@@ -803,6 +803,12 @@ func TestFeedPage(t *testing.T) {
 		t.Fatal("no Feed link on the project page")
 	}
 	res, body := br.get("/projects/" + f.projectID + "/feed")
+	// Onboarding reads in order (issue 30): step 1 an environment's
+	// binding, with why it exists; step 2 a connection.
+	if one, two := strings.Index(body, `data-testid="feed-step-1"`), strings.Index(body, `data-testid="feed-step-2"`); one < 0 || two < one ||
+		!strings.Contains(body, `data-testid="binding-why"`) {
+		t.Fatalf("the Feed page does not lead binding, then connection: %d %d", one, two)
+	}
 	if res.StatusCode != 200 || !strings.Contains(body, `data-testid="connection-row"`) || !strings.Contains(body, f.token[:16]) || strings.Contains(body, f.token[16:]) {
 		t.Fatalf("feed page: %d", res.StatusCode)
 	}
@@ -821,6 +827,9 @@ func TestFeedPage(t *testing.T) {
 	tok := regexp.MustCompile(`anv_srv_[0-9A-Za-z]{32}`).FindString(body)
 	if res.StatusCode != 200 || tok == "" || !strings.Contains(body, `data-copy="#new-feed-token"`) || res.Header.Get("Cache-Control") != "no-store" {
 		t.Fatalf("the page after create: %d token=%q", res.StatusCode, tok)
+	}
+	if !strings.Contains(body, "Copy it now: anvil shows this DSN only once; it holds the secret.") {
+		t.Fatal("the page does not say the DSN is shown once")
 	}
 	if n := f.count(t, `SELECT count(*) FROM feed_connections WHERE project_id = '`+f.projectID+`'`); n != 2 {
 		t.Fatalf("%d connections after one create", n)

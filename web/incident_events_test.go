@@ -89,6 +89,10 @@ func TestEventViewOfSentryGo(t *testing.T) {
 	if strings.Contains(body, ".go :") {
 		t.Error("a frame reads file.go :line, with a stray space")
 	}
+	// The rendered text reads incident_events_test.go:123, in one piece.
+	if !regexp.MustCompile(`data-testid="frame-location">[^<\s]+\.go:[0-9]+<`).MatchString(body) {
+		t.Error("no frame reads file.go:line on the event page")
+	}
 	res, body = br.get("/incidents/" + incidentID)
 	if res.StatusCode != http.StatusOK || !strings.Contains(body, `href="/incidents/`+incidentID+`/events/`+eventID+`"`) ||
 		!strings.Contains(body, `data-testid="users-affected">1<`) || !strings.Contains(body, `data-testid="releases-affected">1<`) ||

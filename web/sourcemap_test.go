@@ -11,6 +11,7 @@ import (
 	"mime/multipart"
 	"net/http"
 	"os"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -370,6 +371,11 @@ func TestSourceMapsSymbolicateBothDoors(t *testing.T) {
 		if !strings.Contains(page, want) {
 			t.Errorf("the mapped incident's page lacks %q", want)
 		}
+	}
+	// A mapped frame reads src/cart.js:6 (or :6:5) — no space between file, line
+	// and column (issue 30).
+	if !regexp.MustCompile(`data-testid="frame-location"><span data-testid="frame-file">src/cart\.js</span>:[0-9]+(:[0-9]+)?</span>`).MatchString(page) {
+		t.Error("a mapped frame does not read src/cart.js:line:column")
 	}
 	_, page = br.get("/incidents/" + rawIncident)
 	for _, want := range []string{`data-testid="frames-note"`, `data-testid="frame-unmapped">not mapped: no source map for ~/assets/app.js in release shop@9`} {
