@@ -1,5 +1,7 @@
 package views
 
+import "strconv"
+
 // statusWords are the run and incident statuses as a person reads them;
 // the codes stay in data-status attributes and on the API.
 var statusWords = map[string]string{
@@ -29,4 +31,12 @@ func StatusWords(code string) string {
 		}
 	}
 	return string(out)
+}
+
+// countOf is "1 event", "3 events".
+func countOf(n int64, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return strconv.FormatInt(n, 10) + " " + noun + "s"
 }
