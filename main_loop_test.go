@@ -7,9 +7,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io/fs"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -34,25 +32,6 @@ import (
 // forge speaking GitHub's documented pulls API, the real webhook captures
 // of shared/fixtures/webhooks (read in place, with the pull request's
 // number and merge commit filled in), and the events of the releases.
-
-// sharedFixtures finds shared/fixtures/webhooks in a parent directory; the
-// test skips, saying so, where it is absent.
-func sharedFixtures(t *testing.T) string {
-	t.Helper()
-	dir, _ := filepath.Abs(".")
-	for {
-		p := filepath.Join(dir, "shared", "fixtures", "webhooks")
-		if _, err := os.Stat(filepath.Join(p, "SOURCES.txt")); err == nil {
-			return p
-		} else if !errors.Is(err, fs.ErrNotExist) {
-			t.Fatal(err)
-		}
-		if filepath.Dir(dir) == dir {
-			t.Skip("webhook fixtures (shared/fixtures/webhooks) not present in any parent directory; skipping")
-		}
-		dir = filepath.Dir(dir)
-	}
-}
 
 // fixture reads one capture, decoded, for the test to fill in.
 func fixture(t *testing.T, dir, name string) map[string]any {
@@ -157,7 +136,7 @@ func startLoop(t *testing.T) *loop {
 	if err := sandbox.BwrapAvailable(); err != nil {
 		t.Skipf("bubblewrap cannot run here: %v", err)
 	}
-	dir := sharedFixtures(t)
+	dir := anviltest.WebhookFixtures(t)
 	dbURL := testdb.URLFor(testdb.Name(t))
 	env := []string{"ANVIL_DATABASE_URL=" + dbURL, "ANVIL_SECRET_KEY=" + testKey, "ANVIL_WORK_DIR=" + t.TempDir(),
 		"ANVIL_FEED_ARMED=true", "ANVIL_CHECKOUT_ALLOW_LOCAL=true", "ANVIL_ALERTS_ALLOW_PRIVATE=true"}

@@ -3,32 +3,12 @@ package web_test
 import (
 	"context"
 	"encoding/json"
-	"errors"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"testing"
-)
 
-// sharedWebhookFixtures finds shared/fixtures/webhooks in a parent
-// directory; the test skips, saying so, where it is absent. The payloads
-// are read in place, never copied into the project.
-func sharedWebhookFixtures(t *testing.T) string {
-	t.Helper()
-	dir, _ := filepath.Abs(".")
-	for {
-		p := filepath.Join(dir, "shared", "fixtures", "webhooks")
-		if _, err := os.Stat(filepath.Join(p, "SOURCES.txt")); err == nil {
-			return p
-		} else if !errors.Is(err, fs.ErrNotExist) {
-			t.Fatal(err)
-		}
-		if filepath.Dir(dir) == dir {
-			t.Skip("webhook fixtures (shared/fixtures/webhooks) not present in any parent directory; skipping")
-		}
-		dir = filepath.Dir(dir)
-	}
-}
+	"anvil/internal/anviltest"
+)
 
 // The real closed pull- and merge-request deliveries of the three forges,
 // through the public route, for a repair run's pull request: closed
@@ -38,7 +18,7 @@ func sharedWebhookFixtures(t *testing.T) string {
 // "Fixes SHOP-n" (GitHub's push fixture with its message and ref changed).
 func TestRepairPullRequestClosedAndMerged(t *testing.T) {
 	t.Parallel()
-	dir := sharedWebhookFixtures(t)
+	dir := anviltest.WebhookFixtures(t)
 	b := setup(t)
 	pid, _ := b.incidentProject(t)
 	hooks := map[string]hook{}

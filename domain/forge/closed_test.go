@@ -1,35 +1,13 @@
 package forge
 
 import (
-	"errors"
-	"io/fs"
 	"net/http"
 	"os"
 	"path/filepath"
 	"testing"
-)
 
-// sharedFixtures finds shared/fixtures/webhooks in a parent directory (the
-// main checkout's ../shared, or a worktree's further up); the tests that
-// read it skip, saying so, where it is absent. The payloads are read in
-// place, never copied into the project.
-func sharedFixtures(t *testing.T) string {
-	t.Helper()
-	dir, _ := filepath.Abs(".")
-	for {
-		p := filepath.Join(dir, "shared", "fixtures", "webhooks")
-		if _, err := os.Stat(filepath.Join(p, "SOURCES.txt")); err == nil {
-			return p
-		} else if !errors.Is(err, fs.ErrNotExist) {
-			t.Fatal(err)
-		}
-		up := filepath.Dir(dir)
-		if up == dir {
-			t.Skip("webhook fixtures (shared/fixtures/webhooks) not present in any parent directory; skipping real-payload tests")
-		}
-		dir = up
-	}
-}
+	"anvil/internal/anviltest"
+)
 
 // closedPullRequestFixtures are the real closed pull and merge requests,
 // merged and not; TestFixtures counts them as covered here.
@@ -54,7 +32,7 @@ var closedPullRequestFixtures = []struct {
 // (docs/releases.md, "Merged and closed repairs").
 func TestClosedPullRequestFixtures(t *testing.T) {
 	t.Parallel()
-	dir := sharedFixtures(t)
+	dir := anviltest.WebhookFixtures(t)
 	header := map[Provider]string{GitHub: "X-GitHub-Event", GitLab: "X-Gitlab-Event", Gitea: "X-Gitea-Event"}
 	deliveryHeader := map[Provider]string{GitHub: "X-GitHub-Delivery", GitLab: "Idempotency-Key", Gitea: "X-Gitea-Delivery"}
 	for _, c := range closedPullRequestFixtures {

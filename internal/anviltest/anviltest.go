@@ -7,8 +7,12 @@ package anviltest
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"io"
+	"io/fs"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -105,4 +109,25 @@ func MustJSON(t testing.TB, token, method, url string, body any) map[string]any 
 		t.Fatalf("%s %s: %d %v", method, url, status, out)
 	}
 	return out
+}
+
+// WebhookFixtures is shared/fixtures/webhooks in the nearest parent
+// directory that has it (the main checkout's ../shared, a worktree's or a
+// CI clone's further up); where none has it the test skips, saying so.
+// The captures are read in place, never copied into the project.
+func WebhookFixtures(t testing.TB) string {
+	t.Helper()
+	dir, _ := filepath.Abs(".")
+	for {
+		p := filepath.Join(dir, "shared", "fixtures", "webhooks")
+		if _, err := os.Stat(filepath.Join(p, "SOURCES.txt")); err == nil {
+			return p
+		} else if !errors.Is(err, fs.ErrNotExist) {
+			t.Fatal(err)
+		}
+		if filepath.Dir(dir) == dir {
+			t.Skip("webhook fixtures (shared/fixtures/webhooks) not present in any parent directory; skipping")
+		}
+		dir = filepath.Dir(dir)
+	}
 }
