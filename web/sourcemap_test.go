@@ -552,3 +552,35 @@ func TestSourceMapRetention(t *testing.T) {
 		t.Fatalf("an upload unused for longer than the events retention stayed: %d %d %d", bundles, files, blobs)
 	}
 }
+
+// FuzzSourceMapUploadHTTP: whatever bytes arrive as a file of the plain
+// upload, as a chunk that is then assembled, or as a whole chunk-upload
+// body, the answer is never a 5xx (issue 28: "never a panic, never a 5xx";
+// the bundle reader and the frame mapper have their own fuzzers in
+// domain/sourcemap).
+func FuzzSourceMapUploadHTTP(f *testing.F) {
+	b := setupWith(f, testOptions())
+	s := newSentryFix(f, b)
+	f.Add(build1Bundle(f))
+	f.Add(smRead(f, "build2/app.js.map"))
+	f.Add([]byte(`{"version":3,"sources":["a.js"],"mappings":";;;;AAAA,CAAC,CAAC"}`))
+	f.Add([]byte("PK\x03\x04garbage"))
+	f.Add([]byte{})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		check := func(what string, st int, out map[string]any) {
+			if st >= 500 {
+				t.Fatalf("%s: %d %v", what, st, out)
+			}
+		}
+		st, out := smMultipart(t, b, b.owner.Token, s.projectID, map[string]string{"release": "fuzz@1"},
+			map[string][]byte{"assets/app.js.map": data, "assets/app.js": data})
+		check("multipart", st, out)
+		sum := sha1hex(data)
+		st, out = smChunks(t, b, b.owner.Token, "acme", false, map[string][]byte{sum: data})
+		check("chunk", st, out)
+		st, out = smAssemble(t, b, b.owner.Token, "acme", map[string]any{"checksum": sum, "chunks": []string{sum}, "projects": []string{"shop"}, "version": "fuzz@2"})
+		check("assemble", st, out)
+		st, out = smAPI(t, b, b.owner.Token, "POST", "/api/0/organizations/acme/chunk-upload/", bytes.NewReader(data), "multipart/form-data; boundary=x")
+		check("raw chunk-upload body", st, out)
+	})
+}
