@@ -3,9 +3,7 @@
 package e2e
 
 import (
-	"bytes"
 	"encoding/json"
-	"net/http"
 	"testing"
 	"time"
 
@@ -26,15 +24,7 @@ func TestCloseInCurrentReleaseBrowser(t *testing.T) {
 	raw, _ := json.Marshal(map[string]any{"schema_version": "1.0", "event_id": uuid.NewString(), "timestamp": time.Now().UTC().Format(time.RFC3339),
 		"title": "NullPointerException in CheckoutService", "level": "error", "environment": "production", "service": "shop-api",
 		"release": "shop@2.4.0", "sdk": map[string]any{"name": "t"}, "exception": map[string]any{"type": "NPE", "message": "cart is null"}})
-	req, _ := http.NewRequest("POST", s.URL+"/api/feed/events", bytes.NewReader(raw))
-	req.Header.Set("Authorization", "Bearer "+conn["token"].(string))
-	req.Header.Set("Content-Type", "application/json")
-	res, err := http.DefaultClient.Do(req)
-	must(t, err, "send the event")
-	res.Body.Close()
-	if res.StatusCode != http.StatusAccepted {
-		t.Fatalf("feed answered %d", res.StatusCode)
-	}
+	sendFeedEvent(t, s.URL, conn["token"].(string), raw)
 	list := apiJSON(t, s, "GET", "/api/private/incidents?project_id="+pid, nil)["incidents"].([]any)
 	if len(list) != 1 {
 		t.Fatalf("incidents: %v", list)

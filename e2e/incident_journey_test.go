@@ -3,7 +3,6 @@
 package e2e
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -65,15 +64,7 @@ func TestIncidentJourney(t *testing.T) {
 			"stacktrace": []any{map[string]any{"file": "CheckoutService.java", "line": 88, "function": "charge", "in_app": true}}},
 		"user": map[string]any{"id": "u-4711"}}
 	raw, _ := json.Marshal(ev)
-	req, _ := http.NewRequest("POST", s.URL+"/api/feed/events", bytes.NewReader(raw))
-	req.Header.Set("Authorization", "Bearer "+conn["token"].(string))
-	req.Header.Set("Content-Type", "application/json")
-	res, err := http.DefaultClient.Do(req)
-	must(t, err, "send the event")
-	res.Body.Close()
-	if res.StatusCode != http.StatusAccepted {
-		t.Fatalf("feed answered %d", res.StatusCode)
-	}
+	sendFeedEvent(t, s.URL, conn["token"].(string), raw)
 
 	row := page.Locator("[data-testid=incident-row]")
 	must(t, expect.Locator(row).ToHaveAttribute("data-status", "WAITING_APPROVAL"), "the incident appears live")

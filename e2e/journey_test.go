@@ -3,6 +3,7 @@
 package e2e
 
 import (
+	"bytes"
 	"net/http"
 	"regexp"
 	"strings"
@@ -14,6 +15,21 @@ import (
 )
 
 // must fails the test on a playwright error.
+// sendFeedEvent posts one event (raw JSON) to the feed's native door with
+// a connection's token and wants it accepted.
+func sendFeedEvent(t *testing.T, base, token string, raw []byte) {
+	t.Helper()
+	req, _ := http.NewRequest("POST", base+"/api/feed/events", bytes.NewReader(raw))
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Content-Type", "application/json")
+	res, err := http.DefaultClient.Do(req)
+	must(t, err, "send the event")
+	res.Body.Close()
+	if res.StatusCode != http.StatusAccepted {
+		t.Fatalf("feed answered %d", res.StatusCode)
+	}
+}
+
 func must(t *testing.T, err error, what string) {
 	t.Helper()
 	if err != nil {

@@ -3,7 +3,6 @@
 package e2e
 
 import (
-	"bytes"
 	"encoding/json"
 	"math"
 	"net/http"
@@ -51,15 +50,7 @@ func TestEveryScreenFits(t *testing.T) {
 		"user":    map[string]any{"id": "u-4711"}, "breadcrumbs": []string{"cart.add sku=A1", "checkout.start"},
 		"tags": map[string]any{"tier": "gold", "region": "eu-west-1"}}
 	raw, _ := json.Marshal(ev)
-	req, _ := http.NewRequest("POST", s.URL+"/api/feed/events", bytes.NewReader(raw))
-	req.Header.Set("Authorization", "Bearer "+conn["token"].(string))
-	req.Header.Set("Content-Type", "application/json")
-	res, err := http.DefaultClient.Do(req)
-	must(t, err, "send the event")
-	res.Body.Close()
-	if res.StatusCode != http.StatusAccepted {
-		t.Fatalf("feed answered %d", res.StatusCode)
-	}
+	sendFeedEvent(t, s.URL, conn["token"].(string), raw)
 	incs := apiJSON(t, s, "GET", "/api/private/incidents", nil)["incidents"].([]any)
 	if len(incs) != 1 {
 		t.Fatalf("incidents: %v", incs)

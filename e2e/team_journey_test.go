@@ -3,7 +3,6 @@
 package e2e
 
 import (
-	"bytes"
 	"encoding/json"
 	"net/http"
 	"testing"
@@ -47,22 +46,14 @@ func TestTeamJourney(t *testing.T) {
 		"sdk":       map[string]any{"name": "anvil-feed-js", "version": "0.1.0"},
 		"exception": map[string]any{"type": "TypeError", "message": "cart is undefined"}}
 	raw, _ := json.Marshal(ev)
-	req, _ := http.NewRequest("POST", s.URL+"/api/feed/events", bytes.NewReader(raw))
-	req.Header.Set("Authorization", "Bearer "+conn["token"].(string))
-	req.Header.Set("Content-Type", "application/json")
-	res, err := http.DefaultClient.Do(req)
-	must(t, err, "send the event")
-	res.Body.Close()
-	if res.StatusCode != http.StatusAccepted {
-		t.Fatalf("feed answered %d", res.StatusCode)
-	}
+	sendFeedEvent(t, s.URL, conn["token"].(string), raw)
 
 	// The owner invites a colleague as member and sees the link once.
 	owner := loggedIn(t, s)
 	must(t, testID(owner, "nav").GetByRole("link", playwright.LocatorGetByRoleOptions{Name: "Members"}).Click(), "open members")
 	must(t, expect.Page(owner).ToHaveURL(urlPath(s, "/settings/members")), "members page")
 	must(t, owner.Locator("#invite-email").Fill("colleague@acme.test"), "invite email")
-	_, err = testID(owner, "invite-role").SelectOption(playwright.SelectOptionValues{Values: &[]string{"member"}})
+	_, err := testID(owner, "invite-role").SelectOption(playwright.SelectOptionValues{Values: &[]string{"member"}})
 	must(t, err, "invite role")
 	must(t, testID(owner, "invite-submit").Click(), "create the invitation")
 	must(t, expect.Locator(testID(owner, "invite-link-value")).ToContainText(s.URL+"/invite/anv_inv_"), "the one-time link")
