@@ -24,8 +24,13 @@ import (
 //
 //	`SELECT … FROM ` + domain.LiveProjects + ` p WHERE p.org_id = ?`
 //
-// Postgres flattens the sub-select, so the plan is the table's; a locking
-// clause (FOR UPDATE) locks the rows of the table beneath.
+// Postgres flattens the sub-select and a locking clause (FOR UPDATE) locks
+// the rows of the table beneath, but its deleted_at filter enters the
+// planner's row estimates: as the driving side of a join over many rows it
+// can turn an index walk into a scan and a sort. A list that has already
+// left out the tombstoned projects' rows joins AllProjects only to name
+// each row's project (the inbox: docs/figures.md, "Round three on a quiet
+// machine").
 const LiveProjects = `(SELECT * FROM projects WHERE deleted_at IS NULL)`
 
 // DeletedProjects is the tombstoned projects (their erasure pending), as
