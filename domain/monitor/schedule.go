@@ -11,6 +11,7 @@ import (
 	"github.com/robfig/cron/v3"
 
 	"anvil/domain"
+	"anvil/domain/internal/ttlcache"
 )
 
 // Schedule is a monitor's schedule in the shape of Sentry's monitor_config
@@ -42,9 +43,36 @@ type plan struct {
 	isCron bool
 }
 
+// planKey is what a plan is a function of.
+type planKey struct {
+	s  Schedule
+	tz string
+}
+
+// plans remembers the plans parsed: every check-in plans its monitor's
+// next run, and loading a zone (tzdata) and parsing a crontab line cost
+// more than the rest of the check-in's Go. A plan never changes, so its
+// entries do not expire; the bound keeps schedules sent to be refused
+// from growing it.
+var plans = ttlcache.New[planKey, *plan](0, 4096)
+
 // parsePlan checks a schedule and its timezone and returns its plan; every
 // refusal names its field ("schedule.value", "schedule.unit", "timezone").
+// It is parseFresh remembered (TestScheduleNext holds the two alike).
 func parsePlan(s Schedule, tz string) (*plan, error) {
+	k := planKey{s, tz}
+	if p, ok := plans.Get(k, time.Time{}); ok {
+		return p, nil
+	}
+	p, err := parseFresh(s, tz)
+	if err == nil {
+		plans.Put(k, p, time.Time{})
+	}
+	return p, err
+}
+
+// parseFresh is parsePlan without the memory.
+func parseFresh(s Schedule, tz string) (*plan, error) {
 	var fe domain.FieldErrors
 	if tz == "" {
 		tz = "UTC"

@@ -60,15 +60,27 @@ func TestScheduleNext(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			p, err := parsePlan(tc.sched, tc.tz)
+			// The remembered plan (parsed, then from the cache) answers as
+			// a fresh parse does, in every case.
+			first, err := parsePlan(tc.sched, tc.tz)
 			if err != nil {
 				t.Fatal(err)
 			}
-			at := utc(tc.from)
-			for i, w := range tc.want {
-				at = p.next(at)
-				if !at.Equal(utc(w)) {
-					t.Fatalf("run %d: %s, want %s", i+1, at.Format(time.RFC3339), w)
+			again, _ := parsePlan(tc.sched, tc.tz)
+			if again != first {
+				t.Fatal("the second parse was not remembered")
+			}
+			fresh, err := parseFresh(tc.sched, tc.tz)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for name, p := range map[string]*plan{"remembered": again, "fresh": fresh} {
+				at := utc(tc.from)
+				for i, w := range tc.want {
+					at = p.next(at)
+					if !at.Equal(utc(w)) {
+						t.Fatalf("%s plan, run %d: %s, want %s", name, i+1, at.Format(time.RFC3339), w)
+					}
 				}
 			}
 		})
@@ -94,9 +106,11 @@ func TestScheduleRefusals(t *testing.T) {
 		{Schedule{Type: "weekly", Value: "1"}, "UTC", "schedule.type"},
 	}
 	for _, tc := range cases {
-		_, err := parsePlan(tc.sched, tc.tz)
-		if err == nil || !hasField(err, tc.field) {
-			t.Errorf("%+v in %s: %v, want a refusal of %s", tc.sched, tc.tz, err, tc.field)
+		for range 2 { // a refusal is not remembered as a plan
+			_, err := parsePlan(tc.sched, tc.tz)
+			if err == nil || !hasField(err, tc.field) {
+				t.Errorf("%+v in %s: %v, want a refusal of %s", tc.sched, tc.tz, err, tc.field)
+			}
 		}
 	}
 }
