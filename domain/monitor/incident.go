@@ -36,6 +36,21 @@ type outcome struct {
 
 // record counts o on st and opens, reopens or closes the incident.
 func (ms *Service) record(ctx context.Context, tx bun.Tx, m *Monitor, st *state, o outcome) error {
+	if !st.count(m, o) {
+		return nil
+	}
+	if o.status == StatusOK {
+		return ms.recoverIncident(ctx, tx, m, st)
+	}
+	return ms.failIncident(ctx, tx, m, st, o)
+}
+
+// count counts o on st against the thresholds and reports whether the
+// incident moves: a failure at the failure threshold opens, reopens or
+// counts on it; a good run at the recovery threshold closes it. The
+// check-in's two-round-trip path (checkin_fast.go) stores what changes
+// nothing else and leaves the rest to record.
+func (st *state) count(m *Monitor, o outcome) bool {
 	if o.status == StatusOK {
 		st.Failures = 0
 		st.OKs++
@@ -43,17 +58,11 @@ func (ms *Service) record(ctx context.Context, tx bun.Tx, m *Monitor, st *state,
 		if n := m.RecoveryThreshold; len(st.OKTimes) > n {
 			st.OKTimes = st.OKTimes[len(st.OKTimes)-n:]
 		}
-		if st.IncidentID != nil && st.OKs >= m.RecoveryThreshold {
-			return ms.recoverIncident(ctx, tx, m, st)
-		}
-		return nil
+		return st.IncidentID != nil && st.OKs >= m.RecoveryThreshold
 	}
 	st.OKs, st.OKTimes = 0, nil
 	st.Failures++
-	if st.Failures < m.FailureThreshold {
-		return nil
-	}
-	return ms.failIncident(ctx, tx, m, st, o)
+	return st.Failures >= m.FailureThreshold
 }
 
 // policyFor is the repair policy of the environment's binding (exact, then
@@ -139,14 +148,23 @@ func (ms *Service) recoverIncident(ctx context.Context, tx bun.Tx, m *Monitor, s
 	if err != nil {
 		return fmt.Errorf("monitors: read the incident: %w", err)
 	}
+	id := *st.IncidentID
+	if status == domain.IncidentClosed {
+		// Closed already (by a person): nothing left to recover, and the
+		// next good runs need not look again.
+		st.IncidentID = nil
+	}
 	if !incident.Closable(status) {
 		return nil
 	}
 	now := ms.Now()
-	if _, err := tx.NewRaw(`UPDATE incidents SET status = ?, updated_at = ? WHERE id = ?`, domain.IncidentClosed, now, *st.IncidentID).Exec(ctx); err != nil {
+	if _, err := tx.NewRaw(`UPDATE incidents SET status = ?, updated_at = ? WHERE id = ?`, domain.IncidentClosed, now, id).Exec(ctx); err != nil {
 		return fmt.Errorf("monitors: close the incident: %w", err)
 	}
-	return ms.moved(ctx, tx, m, incident.Recovered(*st.IncidentID, status, evidence(m, st.OKTimes)), now)
+	// Closed: the good runs after this one have nothing to close. (A
+	// failure finds the incident again by its fingerprint and reopens it.)
+	st.IncidentID = nil
+	return ms.moved(ctx, tx, m, incident.Recovered(id, status, evidence(m, st.OKTimes)), now)
 }
 
 // evidence is "ok at 02:00 and 03:00" in the monitor's timezone.
