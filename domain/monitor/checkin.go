@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/uptrace/bun"
-	"github.com/uptrace/bun/dialect/pgdialect"
 
 	"anvil/domain"
 	"anvil/domain/card"
@@ -101,15 +101,20 @@ func lockState(ctx context.Context, tx bun.Tx, m *Monitor, env string) (*state, 
 	return st, nil
 }
 
-func (st *state) save(ctx context.Context, tx bun.Tx) error {
+// saveStateSQL writes a state back; its arguments are saveArgs.
+const saveStateSQL = `UPDATE monitor_states SET last_checkin_at = $1, last_status = $2, last_duration_ms = $3, expected_at = $4, due_at = $5,
+	failures = $6, oks = $7, ok_times = $8, incident_id = $9, window_start = $10, window_count = $11 WHERE monitor_id = $12 AND environment = $13`
+
+func (st *state) saveArgs() []any {
 	if st.OKTimes == nil {
 		st.OKTimes = []time.Time{}
 	}
-	_, err := tx.NewRaw(`UPDATE monitor_states SET last_checkin_at = ?, last_status = ?, last_duration_ms = ?, expected_at = ?, due_at = ?,
-		failures = ?, oks = ?, ok_times = ?, incident_id = ?, window_start = ?, window_count = ? WHERE monitor_id = ? AND environment = ?`,
-		st.LastCheckin, st.LastStatus, st.LastDurMS, st.ExpectedAt, st.DueAt, st.Failures, st.OKs, pgdialect.Array(st.OKTimes), st.IncidentID,
-		st.WindowStart, st.WindowCount, st.MonitorID, st.Env).Exec(ctx)
-	if err != nil {
+	return []any{st.LastCheckin, st.LastStatus, dbutil.PgInt8(st.LastDurMS), st.ExpectedAt, st.DueAt, st.Failures, st.OKs, st.OKTimes,
+		dbutil.PgUUIDPtr(st.IncidentID), st.WindowStart, st.WindowCount, dbutil.PgUUID(st.MonitorID), st.Env}
+}
+
+func (st *state) save(ctx context.Context, tx bun.Tx) error {
+	if _, err := tx.Tx.ExecContext(ctx, saveStateSQL, st.saveArgs()...); err != nil {
 		return fmt.Errorf("monitors: save state: %w", err)
 	}
 	return nil
@@ -132,6 +137,20 @@ func (st *state) expect(m *Monitor, t time.Time) {
 // by side (docs/monitors.md, "Locks"). A monitor_config creates or updates
 // the monitor; without one, an unknown slug is not found.
 func (ms *Service) CheckIn(ctx context.Context, projectID uuid.UUID, in CheckInInput) (*CheckInResult, error) {
+	if ms.s.Pool != nil && !ms.generalOnly {
+		var res *CheckInResult
+		err := ms.s.PublishAfter(ctx, func(ctx context.Context) (err error) {
+			res, err = ms.tryCheckInFast(ctx, projectID, in)
+			return err
+		})
+		if !errors.Is(err, errSlowPath) {
+			if err == nil {
+				ms.fast.Add(1)
+				ms.usage.add(projectID, ms.Now())
+			}
+			return res, err
+		}
+	}
 	var res *CheckInResult
 	var projectOf uuid.UUID
 	err := ms.s.InTx(ctx, func(ctx context.Context, tx bun.Tx) error {
@@ -280,26 +299,17 @@ func exitCode(s string) (int, bool) {
 	return n, n <= 255
 }
 
-// checkInTx records the check-in on m (locked) in tx.
+// checkInTx records the check-in on m (locked) in tx: the general path
+// (docs/monitors.md, "Two paths").
 func (ms *Service) checkInTx(ctx context.Context, tx bun.Tx, m *Monitor, in CheckInInput) (*CheckInResult, error) {
-	now := ms.Now()
-	env := strings.TrimSpace(in.Environment)
-	if env == "" {
-		env = m.Environment
-	}
-	if len(env) > 64 {
-		return nil, domain.Invalid("invalid_environment", "environment must be at most 64 characters")
-	}
-	switch in.Status {
-	case StatusInProgress, StatusOK, StatusError:
-	default:
-		return nil, domain.Invalid("invalid_status", "status must be in_progress, ok or error, not %q", domain.ClipString(in.Status, 32))
+	env, err := checkInEnv(m, in)
+	if err != nil {
+		return nil, err
 	}
 	// The run first, then the state: the sweep locks in the same order
 	// (a run it times out, then its state), so the two never deadlock.
 	var partner *Run
-	if in.Status != StatusInProgress || in.CheckInID != nil {
-		var err error
+	if needsPartner(in) {
 		if partner, err = findPartner(ctx, tx, m.ID, env, in); err != nil {
 			return nil, err
 		}
@@ -308,6 +318,76 @@ func (ms *Service) checkInTx(ctx context.Context, tx bun.Tx, m *Monitor, in Chec
 	if err != nil {
 		return nil, err
 	}
+	return ms.apply(ctx, txWriter{ms, tx}, m, st, partner, env, in)
+}
+
+// checkInEnv is the check-in's environment (the monitor's when it names
+// none), once the check-in's status and environment are known good.
+func checkInEnv(m *Monitor, in CheckInInput) (string, error) {
+	switch in.Status {
+	case StatusInProgress, StatusOK, StatusError:
+	default:
+		return "", domain.Invalid("invalid_status", "status must be in_progress, ok or error, not %q", domain.ClipString(in.Status, 32))
+	}
+	env := strings.TrimSpace(in.Environment)
+	if env == "" {
+		env = m.Environment
+	}
+	if len(env) > 64 {
+		return "", domain.Invalid("invalid_environment", "environment must be at most 64 characters")
+	}
+	return env, nil
+}
+
+// needsPartner reports whether the check-in may close (or repeat) a run
+// in progress: everything but an in_progress without a check_in_id.
+func needsPartner(in CheckInInput) bool { return in.Status != StatusInProgress || in.CheckInID != nil }
+
+// writer takes a check-in's writes: the general path's runs them at once
+// in its transaction; the two-round-trip path's queues them for its second
+// trip and turns down what it cannot store (checkin_fast.go). Both run the
+// same statements, prepared ($n) so that a connection plans each once.
+type writer interface {
+	exec(ctx context.Context, sql string, args ...any) error
+	// record counts o on st and moves the incident when it must.
+	record(ctx context.Context, m *Monitor, st *state, o outcome) error
+	// db is where live notices go (collected until the commit).
+	db() bun.IDB
+}
+
+// txWriter is the general path's writer.
+type txWriter struct {
+	ms *Service
+	tx bun.Tx
+}
+
+func (w txWriter) exec(ctx context.Context, sql string, args ...any) error {
+	_, err := w.tx.Tx.ExecContext(ctx, sql, args...)
+	return err
+}
+
+func (w txWriter) record(ctx context.Context, m *Monitor, st *state, o outcome) error {
+	return w.ms.record(ctx, w.tx, m, st, o)
+}
+
+func (w txWriter) db() bun.IDB { return w.tx }
+
+// The check-in's writes.
+const (
+	insertStartedSQL = `INSERT INTO monitor_checkins (id, monitor_id, project_id, environment, checkin_id, status, source, started_at,
+		timeout_at, release, output, received_at) VALUES ($1, $2, $3, $4, $5, 'in_progress', $6, $7, $8, $9, $10, $7)`
+	insertFinishedSQL = `INSERT INTO monitor_checkins (id, monitor_id, project_id, environment, checkin_id, status, source, started_at,
+		finished_at, duration_ms, exit_code, release, output, received_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $9)`
+	closeRunSQL = `UPDATE monitor_checkins SET status = $1, finished_at = $2, duration_ms = $3, exit_code = $4, release = $5,
+		output = CASE WHEN $6::text = '' THEN output ELSE $6 END WHERE id = $7`
+	closeTimedOutSQL = `UPDATE monitor_checkins SET finished_at = $1, duration_ms = $2, exit_code = $3,
+		output = CASE WHEN $4::text = '' THEN output ELSE $4 END WHERE id = $5`
+)
+
+// apply decides what the check-in records, given its monitor, the state
+// and the run it closes (both locked), and hands the writes to w.
+func (ms *Service) apply(ctx context.Context, w writer, m *Monitor, st *state, partner *Run, env string, in CheckInInput) (*CheckInResult, error) {
+	now := ms.Now()
 	if st.WindowStart != nil && now.Sub(*st.WindowStart) < time.Minute && now.Sub(*st.WindowStart) >= 0 {
 		if st.WindowCount >= RatePerMinute {
 			return nil, ErrRateLimited
@@ -320,16 +400,16 @@ func (ms *Service) checkInTx(ctx context.Context, tx bun.Tx, m *Monitor, in Chec
 	if in.Status == StatusInProgress && partner != nil {
 		// An in_progress sent again: nothing new.
 		res.RunID = partner.ID
-		return res, st.save(ctx, tx)
+		return res, w.exec(ctx, saveStateSQL, st.saveArgs()...)
 	}
 	st.LastCheckin = &now
+	exitCode := exitCodeArg(in.ExitCode)
 	switch {
 	case in.Status == StatusInProgress:
 		id := uuid.New()
 		timeout := now.Add(time.Duration(m.MaxRuntime) * time.Minute)
-		if _, err := tx.NewRaw(`INSERT INTO monitor_checkins (id, monitor_id, project_id, environment, checkin_id, status, source, started_at,
-			timeout_at, release, output, received_at) VALUES (?, ?, ?, ?, ?, 'in_progress', ?, ?, ?, ?, ?, ?)`,
-			id, m.ID, m.ProjectID, env, in.CheckInID, in.Source, now, timeout, in.Release, in.Output, now).Exec(ctx); err != nil {
+		if err := w.exec(ctx, insertStartedSQL, dbutil.PgUUID(id), dbutil.PgUUID(m.ID), dbutil.PgUUID(m.ProjectID), env,
+			dbutil.PgUUIDPtr(in.CheckInID), in.Source, now, timeout, in.Release, in.Output); err != nil {
 			return nil, fmt.Errorf("monitors: insert run: %w", err)
 		}
 		res.RunID = id
@@ -342,8 +422,7 @@ func (ms *Service) checkInTx(ctx context.Context, tx bun.Tx, m *Monitor, in Chec
 		if partner.Status == StatusTimeout && partner.FinishedAt == nil {
 			dur := durationOf(in.Duration, now.Sub(partner.StartedAt))
 			durMS := dur.Milliseconds()
-			if _, err := tx.NewRaw(`UPDATE monitor_checkins SET finished_at = ?, duration_ms = ?, exit_code = ?, output = CASE WHEN ? = '' THEN output ELSE ? END
-				WHERE id = ?`, now, durMS, in.ExitCode, in.Output, in.Output, partner.ID).Exec(ctx); err != nil {
+			if err := w.exec(ctx, closeTimedOutSQL, now, durMS, exitCode, in.Output, dbutil.PgUUID(partner.ID)); err != nil {
 				return nil, fmt.Errorf("monitors: close a timed-out run: %w", err)
 			}
 			st.LastDurMS = &durMS
@@ -378,9 +457,7 @@ func (ms *Service) checkInTx(ctx context.Context, tx bun.Tx, m *Monitor, in Chec
 			if r.Release == "" {
 				r.Release = partner.Release
 			}
-			if _, err := tx.NewRaw(`UPDATE monitor_checkins SET status = ?, finished_at = ?, duration_ms = ?, exit_code = ?, release = ?,
-				output = CASE WHEN ? = '' THEN output ELSE ? END WHERE id = ?`,
-				status, now, durMS, in.ExitCode, r.Release, in.Output, in.Output, partner.ID).Exec(ctx); err != nil {
+			if err := w.exec(ctx, closeRunSQL, status, now, durMS, exitCode, r.Release, in.Output, dbutil.PgUUID(partner.ID)); err != nil {
 				return nil, fmt.Errorf("monitors: close run: %w", err)
 			}
 			if r.Output == "" {
@@ -388,23 +465,30 @@ func (ms *Service) checkInTx(ctx context.Context, tx bun.Tx, m *Monitor, in Chec
 			}
 		} else {
 			r.ID = uuid.New()
-			if _, err := tx.NewRaw(`INSERT INTO monitor_checkins (id, monitor_id, project_id, environment, checkin_id, status, source, started_at,
-				finished_at, duration_ms, exit_code, release, output, received_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-				r.ID, m.ID, m.ProjectID, env, in.CheckInID, status, in.Source, started, now, durMS, in.ExitCode, in.Release, in.Output, now).Exec(ctx); err != nil {
+			if err := w.exec(ctx, insertFinishedSQL, dbutil.PgUUID(r.ID), dbutil.PgUUID(m.ID), dbutil.PgUUID(m.ProjectID), env,
+				dbutil.PgUUIDPtr(in.CheckInID), status, in.Source, started, now, durMS, exitCode, in.Release, in.Output); err != nil {
 				return nil, fmt.Errorf("monitors: insert run: %w", err)
 			}
 			st.expect(m, now)
 		}
 		res.RunID, res.Status = r.ID, status
 		st.LastStatus, st.LastDurMS = status, &durMS
-		if err := ms.record(ctx, tx, m, st, outcome{status: status, title: title, at: now, run: r}); err != nil {
+		if err := w.record(ctx, m, st, outcome{status: status, title: title, at: now, run: r}); err != nil {
 			return nil, err
 		}
 	}
-	if err := st.save(ctx, tx); err != nil {
-		return nil, err
+	if err := w.exec(ctx, saveStateSQL, st.saveArgs()...); err != nil {
+		return nil, fmt.Errorf("monitors: save state: %w", err)
 	}
-	return res, domain.Notify(ctx, tx, liveNotice(m.OrgID, m.ProjectID))
+	return res, domain.Notify(ctx, w.db(), liveNotice(m.OrgID, m.ProjectID))
+}
+
+// exitCodeArg is an exit code as a parameter, NULL for none.
+func exitCodeArg(code *int) pgtype.Int4 {
+	if code == nil {
+		return pgtype.Int4{}
+	}
+	return pgtype.Int4{Int32: int32(*code), Valid: true}
 }
 
 // findPartner is the run an ok/error closes: the run with its check_in_id,

@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -42,6 +43,11 @@ type Service struct {
 	// PublicURL prefixes ping URLs (ANVIL_PUBLIC_URL).
 	PublicURL string
 	usage     usage
+	// generalOnly sends every check-in down the general path (tests hold
+	// the two-round-trip path to it; checkin_fast.go).
+	generalOnly bool
+	// fast counts the check-ins the two-round-trip path stored.
+	fast atomic.Int64
 }
 
 // New builds the service; in dispatches repairs of incidents a monitor's
