@@ -137,5 +137,6 @@ func benchMonitorCheckIns(ctx context.Context, env *benchEnv) error {
 	env.note("monitors", "checkins_per_s", float64(int(load.PerSecond())))
 	env.note("monitors", "checkin_p50_ms", ms(percentile(load.Latencies, 50)))
 	env.report("monitors", "checkin_p99_ms", ms(percentile(load.Latencies, 99)), 20)
+	noteCPU(env, "monitors", "checkin", load)
 	return nil
 }
