@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -109,7 +110,7 @@ func TestCheckInPathsAgree(t *testing.T) {
 		t.Errorf("answers differ:\n both paths: %q\n general:    %q", ansBoth, ansGeneral)
 	}
 	if !slices.Equal(rowsBoth, rowsGeneral) {
-		t.Errorf("rows differ:\n both paths:\n  %s\n general:\n  %s", joinLines(rowsBoth), joinLines(rowsGeneral))
+		t.Errorf("rows differ:\n both paths:\n  %s\n general:\n  %s", strings.Join(rowsBoth, "\n  "), strings.Join(rowsGeneral, "\n  "))
 	}
 	if none != 0 {
 		t.Fatalf("the general-only service took the fast path %d times", none)
@@ -122,14 +123,6 @@ func TestCheckInPathsAgree(t *testing.T) {
 		t.Fatalf("only %d of %d check-ins took the two-round-trip path", fast, len(script))
 	}
 	t.Logf("%d of %d check-ins took the two-round-trip path", fast, len(script))
-}
-
-func joinLines(rows []string) string {
-	out := ""
-	for _, r := range rows {
-		out += r + "\n  "
-	}
-	return out
 }
 
 // TestCheckInsCreateOneMonitorAtOnce: eight check-ins of a new slug, each
