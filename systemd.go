@@ -62,6 +62,8 @@ func startWatchdog(log *slog.Logger, healthy func(context.Context) error) (stop 
 				// Logged once per spell of ill health, not at every tick.
 				if !failing {
 					log.Error("watchdog: not healthy, not pinging the service manager", "error", err, "restart_after", interval)
+				} else {
+					log.Debug("watchdog: still not healthy", "error", err)
 				}
 				failing = true
 			default:
