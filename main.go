@@ -187,9 +187,11 @@ func cmdAdmin(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		org := fs.String("org", "", "organisation slug (^[a-z0-9][a-z0-9-]{0,62}$)")
 		email := fs.String("email", "", "the owner's email")
 		pwFile := fs.String("password-file", "", "file whose first line is the owner's password (else standard input)")
+		envFile := envFileFlag(fs)
 		if err := parseFlags(fs, args[1:]); err != nil {
 			return err
 		}
+		cfg, cerr = reloadConfig(*envFile, cfg, cerr)
 		if *org == "" || *email == "" {
 			return fmt.Errorf("%w: --org and --email are required", errUsage)
 		}
