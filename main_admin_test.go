@@ -317,7 +317,7 @@ func tableSums(t *testing.T, dbURL string) map[string]string {
 	for _, tb := range tables {
 		var n int
 		var sum string
-		if err := db.QueryRow(`SELECT count(*), coalesce(md5(string_agg(t::text, '|' ORDER BY t::text)), '') FROM ` + tb + ` t`).Scan(&n, &sum); err != nil {
+		if err := db.QueryRow(`SELECT count(*), coalesce(md5(string_agg(t::text, '|' ORDER BY t::text)), '') FROM `+tb+` t`).Scan(&n, &sum); err != nil {
 			t.Fatal(err)
 		}
 		sums[tb] = fmt.Sprintf("%s rows=%d", sum, n)
