@@ -210,11 +210,13 @@ func freshRoot(t *testing.T) string {
 }
 
 // inRoot runs a command inside root as root: bubblewrap makes root the
-// file system's root with its own /proc and /dev (a chroot would forbid the
-// user namespaces the worker's sandbox needs), sharing the host's network
-// so that Postgres on 127.0.0.1 answers.
+// file system's root (a chroot would forbid the user namespaces the
+// worker's sandbox needs), sharing the host's network so that Postgres on
+// 127.0.0.1 answers. /proc is the host's, bound whole: a proc that
+// bubblewrap mounted (--proc) has read-only covers on /proc/sys and the
+// like, and the kernel then refuses the worker's own bwrap a fresh one.
 func inRoot(root string, binds []string, env []string, args ...string) *exec.Cmd {
-	a := []string{"--bind", root, "/", "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--die-with-parent"}
+	a := []string{"--bind", root, "/", "--bind", "/proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--die-with-parent"}
 	for _, b := range binds {
 		host, inside, _ := strings.Cut(b, ":")
 		a = append(a, "--bind", host, inside)
