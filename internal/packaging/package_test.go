@@ -368,13 +368,43 @@ func service(t *testing.T, root, unitName string, port int, extra ...string) {
 	user := fmt.Sprintf("--reuid=%s", u["User"][0])
 	cmd := inRoot(root, []string{sockDir + ":/run/anvil-notify"}, env,
 		append([]string{"setpriv", user, "--regid=" + u["Group"][0], "--init-groups", "--"}, args...)...)
+	// bwrap does not pass signals on: it tells the service's pid (--info-fd),
+	// and SIGTERM goes there, as systemd's would.
+	infoR, infoW, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Args = append([]string{cmd.Args[0], "--info-fd", "3"}, cmd.Args[1:]...)
+	cmd.ExtraFiles = []*os.File{infoW}
 	var logs bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &logs, &logs
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
+	infoW.Close()
+	var info struct {
+		ChildPid int `json:"child-pid"`
+	}
+	if err := json.NewDecoder(infoR).Decode(&info); err != nil || info.ChildPid == 0 {
+		t.Fatalf("bwrap's info: %v %+v", err, info)
+	}
+	infoR.Close()
+	var waitErr error
+	exited := make(chan struct{})
+	go func() { waitErr = cmd.Wait(); close(exited) }()
+	t.Cleanup(func() {
+		conn.Close()
+		syscall.Kill(info.ChildPid, syscall.SIGTERM)
+		select {
+		case <-exited:
+			if waitErr != nil && !t.Failed() {
+				t.Errorf("%s: exit after SIGTERM: %v\n%s", unitName, waitErr, logs.String())
+			}
+		case <-time.After(2 * time.Minute):
+			cmd.Process.Kill()
+			t.Errorf("%s did not stop on SIGTERM", unitName)
+		}
+	})
 	ready := make(chan string, 1)
 	go func() {
 		buf := make([]byte, 4096)
@@ -391,8 +421,8 @@ func service(t *testing.T, root, unitName string, port int, extra ...string) {
 	}()
 	select {
 	case <-ready:
-	case err := <-exited:
-		t.Fatalf("%s exited before READY=1: %v\n%s", unitName, err, logs.String())
+	case <-exited:
+		t.Fatalf("%s exited before READY=1: %v\n%s", unitName, waitErr, logs.String())
 	case <-time.After(3 * time.Minute):
 		cmd.Process.Kill()
 		t.Fatalf("%s never sent READY=1\n%s", unitName, logs.String())
@@ -406,19 +436,6 @@ func service(t *testing.T, root, unitName string, port int, extra ...string) {
 	if res.StatusCode != http.StatusOK || !strings.Contains(string(body), `"ready"`) {
 		t.Fatalf("%s: /readyz: %d %s", unitName, res.StatusCode, body)
 	}
-	t.Cleanup(func() {
-		conn.Close()
-		cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case err := <-exited:
-			if err != nil {
-				t.Errorf("%s: exit after SIGTERM: %v\n%s", unitName, err, logs.String())
-			}
-		case <-time.After(2 * time.Minute):
-			cmd.Process.Kill()
-			t.Errorf("%s did not stop on SIGTERM", unitName)
-		}
-	})
 }
 
 var exposureRE = regexp.MustCompile(`Overall exposure level for \S+: ([0-9.]+)`)
