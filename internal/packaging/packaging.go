@@ -51,7 +51,7 @@ func git(ctx context.Context, dir string, args ...string) (string, error) {
 	var out, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &stderr
 	if err := cmd.Run(); err != nil {
-		return "", fmt.Errorf("git %s: %v: %s", strings.Join(args, " "), err, strings.TrimSpace(stderr.String()))
+		return "", fmt.Errorf("git %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(stderr.String()))
 	}
 	return strings.TrimSpace(out.String()), nil
 }
@@ -146,7 +146,7 @@ func BuildBinary(ctx context.Context, dir, out, goarch string, info Info) error 
 	cmd.Dir = dir
 	cmd.Env = GoEnv(goarch, info.Time)
 	if out, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("go build: %v\n%s", err, out)
+		return fmt.Errorf("go build: %w\n%s", err, out)
 	}
 	return nil
 }
@@ -170,7 +170,7 @@ func Deb(ctx context.Context, repo, binary, outDir, goarch string, info Info) (s
 	cmd.Env = append(os.Environ(), "ANVIL_VERSION="+info.Version, "ANVIL_ARCH="+goarch, "ANVIL_BINARY="+abs,
 		"SOURCE_DATE_EPOCH="+strconv.FormatInt(info.Time.Unix(), 10))
 	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("nfpm: %v\n%s", err, out)
+		return "", fmt.Errorf("nfpm: %w\n%s", err, out)
 	}
 	return target, nil
 }
