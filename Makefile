@@ -81,3 +81,11 @@ screenshots: node_modules .e2e/driver ## write the README's screenshots to docs/
 .PHONY: bench
 bench: ## print the performance figures each issue names
 	$(GO) run ./e2e/bench
+
+.PHONY: package
+package: ## build dist/anvil_<version>_<arch>.deb and .oci.tar from this commit, reproducibly (internal/packaging)
+	$(GO) run ./internal/packaging/cmd/mkpkg -out dist
+
+.PHONY: test-package
+test-package: ## install the .deb into a fresh Debian root, check the units and unpack the image (root; mmdebstrap, systemd-analyze, umoci, skopeo)
+	$(GO) test -count=1 -tags package -timeout 20m -v ./internal/packaging/

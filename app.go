@@ -226,6 +226,10 @@ func serve(ctx context.Context, cfg *Config, logOut io.Writer) error {
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	a.log.Info("anvil is serving", "addr", ln.Addr().String(), "role", cfg.Role, "public_url", cfg.PublicURL)
+	// Ready for systemd only now: migrated, listening, workers started.
+	sdNotify(a.log, fmt.Sprintf("READY=1\nSTATUS=serving %s on %s", cfg.Role, ln.Addr()))
+	stopWatchdog := startWatchdog(a.log, healthCheck(a, ln.Addr()))
+	defer stopWatchdog()
 
 	select {
 	case <-ctx.Done():
@@ -235,6 +239,8 @@ func serve(ctx context.Context, cfg *Config, logOut io.Writer) error {
 		}
 	}
 	a.log.Info("shutting down")
+	stopWatchdog()
+	sdNotify(a.log, "STOPPING=1\nSTATUS=shutting down")
 	sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := srv.Shutdown(sctx); err != nil {

@@ -62,6 +62,15 @@ type Config struct {
 	// FeedBrowserRatePerMin bounds a browser connection's events per client
 	// address per minute (issue 27; docs/contracts/feed.md).
 	FeedBrowserRatePerMin int
+
+	// SecretKeyFile is where the key was read from (ANVIL_SECRET_KEY_FILE),
+	// "" when it came from ANVIL_SECRET_KEY: `anvil admin restore` writes
+	// the archive's key there (docs/install.md).
+	SecretKeyFile string
+	// keyFileErr is why SecretKeyFile could not be read; validate reports
+	// it only for commands that need the key, so that a restore can create
+	// the file.
+	keyFileErr error
 }
 
 // configError is a refusal of the configuration: exit code 2.
@@ -150,6 +159,20 @@ func loadConfig(getenv func(string) string) (*Config, error) {
 		}
 		c.SecretKey = k
 	}
+	// The packaged service keeps its key in a file of its own rather than in
+	// the environment file (docs/install.md).
+	if f := str("ANVIL_SECRET_KEY_FILE", ""); f != "" {
+		c.SecretKeyFile = f
+		if c.SecretKey != nil {
+			bad("set ANVIL_SECRET_KEY or ANVIL_SECRET_KEY_FILE, not both")
+		} else if b, err := os.ReadFile(f); err != nil {
+			c.keyFileErr = err
+		} else if k, err := secret.ParseKey(string(b)); err != nil {
+			bad("ANVIL_SECRET_KEY_FILE %s: %v", f, err)
+		} else {
+			c.SecretKey = k
+		}
+	}
 	if v := str("ANVIL_SECRET_KEY_PREVIOUS", ""); v != "" {
 		k, err := secret.ParseKey(v)
 		if err != nil {
@@ -232,7 +255,9 @@ func (c *Config) validate(needKey bool) error {
 	} else if u, err := url.Parse(c.DatabaseURL); err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
 		bad("ANVIL_DATABASE_URL must be a postgres:// URL")
 	}
-	if needKey && c.SecretKey == nil {
+	if needKey && c.keyFileErr != nil {
+		bad("ANVIL_SECRET_KEY_FILE: %v", c.keyFileErr)
+	} else if needKey && c.SecretKey == nil {
 		bad("ANVIL_SECRET_KEY is required: 32 random bytes, base64-encoded (e.g. `openssl rand -base64 32`)")
 	}
 	if _, err := netip.ParseAddrPort(c.Addr); err != nil {

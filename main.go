@@ -10,6 +10,10 @@
 //	anvil admin reset-password --email EMAIL
 //	anvil admin retention --now
 //	anvil admin purge-user --email EMAIL
+//	anvil admin check [--role all|web|worker]
+//	anvil admin backup FILE
+//	anvil admin restore [--force] FILE
+//	anvil version
 //	anvil dev     (what `make run` starts: a local database, a key, a demo owner)
 package main
 
@@ -41,6 +45,10 @@ Usage:
   anvil admin reset-password --email EMAIL             end the user's sessions, API tokens and password; print a one-time reset link
   anvil admin retention --now                          run one retention clean-up at once and print what it removed
   anvil admin purge-user --email EMAIL                 remove a person, their access and invitations; the audit keeps a pseudonym
+  anvil admin check [--role all|web|worker]            tell what is wrong with the configuration before starting (exit 1 if anything)
+  anvil admin backup FILE                              write the database (pg_dump), the key and a manifest into one archive (0600)
+  anvil admin restore [--force] FILE                   restore such an archive into an empty database and put its key in place
+  anvil version                                        print the version
   anvil dev                                            local development: own Postgres, key and demo login
 
 Configuration is read from the environment (ANVIL_DATABASE_URL, ANVIL_SECRET_KEY,
@@ -75,6 +83,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		err = cmdAdmin(ctx, args[1:], stdout, stderr)
 	case "dev":
 		err = cmdDev(ctx, args[1:], stdout, stderr)
+	case "version", "--version":
+		err = cmdVersion(args[1:], stdout)
 	default:
 		fmt.Fprintf(stderr, "anvil: unknown command %q\n\n%s", args[0], usage)
 		return 2
@@ -164,7 +174,7 @@ func cmdMigrate(ctx context.Context, args []string, stderr io.Writer) error {
 
 func cmdAdmin(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" {
-		fmt.Fprint(stdout, "Usage:\n  anvil admin bootstrap --org SLUG --email EMAIL [--password-file F]\n  anvil admin rotate-key\n  anvil admin reset-password --email EMAIL\n  anvil admin retention --now\n  anvil admin purge-user --email EMAIL\n")
+		fmt.Fprint(stdout, "Usage:\n  anvil admin bootstrap --org SLUG --email EMAIL [--password-file F]\n  anvil admin rotate-key\n  anvil admin reset-password --email EMAIL\n  anvil admin retention --now\n  anvil admin purge-user --email EMAIL\n  anvil admin check [--role all|web|worker]\n  anvil admin backup FILE\n  anvil admin restore [--force] FILE\n")
 		if len(args) == 0 {
 			return errUsage
 		}
@@ -177,9 +187,11 @@ func cmdAdmin(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		org := fs.String("org", "", "organisation slug (^[a-z0-9][a-z0-9-]{0,62}$)")
 		email := fs.String("email", "", "the owner's email")
 		pwFile := fs.String("password-file", "", "file whose first line is the owner's password (else standard input)")
+		envFile := envFileFlag(fs)
 		if err := parseFlags(fs, args[1:]); err != nil {
 			return err
 		}
+		cfg, cerr = reloadConfig(*envFile, cfg, cerr)
 		if *org == "" || *email == "" {
 			return fmt.Errorf("%w: --org and --email are required", errUsage)
 		}
@@ -245,6 +257,12 @@ func cmdAdmin(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return cmdRetention(ctx, cfg, cerr, args[1:], stdout, stderr)
 	case "purge-user":
 		return cmdPurgeUser(ctx, cfg, cerr, args[1:], stdout, stderr)
+	case "check":
+		return cmdCheck(ctx, cfg, cerr, args[1:], stdout)
+	case "backup":
+		return cmdBackup(ctx, cfg, cerr, args[1:], stdout, stderr)
+	case "restore":
+		return cmdRestore(ctx, cfg, cerr, args[1:], stdout, stderr)
 	}
 	return fmt.Errorf("%w: unknown admin command %q", errUsage, args[0])
 }

@@ -74,3 +74,35 @@ func Current(ctx context.Context, d *DB) (bool, error) {
 	}
 	return len(status.Unapplied()) == 0, nil
 }
+
+// Newest is the name of the newest embedded migration: the schema level
+// this binary brings (names start with their timestamp, so they sort).
+func Newest() (string, error) {
+	ms, err := migrations()
+	if err != nil {
+		return "", err
+	}
+	newest := ""
+	for _, m := range ms.Sorted() {
+		newest = max(newest, m.Name)
+	}
+	return newest, nil
+}
+
+// Applied is the newest migration applied to d's database, "" when anvil
+// never migrated it. A backup records it, and a restore refuses an archive
+// newer than [Newest].
+func Applied(ctx context.Context, d *DB) (string, error) {
+	var exists bool
+	if err := d.SQL.QueryRowContext(ctx, "SELECT to_regclass('bun_migrations') IS NOT NULL").Scan(&exists); err != nil {
+		return "", fmt.Errorf("db: migration level: %w", err)
+	}
+	if !exists {
+		return "", nil
+	}
+	var name string
+	if err := d.SQL.QueryRowContext(ctx, "SELECT coalesce(max(name), '') FROM bun_migrations").Scan(&name); err != nil {
+		return "", fmt.Errorf("db: migration level: %w", err)
+	}
+	return name, nil
+}

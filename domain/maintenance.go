@@ -3,6 +3,8 @@ package domain
 import (
 	"context"
 	"fmt"
+
+	"github.com/uptrace/bun"
 )
 
 // RotateSecrets re-encrypts every stored secret that is not sealed under the
@@ -39,6 +41,28 @@ func (s *Store) RotateSecrets(ctx context.Context) (int, error) {
 		}
 	}
 	return n, nil
+}
+
+// SealedKeyIDs counts the stored sealed secrets by the id of the key that
+// sealed them ("v1.<keyid>.<data>"): `anvil admin check` tells an operator
+// whose key cannot open the database's secrets (a restore under another key,
+// a rotation whose previous key was dropped too early).
+func SealedKeyIDs(ctx context.Context, idb bun.IDB) (map[string]int, error) {
+	ids := map[string]int{}
+	for _, t := range sealedColumns {
+		var rows []struct {
+			ID string `bun:"id"`
+			N  int    `bun:"n"`
+		}
+		q := fmt.Sprintf(`SELECT split_part(%s, '.', 2) AS id, count(*) AS n FROM %s WHERE %s <> '' GROUP BY 1`, t.col, t.table, t.col)
+		if err := idb.NewRaw(q).Scan(ctx, &rows); err != nil {
+			return nil, fmt.Errorf("sealed keys of %s: %w", t.table, err)
+		}
+		for _, r := range rows {
+			ids[r.ID] += r.N
+		}
+	}
+	return ids, nil
 }
 
 // sealedColumns lists every column that holds a sealed secret, with the SQL

@@ -1,0 +1,274 @@
+package main
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"anvil/db"
+	"anvil/domain/secret"
+	"anvil/internal/backup"
+)
+
+// parseFile parses fs and requires exactly one argument, the file.
+func parseFile(fs *flag.FlagSet, args []string) (string, error) {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return "", err
+		}
+		return "", fmt.Errorf("%w: %w", errUsage, err)
+	}
+	if len(fs.Args()) != 1 || fs.Args()[0] == "" {
+		return "", fmt.Errorf("%w: give exactly one FILE", errUsage)
+	}
+	return fs.Args()[0], nil
+}
+
+// cmdBackup is `anvil admin backup FILE` (docs/install.md, "Backup and
+// restore"): the database through pg_dump, the operator key and a manifest,
+// in one archive of mode 0600.
+func cmdBackup(ctx context.Context, cfg *Config, cerr error, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("backup", "anvil admin backup FILE\n\nWrites one archive (mode 0600; FILE must not exist) holding the database as pg_dump's\n"+
+		"custom format — a consistent snapshot, taken while anvil runs — the operator key that opens\n"+
+		"the secrets sealed in it, and a manifest (anvil version, schema level, PostgreSQL version).\n"+
+		"Keep it as you keep the key: it holds the key. pg_dump (postgresql-client) must be installed\n"+
+		"and no older than the server.", stdout)
+	envFile := envFileFlag(fs)
+	file, err := parseFile(fs, args)
+	if err != nil {
+		return err
+	}
+	cfg, cerr = reloadConfig(*envFile, cfg, cerr)
+	if cerr != nil {
+		return cerr
+	}
+	if err := cfg.validate(true); err != nil {
+		return err
+	}
+	pgDump, err := exec.LookPath("pg_dump")
+	if err != nil {
+		return errors.New("backup: pg_dump not found: install postgresql-client (of the server's major version or newer)")
+	}
+	d, err := openDB(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	m := backup.Manifest{AnvilVersion: Version(), CreatedAt: time.Now().UTC().Truncate(time.Second)}
+	m.Migration, err = db.Applied(ctx, d)
+	if err == nil {
+		err = d.SQL.QueryRowContext(ctx, "SELECT current_setting('server_version'), current_database()").Scan(&m.ServerVersion, &m.Database)
+	}
+	d.Close()
+	if err != nil {
+		return err
+	}
+	key := []byte(base64.StdEncoding.EncodeToString(cfg.SecretKey) + "\n")
+	m, err = backup.Write(ctx, file, pgDump, cfg.DatabaseURL, key, m)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "wrote %s (%s): database %s at migration %s, PostgreSQL %s, anvil %s, with its key\n",
+		file, humanBytes(m.DumpBytes), m.Database, orNone(m.Migration), m.ServerVersion, m.AnvilVersion)
+	fmt.Fprintln(stderr, "the archive holds the operator key: keep it where you keep the key")
+	return nil
+}
+
+// cmdRestore is `anvil admin restore [--force] FILE`: the archive's database
+// into the configured one, which must be empty unless --force, and its key
+// where the configuration reads the key from.
+func cmdRestore(ctx context.Context, cfg *Config, cerr error, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("restore", "anvil admin restore [--force] FILE\n\nRestores an archive of `anvil admin backup` into the database of ANVIL_DATABASE_URL, in one\n"+
+		"transaction. The database must be empty: --force first drops everything in its public schema.\n"+
+		"An archive from a newer anvil (a newer schema) is refused. The archive's key is written to\n"+
+		"ANVIL_SECRET_KEY_FILE (a different key already there is kept beside it as FILE.before-restore);\n"+
+		"without ANVIL_SECRET_KEY_FILE it is printed, unless ANVIL_SECRET_KEY is that key already.\n"+
+		"Start anvil afterwards: it applies the migrations newer than the archive's.", stdout)
+	force := fs.Bool("force", false, "replace whatever the database holds")
+	envFile := envFileFlag(fs)
+	file, err := parseFile(fs, args)
+	if err != nil {
+		return err
+	}
+	cfg, cerr = reloadConfig(*envFile, cfg, cerr)
+	if cerr != nil {
+		return cerr
+	}
+	if err := cfg.validate(false); err != nil {
+		return err
+	}
+	pgRestore, err := exec.LookPath("pg_restore")
+	if err != nil {
+		return errors.New("restore: pg_restore not found: install postgresql-client (of the archive's server version or newer)")
+	}
+	a, err := backup.Open(file)
+	if err != nil {
+		return err
+	}
+	m := a.Manifest
+	newest, err := db.Newest()
+	if err != nil {
+		return err
+	}
+	if m.Migration > newest {
+		return fmt.Errorf("%w: its schema is at migration %s, this anvil (%s) knows up to %s; restore it with anvil %s or newer",
+			backup.ErrNewerArchive, m.Migration, Version(), newest, m.AnvilVersion)
+	}
+	var key []byte
+	if a.Key != nil {
+		if key, err = secret.ParseKey(string(a.Key)); err != nil {
+			return fmt.Errorf("restore: the archive's key: %w", err)
+		}
+	}
+
+	d, err := openDB(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	tables, err := userTables(ctx, d)
+	if err != nil {
+		return err
+	}
+	if len(tables) > 0 {
+		if !*force {
+			return fmt.Errorf("restore: the database is not empty (%d tables, such as %s): restore into an empty database, or give --force to drop everything in its public schema first",
+				len(tables), strings.Join(tables[:min(3, len(tables))], ", "))
+		}
+		if _, err := d.SQL.ExecContext(ctx, "DROP SCHEMA public CASCADE; CREATE SCHEMA public"); err != nil {
+			return fmt.Errorf("restore: clear the database: %w", err)
+		}
+		fmt.Fprintf(stderr, "dropped %d tables and everything else in the public schema (--force)\n", len(tables))
+	}
+	if err := a.Restore(ctx, pgRestore, cfg.DatabaseURL); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "restored %s into the database: %s at migration %s, made %s by anvil %s\n",
+		file, m.Database, orNone(m.Migration), m.CreatedAt.Format(time.RFC3339), m.AnvilVersion)
+	if m.Migration < newest {
+		fmt.Fprintf(stdout, "anvil applies the migrations after %s when it starts\n", orNone(m.Migration))
+	}
+	return placeKey(cfg, key, stdout, stderr)
+}
+
+// placeKey puts the restored key where the configuration reads it, or
+// prints it; a different key in its place is kept beside it, never lost.
+func placeKey(cfg *Config, key []byte, stdout, stderr io.Writer) error {
+	switch {
+	case key == nil:
+		fmt.Fprintln(stderr, "the archive holds no key: start anvil with the key the backup was made with")
+		return nil
+	case cfg.SecretKeyFile == "" && cfg.SecretKey != nil && string(cfg.SecretKey) == string(key):
+		fmt.Fprintln(stdout, "ANVIL_SECRET_KEY is the archive's key already")
+		return nil
+	case cfg.SecretKeyFile == "":
+		fmt.Fprintln(stdout, base64.StdEncoding.EncodeToString(key))
+		fmt.Fprintln(stderr, "the line above is the archive's key: set ANVIL_SECRET_KEY to it (or put it in a file named by ANVIL_SECRET_KEY_FILE) before starting anvil")
+		return nil
+	case cfg.SecretKey != nil && string(cfg.SecretKey) == string(key):
+		fmt.Fprintf(stdout, "the key in %s is the archive's key already\n", cfg.SecretKeyFile)
+		return nil
+	}
+	path := cfg.SecretKeyFile
+	mode, uid, gid := os.FileMode(0o640), -1, -1
+	if fi, err := os.Stat(filepath.Dir(path)); err == nil {
+		// A new key file belongs to the one restoring, in the folder's
+		// group (root:anvil for /etc/anvil).
+		_, gid = ownerOf(fi)
+	}
+	if fi, err := os.Stat(path); err == nil {
+		mode = fi.Mode().Perm()
+		uid, gid = ownerOf(fi)
+		kept := path + ".before-restore"
+		if _, err := os.Lstat(kept); err == nil {
+			kept += "." + time.Now().UTC().Format("20060102T150405")
+		}
+		if err := os.Rename(path, kept); err != nil {
+			return fmt.Errorf("restore: keep the key in %s: %w", path, err)
+		}
+		fmt.Fprintf(stderr, "the key that was in %s is kept in %s\n", path, kept)
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".anvil-key-*")
+	if err != nil {
+		return fmt.Errorf("restore: write the key: %w", err)
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.WriteString(base64.StdEncoding.EncodeToString(key) + "\n"); err != nil {
+		tmp.Close()
+		return fmt.Errorf("restore: write the key: %w", err)
+	}
+	if err := tmp.Chmod(mode); err != nil {
+		tmp.Close()
+		return err
+	}
+	if uid >= 0 || gid >= 0 {
+		if err := tmp.Chown(uid, gid); err != nil {
+			tmp.Close()
+			return fmt.Errorf("restore: give the key file its owner: %w", err)
+		}
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return fmt.Errorf("restore: write the key: %w", err)
+	}
+	fmt.Fprintf(stdout, "wrote the archive's key to %s\n", path)
+	return nil
+}
+
+// userTables names the tables, views and sequences outside the system
+// schemas: a restore goes only into a database without any.
+func userTables(ctx context.Context, d *db.DB) ([]string, error) {
+	rows, err := d.SQL.QueryContext(ctx, `SELECT n.nspname || '.' || c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+		WHERE c.relkind IN ('r', 'p', 'v', 'm', 'S', 'f') AND n.nspname NOT IN ('pg_catalog', 'information_schema')
+		AND n.nspname NOT LIKE 'pg\_toast%' AND n.nspname NOT LIKE 'pg\_temp%' ORDER BY 1`)
+	if err != nil {
+		return nil, fmt.Errorf("restore: list the database's tables: %w", err)
+	}
+	defer rows.Close()
+	var names []string
+	for rows.Next() {
+		var n string
+		if err := rows.Scan(&n); err != nil {
+			return nil, err
+		}
+		names = append(names, n)
+	}
+	return names, rows.Err()
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "(none)"
+	}
+	return s
+}
+
+func humanBytes(n int64) string {
+	switch {
+	case n >= 1<<30:
+		return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%d bytes", n)
+}
+
+// ownerOf is a file's owner and group, -1 where the system does not say.
+func ownerOf(fi os.FileInfo) (uid, gid int) {
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		return int(st.Uid), int(st.Gid)
+	}
+	return -1, -1
+}
