@@ -27,6 +27,7 @@ import (
 	"time"
 
 	"anvil/jobs"
+	"anvil/jobs/sandbox"
 )
 
 const usage = `anvil — a self-hostable cockpit for software teams
@@ -75,6 +76,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 		err = cmdAdmin(ctx, args[1:], stdout, stderr)
 	case "dev":
 		err = cmdDev(ctx, args[1:], stdout, stderr)
+	case sandbox.BridgeCommand:
+		// Hidden: the network bridge a sandbox runs first (docs/network.md).
+		return sandbox.BridgeMain(args[1:])
 	default:
 		fmt.Fprintf(stderr, "anvil: unknown command %q\n\n%s", args[0], usage)
 		return 2
