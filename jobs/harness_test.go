@@ -26,7 +26,14 @@ import (
 	"anvil/jobs/sandbox"
 )
 
-func TestMain(m *testing.M) { testdb.Main(m) }
+func TestMain(m *testing.M) {
+	// The test binary is the network bridge of the sandboxes it starts,
+	// as anvil's own binary is (docs/network.md).
+	if len(os.Args) > 1 && os.Args[1] == sandbox.BridgeCommand {
+		os.Exit(sandbox.BridgeMain(os.Args[2:]))
+	}
+	testdb.Main(m)
+}
 
 type testBundle struct {
 	services *wiring.Services

@@ -65,7 +65,22 @@ func Register(w *river.Workers, d Deps) {
 	river.AddWorker(w, &ExecuteRunWorker{Queue: d.Queue, Projects: d.Projects, Logs: d.Logs, Hub: d.Hub,
 		Executor: d.Executor, Git: d.Git, Limits: d.Limits, WorkRoot: d.WorkRoot, Repair: NewRepair(d.Incidents, d.Projects, d.Git.Policy), Log: d.Log,
 		Heartbeat: heartbeatInterval(d.Queue.HeartbeatTimeout()), ID: ExecutorID(),
-		Secrets: runsecret.New(d.Store).ForRun})
+		Secrets: runsecret.New(d.Store).ForRun, Network: d.Network, Bridge: installBridge(d)})
+}
+
+// installBridge puts the network bridge where bwrap sandboxes can run it
+// ("" for the process executor, or when it cannot: a run with a network
+// then fails saying so).
+func installBridge(d Deps) string {
+	if d.Executor == nil || !d.Executor.Sandboxed() {
+		return ""
+	}
+	path, err := sandbox.InstallBridge(d.WorkRoot)
+	if err != nil {
+		d.Log.Error("runs with a network list cannot run on this worker", "error", err)
+		return ""
+	}
+	return path
 }
 
 // Periodic returns the periodic jobs; River runs them on the elected leader.
