@@ -95,18 +95,20 @@ func formInput(c echo.Context) (project.ProjectInput, views.ProjectForm) {
 // formFields maps the domain's input names onto the form's fields and
 // their labels (the words a person sees beside the field).
 var formFields = map[string]struct{ field, label string }{
-	"slug":                {"slug", "Slug"},
-	"name":                {"name", "Name"},
-	"repo_url":            {"repo_url", "Repository URL"},
-	"default_branch":      {"default_branch", "Default branch"},
-	"run_command":         {"run_command", "Run command"},
-	"repair_command":      {"repair_command", "Repair command"},
-	"provider":            {"provider", "Provider"},
-	"provider_repo":       {"provider_repo", "Repository (owner/name)"},
-	"provider_api_url":    {"provider_api_url", "API URL"},
-	"provider_token":      {"provider_token", "Access token"},
-	"run_timeout_seconds": {"run_timeout_minutes", "Run timeout (minutes)"},
-	"status_context":      {"status_context", "Status context"},
+	"slug":                 {"slug", "Slug"},
+	"name":                 {"name", "Name"},
+	"repo_url":             {"repo_url", "Repository URL"},
+	"default_branch":       {"default_branch", "Default branch"},
+	"run_command":          {"run_command", "Run command"},
+	"repair_command":       {"repair_command", "Repair command"},
+	"provider":             {"provider", "Provider"},
+	"provider_repo":        {"provider_repo", "Repository (owner/name)"},
+	"provider_api_url":     {"provider_api_url", "API URL"},
+	"provider_token":       {"provider_token", "Access token"},
+	"run_timeout_seconds":  {"run_timeout_minutes", "Run timeout (minutes)"},
+	"status_context":       {"status_context", "Status context"},
+	"network_allow":        {"network_allow", "Network list of runs"},
+	"repair_network_allow": {"repair_network_allow", "Network list of repair runs"},
 }
 
 // formErrors turns a refusal into the form's messages, each in its field's

@@ -19,9 +19,9 @@ func applyNetworkList(errs *domain.FieldErrors, field string, in *[]string, dst 
 		case errors.Is(err, netpolicy.ErrTooMany):
 			errs.Add(field, "too_many_network_entries", "holds more than %d entries", netpolicy.MaxEntries)
 		case errors.As(err, &ee) && errors.Is(err, netpolicy.ErrUnknownPreset):
-			errs.Add(field, "unknown_network_preset", "entry %s", ee.Error())
+			errs.Add(field, "unknown_network_preset", "has a bad entry %s", ee.Error())
 		case errors.As(err, &ee):
-			errs.Add(field, "invalid_network_entry", "entry %s", ee.Error())
+			errs.Add(field, "invalid_network_entry", "has a bad entry %s", ee.Error())
 		case err != nil:
 			errs.Add(field, "invalid_network_entry", "%s", err.Error())
 		default:
