@@ -43,7 +43,7 @@ const (
 	// names one line each.
 	MaxLogLines = 50
 	// OtherHost is the host of the row the rest folds into.
-	OtherHost = "(other destinations)"
+	OtherHost  = "(other destinations)"
 	flushEvery = 250 * time.Millisecond
 )
 

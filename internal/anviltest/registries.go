@@ -42,7 +42,7 @@ type NPMPackage struct {
 type NPMRegistry struct {
 	*httptest.Server
 	// Port is the port it listens on (127.0.0.1).
-	Port int
+	Port     int
 	pkgs     []NPMPackage
 	tarballs map[string][]byte // by file name
 	requests atomic.Int64
