@@ -59,10 +59,11 @@ type ExecuteRunWorker struct {
 	// Secrets returns the environment of a run's command: the project's
 	// run secrets (none for a run from a fork). Nil: none.
 	Secrets func(ctx context.Context, r *runs.Run) (map[string]string, error)
-	// Network starts the egress proxy of a run whose project lists hosts,
-	// Bridge is the bridge binary bwrap sandboxes run (run_network.go).
+	// Network starts the egress proxy of a run whose project lists hosts;
+	// Bridge installs (once) and returns the bridge binary bwrap
+	// sandboxes run (run_network.go).
 	Network *network.Service
-	Bridge  string
+	Bridge  func() (string, error)
 }
 
 // Timeout disables River's job timeout: a run is bounded by its project's

@@ -5,6 +5,7 @@ package jobs
 
 import (
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/riverqueue/river"
@@ -68,19 +69,17 @@ func Register(w *river.Workers, d Deps) {
 		Secrets: runsecret.New(d.Store).ForRun, Network: d.Network, Bridge: installBridge(d)})
 }
 
-// installBridge puts the network bridge where bwrap sandboxes can run it
-// ("" for the process executor, or when it cannot: a run with a network
-// then fails saying so).
-func installBridge(d Deps) string {
-	if d.Executor == nil || !d.Executor.Sandboxed() {
-		return ""
-	}
-	path, err := sandbox.InstallBridge(d.WorkRoot)
-	if err != nil {
-		d.Log.Error("runs with a network list cannot run on this worker", "error", err)
-		return ""
-	}
-	return path
+// installBridge returns what puts the network bridge where bwrap
+// sandboxes can run it, once, at the first run with a network list (a
+// worker whose projects list nothing never copies it); "" for the process
+// executor, which needs none.
+func installBridge(d Deps) func() (string, error) {
+	return sync.OnceValues(func() (string, error) {
+		if d.Executor == nil || !d.Executor.Sandboxed() {
+			return "", nil
+		}
+		return sandbox.InstallBridge(d.WorkRoot)
+	})
 }
 
 // Periodic returns the periodic jobs; River runs them on the elected leader.

@@ -27,10 +27,14 @@ func (w *ExecuteRunWorker) startNetwork(ctx context.Context, run *runs.Run, ws s
 	var l net.Listener
 	var err error
 	if w.Executor.Sandboxed() {
-		if w.Bridge == "" {
+		if w.Bridge == nil {
 			return nil, errors.New("the network bridge is not installed on this worker")
 		}
-		n.Socket, n.Bridge = ws+".proxy.sock", w.Bridge
+		bridge, err := w.Bridge()
+		if err != nil {
+			return nil, fmt.Errorf("the network bridge: %w", err)
+		}
+		n.Socket, n.Bridge = ws+".proxy.sock", bridge
 		l, err = sandbox.ListenProxySocket(n.Socket)
 	} else {
 		l, err = net.Listen("tcp", "127.0.0.1:0")
