@@ -30,8 +30,8 @@ func (w *ExecuteRunWorker) startNetwork(ctx context.Context, run *runs.Run, ws s
 		if w.Bridge == nil {
 			return nil, errors.New("the network bridge is not installed on this worker")
 		}
-		bridge, err := w.Bridge()
-		if err != nil {
+		var bridge string
+		if bridge, err = w.Bridge(); err != nil {
 			return nil, fmt.Errorf("the network bridge: %w", err)
 		}
 		n.Socket, n.Bridge = ws+".proxy.sock", bridge

@@ -294,7 +294,7 @@ func Target(r *http.Request) (string, int, error) {
 	}
 	h, err := netpolicy.NormalizeHost(host)
 	if err != nil {
-		return clip(host, 253), port, fmt.Errorf("%q: %s", clip(host, 80), err)
+		return clip(host, 253), port, fmt.Errorf("%q: %w", clip(host, 80), err)
 	}
 	return h, port, nil
 }
@@ -522,22 +522,20 @@ func (t *tunnel) close() {
 	})
 }
 
-// pipe copies src to dst, marking activity, and returns the bytes copied.
-func (t *tunnel) pipe(dst io.Writer, src io.Reader, n *atomic.Int64) int64 {
+// pipe copies src to dst, marking activity and counting into n.
+func (t *tunnel) pipe(dst io.Writer, src io.Reader, n *atomic.Int64) {
 	buf := make([]byte, 64<<10)
-	var total int64
 	for {
 		k, err := src.Read(buf)
 		if k > 0 {
 			t.touch()
 			if _, werr := dst.Write(buf[:k]); werr != nil {
-				return total
+				return
 			}
-			total += int64(k)
-			n.Store(total)
+			n.Add(int64(k))
 		}
 		if err != nil {
-			return total
+			return
 		}
 	}
 }
