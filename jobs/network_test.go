@@ -271,3 +271,26 @@ curl -fsS -H "X-Api-Key: $MODEL_API_KEY" -d "$ANVIL_TASK" http://api.model.test:
 		t.Fatalf("the key is in the log:\n%s", log)
 	}
 }
+
+// The process executor has no namespace to keep: its run gets the proxy on
+// a loopback port with the same variables, and its log says plainly that
+// nothing enforces the list.
+func TestProcessExecutorNetworkIsNotEnforced(t *testing.T) {
+	t.Parallel()
+	o := netOptions(true, testNames{"files.test": "127.0.0.1"})
+	o.mode = "process"
+	b := setup(t, o)
+	_, port, accepts := countingServer(t, "the file\n")
+	repo, _, _ := gitRepo(t)
+	p := b.networkProject(t, "unenforced", repo, fmt.Sprintf(`curl -fsS http://files.test:%d/ && echo "proxy: $HTTPS_PROXY"`, port),
+		[]string{fmt.Sprintf("files.test:%d", port)})
+	r := b.waitTerminal(t, accept(t, b, p).ID, 60*time.Second)
+	log := b.logText(t, r.ID)
+	if r.Status() != runs.StatusPassed || !strings.Contains(log, "the file\n") || !strings.Contains(log, "proxy: http://127.0.0.1:") ||
+		!strings.Contains(log, "WARNING: nothing enforces this network list (ANVIL_SANDBOX=process)") || accepts.Load() != 1 {
+		t.Fatalf("run %s:\n%s", r.Status(), log)
+	}
+	if conns := b.connections(t, r.ID); conns[0].Verdict != "allowed" || conns[0].Host != "files.test" {
+		t.Fatalf("connections: %+v", conns)
+	}
+}

@@ -40,6 +40,8 @@ var etcFiles = []string{
 //   - the workspace bound read-write at its real (symlink-resolved) path,
 //     which is also the working directory and HOME;
 //   - Spec.ExtraReadOnly bound read-only at the same paths;
+//   - with a Spec.Network, the proxy's Unix socket and the bridge bound at
+//     /run/anvil, and the bridge started first (network.go);
 //   - only the allowlisted variables, as bwrap's own environment (never
 //     --setenv, which would put their values into argv);
 //   - bwrap itself started as SandboxUID/SandboxGID when the host process is
