@@ -93,6 +93,7 @@ func newApp(ctx context.Context, cfg *Config, logOut io.Writer, withWorkers bool
 		PublicURL: cfg.PublicURL, AlertsPerMinute: cfg.AlertsPerMinute,
 		AlertsAllowPrivate: cfg.AlertsAllowPrivate, EventRetention: cfg.EventRetention, RetentionShare: cfg.RetentionShare,
 		SourceMapLimits: cfg.SourceMaps, SourceMapCache: cfg.SourceMapsCache}
+	opts.RunsAllowPrivate = cfg.RunsAllowPrivate
 	var gitHead forgestatus.GitHead
 	if gitErr == nil {
 		opts.ProbeRepo, gitHead = git.Probe, git.Head
@@ -109,6 +110,9 @@ func newApp(ctx context.Context, cfg *Config, logOut io.Writer, withWorkers bool
 	a.metrics = web.NewMetrics(d)
 	if cfg.AlertsAllowPrivate {
 		log.Warn("alert destinations may reach private addresses (ANVIL_ALERTS_ALLOW_PRIVATE=true)")
+	}
+	if cfg.RunsAllowPrivate {
+		log.Warn("runs' network lists may reach private addresses (ANVIL_RUNS_ALLOW_PRIVATE=true)")
 	}
 
 	rcfg := &river.Config{ID: riverClientID(), Logger: riverLogger(cfg, logOut), FetchCooldown: 10 * time.Millisecond, FetchPollInterval: 100 * time.Millisecond}

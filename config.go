@@ -48,6 +48,9 @@ type Config struct {
 	// AlertsAllowPrivate lets alert destinations reach loopback, private,
 	// link-local and unique-local addresses.
 	AlertsAllowPrivate bool
+	// RunsAllowPrivate lets runs' egress proxies reach loopback, private,
+	// link-local and unique-local addresses (docs/network.md).
+	RunsAllowPrivate bool
 	// EventRetention is the default age of stored feed events and the most
 	// any retention policy may set (docs/retention.md).
 	EventRetention time.Duration
@@ -142,6 +145,13 @@ func loadConfig(getenv func(string) string) (*Config, error) {
 	case "false", "0", "no":
 	default:
 		bad("ANVIL_ALERTS_ALLOW_PRIVATE must be true or false")
+	}
+	switch v := strings.ToLower(str("ANVIL_RUNS_ALLOW_PRIVATE", "false")); v {
+	case "true", "1", "yes":
+		c.RunsAllowPrivate = true
+	case "false", "0", "no":
+	default:
+		bad("ANVIL_RUNS_ALLOW_PRIVATE must be true or false")
 	}
 	c.SandboxTmpMax = 512 << 20
 	if v := str("ANVIL_SANDBOX_TMP_MAX", ""); v != "" {

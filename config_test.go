@@ -1,6 +1,9 @@
 package main
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 func TestParseBytes(t *testing.T) {
 	t.Parallel()
@@ -39,5 +42,21 @@ func TestRetentionShare(t *testing.T) {
 		if _, err := loadConfig(env(bad)); err == nil {
 			t.Errorf("ANVIL_RETENTION_SHARE=%s: accepted", bad)
 		}
+	}
+}
+
+func TestRunsAllowPrivate(t *testing.T) {
+	t.Parallel()
+	env := func(v string) func(string) string {
+		return func(k string) string { return map[string]string{"ANVIL_RUNS_ALLOW_PRIVATE": v}[k] }
+	}
+	if cfg, err := loadConfig(env("")); err != nil || cfg.RunsAllowPrivate {
+		t.Fatalf("default: %v, %v", cfg.RunsAllowPrivate, err)
+	}
+	if cfg, err := loadConfig(env("true")); err != nil || !cfg.RunsAllowPrivate {
+		t.Fatalf("true: %v, %v", cfg.RunsAllowPrivate, err)
+	}
+	if _, err := loadConfig(env("sometimes")); err == nil || !strings.Contains(err.Error(), "ANVIL_RUNS_ALLOW_PRIVATE must be true or false") {
+		t.Fatalf("sometimes: %v", err)
 	}
 }

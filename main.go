@@ -31,6 +31,7 @@ import (
 	"time"
 
 	"anvil/jobs"
+	"anvil/jobs/sandbox"
 )
 
 const usage = `anvil — a self-hostable cockpit for software teams
@@ -85,6 +86,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 		err = cmdDev(ctx, args[1:], stdout, stderr)
 	case "version", "--version":
 		err = cmdVersion(args[1:], stdout)
+	case sandbox.BridgeCommand:
+		// Hidden: the network bridge a sandbox runs first (docs/network.md).
+		return sandbox.BridgeMain(args[1:])
 	default:
 		fmt.Fprintf(stderr, "anvil: unknown command %q\n\n%s", args[0], usage)
 		return 2

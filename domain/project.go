@@ -31,6 +31,11 @@ type Project struct {
 	// BranchFilters are the branch globs whose pushes become runs; empty
 	// means the default branch alone (see BranchMatches).
 	BranchFilters []string `bun:"branch_filters,array"`
+	// NetworkAllow is what the project's runs may reach through the
+	// egress proxy, RepairNetworkAllow what its repair runs may reach
+	// (netpolicy's canonical entries; empty: offline; docs/network.md).
+	NetworkAllow       []string `bun:"network_allow,array"`
+	RepairNetworkAllow []string `bun:"repair_network_allow,array"`
 	// StatusContext names the project's commit statuses on the forge
 	// (anvil/<slug> unless set; see StatusContextOf).
 	StatusContext string    `bun:"status_context"`
@@ -100,4 +105,13 @@ func (p *Project) FixWindow() time.Duration {
 		return 24 * time.Hour
 	}
 	return time.Duration(p.FixVerificationSeconds) * time.Second
+}
+
+// NetworkFor is the network list of a run of this project: the repair list
+// for a repair run, the runs' list otherwise (docs/network.md).
+func (p *Project) NetworkFor(repair bool) []string {
+	if repair {
+		return p.RepairNetworkAllow
+	}
+	return p.NetworkAllow
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/riverqueue/river"
 
 	"anvil/domain"
+	"anvil/domain/network"
 	"anvil/domain/project"
 	runs "anvil/domain/run"
 	"anvil/jobs/sandbox"
@@ -58,6 +59,11 @@ type ExecuteRunWorker struct {
 	// Secrets returns the environment of a run's command: the project's
 	// run secrets (none for a run from a fork). Nil: none.
 	Secrets func(ctx context.Context, r *runs.Run) (map[string]string, error)
+	// Network starts the egress proxy of a run whose project lists hosts;
+	// Bridge installs (once) and returns the bridge binary bwrap
+	// sandboxes run (run_network.go).
+	Network *network.Service
+	Bridge  func() (string, error)
 }
 
 // Timeout disables River's job timeout: a run is bounded by its project's
@@ -174,6 +180,7 @@ func (w *ExecuteRunWorker) execute(ctx context.Context, run *runs.Run, proj *dom
 		limits = sandbox.DefaultLimits()
 	}
 	spec := sandbox.Spec{Workspace: ws, Command: proj.RunCommand, Limits: limits, Env: secrets}
+	afterRun := func() {} // what ends with the sandbox's processes
 	if run.Trigger == runs.TriggerRepair {
 		if w.Repair == nil {
 			logw.Printf("this anvil cannot run repairs (no repair handler)")
@@ -189,6 +196,16 @@ func (w *ExecuteRunWorker) execute(ctx context.Context, run *runs.Run, proj *dom
 			secrets[k] = v
 		}
 		spec.Command, spec.Env, spec.ExtraReadOnly = plan.Command, secrets, plan.ExtraReadOnly
+	}
+
+	if list := proj.NetworkFor(run.Trigger == runs.TriggerRepair); len(list) > 0 {
+		stopNetwork, err := w.startNetwork(ctx, run, ws, list, &spec, logw)
+		if err != nil {
+			logw.Printf("could not start the run's network: %v", err)
+			return failed(runs.ReasonSandbox, nil)
+		}
+		defer stopNetwork()
+		afterRun = stopNetwork
 	}
 
 	state, err := w.start(ctx, run.ID, backfill)
@@ -210,6 +227,7 @@ func (w *ExecuteRunWorker) execute(ctx context.Context, run *runs.Run, proj *dom
 	execCtx, cancelTimeout := context.WithTimeoutCause(runCtx, proj.RunTimeout(), sandbox.ErrTimeout)
 	defer cancelTimeout()
 	res, err := w.Executor.Run(execCtx, spec, logw)
+	afterRun()
 	switch {
 	case err != nil:
 		logw.Printf("the sandbox failed: %v", err)

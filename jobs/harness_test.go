@@ -16,6 +16,7 @@ import (
 	"anvil/db/testdb"
 	"anvil/domain"
 	"anvil/domain/account"
+	"anvil/domain/network"
 	"anvil/domain/project"
 	"anvil/domain/repourl"
 	"anvil/domain/run"
@@ -26,7 +27,14 @@ import (
 	"anvil/jobs/sandbox"
 )
 
-func TestMain(m *testing.M) { testdb.Main(m) }
+func TestMain(m *testing.M) {
+	// The test binary is the network bridge of the sandboxes it starts,
+	// as anvil's own binary is (docs/network.md).
+	if len(os.Args) > 1 && os.Args[1] == sandbox.BridgeCommand {
+		os.Exit(sandbox.BridgeMain(os.Args[2:]))
+	}
+	testdb.Main(m)
+}
 
 type testBundle struct {
 	services *wiring.Services
@@ -57,6 +65,9 @@ type options struct {
 	wrap func(sandbox.Executor) sandbox.Executor
 	// log, when set, is the services', the workers' and River's logger.
 	log *slog.Logger
+	// network, when set, shapes the runs' network service before anything
+	// starts (the private switch, the test's own names).
+	network func(*network.Service)
 }
 
 // setup starts a real River client working every job kind against a fresh
@@ -82,6 +93,9 @@ func setup(t *testing.T, o options) *testBundle {
 	policy := repourl.Policy{AllowLocal: true}
 	sv := wiring.NewServices(d, keys, o.log, wiring.Options{HeartbeatTimeout: o.heartbeatTimeout, CheckoutPolicy: policy})
 	store := sv.Store
+	if o.network != nil {
+		o.network(sv.Network)
+	}
 	b := &testBundle{services: sv, db: d, store: store, accounts: sv.Accounts, projects: sv.Projects,
 		queue: sv.Queue, logs: sv.Logs, hub: sv.Hub}
 	ctx, cancel := context.WithCancel(context.Background())

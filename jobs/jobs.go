@@ -5,6 +5,7 @@ package jobs
 
 import (
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/riverqueue/river"
@@ -65,7 +66,20 @@ func Register(w *river.Workers, d Deps) {
 	river.AddWorker(w, &ExecuteRunWorker{Queue: d.Queue, Projects: d.Projects, Logs: d.Logs, Hub: d.Hub,
 		Executor: d.Executor, Git: d.Git, Limits: d.Limits, WorkRoot: d.WorkRoot, Repair: NewRepair(d.Incidents, d.Projects, d.Git.Policy), Log: d.Log,
 		Heartbeat: heartbeatInterval(d.Queue.HeartbeatTimeout()), ID: ExecutorID(),
-		Secrets: runsecret.New(d.Store).ForRun})
+		Secrets: runsecret.New(d.Store).ForRun, Network: d.Network, Bridge: installBridge(d)})
+}
+
+// installBridge returns what puts the network bridge where bwrap
+// sandboxes can run it, once, at the first run with a network list (a
+// worker whose projects list nothing never copies it); "" for the process
+// executor, which needs none.
+func installBridge(d Deps) func() (string, error) {
+	return sync.OnceValues(func() (string, error) {
+		if d.Executor == nil || !d.Executor.Sandboxed() {
+			return "", nil
+		}
+		return sandbox.InstallBridge(d.WorkRoot)
+	})
 }
 
 // Periodic returns the periodic jobs; River runs them on the elected leader.

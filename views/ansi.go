@@ -206,6 +206,11 @@ func LooksLikeError(line string) bool {
 	if strings.HasPrefix(line, "[anvil] $ ") {
 		return false
 	}
+	// A connection the run's proxy refused or could not make is why the
+	// command failed more often than not (docs/network.md).
+	if strings.HasPrefix(line, "[anvil] refused ") || strings.HasPrefix(line, "[anvil] could not reach ") {
+		return true
+	}
 	if t := strings.TrimSpace(line); len(t) > 1 && (t[0] == '{' && t[len(t)-1] == '}' || t[0] == '[' && t[len(t)-1] == ']' && strings.HasPrefix(t, "[{")) {
 		return false
 	}

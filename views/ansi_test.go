@@ -86,6 +86,9 @@ func TestLooksLikeError(t *testing.T) {
 		"[anvil] checkout failed: repository not found": true,
 		"ok  	shop	0.2s":                                false,
 		"[1/3] compiling":                               false,
+		"[anvil] refused example.org:443 — not in this project's network list":        true,
+		"[anvil] could not reach registry.test:4873 — registry.test does not resolve": true,
+		"[anvil] network: this run may reach @npm through anvil's proxy":              false,
 	} {
 		if got := LooksLikeError(line); got != want {
 			t.Errorf("LooksLikeError(%q) = %v, want %v", line, got, want)

@@ -40,3 +40,7 @@ func countOf(n int64, noun string) string {
 	}
 	return strconv.FormatInt(n, 10) + " " + noun + "s"
 }
+
+// networkPresets names the network list's presets for the project form's
+// help (netpolicy.Presets; views import nothing of the domain).
+const networkPresets = "@npm @pypi @go @crates @maven @rubygems @github @gitlab"

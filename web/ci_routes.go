@@ -95,7 +95,8 @@ func (s *Server) apiSecretGet(c echo.Context) error {
 	return c.JSON(http.StatusOK, out)
 }
 
-// apiSecretPut stores {value}; the answer never repeats it.
+// apiSecretPut stores {value, scope?} — or {scope} alone to change an
+// existing secret's scope; the answer never repeats the value.
 func (s *Server) apiSecretPut(c echo.Context) error {
 	id, err := s.projectIDParam(c)
 	if err != nil {
@@ -103,14 +104,21 @@ func (s *Server) apiSecretPut(c echo.Context) error {
 	}
 	var in struct {
 		Value *string `json:"value"`
+		Scope *string `json:"scope"`
 	}
 	if err := bindJSON(c, &in); err != nil {
 		return err
 	}
-	if in.Value == nil {
+	if in.Value == nil && in.Scope == nil {
 		return domain.Invalid("missing_value", "value is required")
 	}
-	out, created, err := s.secrets().Put(c.Request().Context(), principal(c), id, c.Param("name"), *in.Value)
+	scope := ""
+	if in.Scope != nil {
+		if scope = *in.Scope; scope == "" {
+			return runsecret.CheckScope(scope)
+		}
+	}
+	out, created, err := s.secrets().PutScoped(c.Request().Context(), principal(c), id, c.Param("name"), in.Value, scope)
 	if err != nil {
 		return err
 	}
@@ -141,7 +149,7 @@ func (s *Server) secretsProps(c echo.Context, p *domain.Project) (views.SecretsP
 	props := views.SecretsProps{Page: s.page(c, "Secrets · "+p.Name, "projects"), ProjectID: p.ID.String(), ProjectSlug: p.Slug, ProjectName: p.Name,
 		CSRF: s.csrfToken(pr), Saved: c.QueryParam("saved")}
 	for _, sc := range list {
-		props.Secrets = append(props.Secrets, views.SecretRow{Name: sc.Name, UpdatedAt: sc.UpdatedAt, UpdatedBy: sc.UpdatedByEmail})
+		props.Secrets = append(props.Secrets, views.SecretRow{Name: sc.Name, Scope: sc.Scope, UpdatedAt: sc.UpdatedAt, UpdatedBy: sc.UpdatedByEmail})
 	}
 	return props, nil
 }
@@ -169,7 +177,8 @@ func (s *Server) secretSaveSubmit(c echo.Context) error {
 		return err
 	}
 	name := strings.TrimSpace(c.FormValue("name"))
-	_, _, perr := s.secrets().Put(c.Request().Context(), principal(c), p.ID, name, c.FormValue("value"))
+	value := c.FormValue("value")
+	_, _, perr := s.secrets().PutScoped(c.Request().Context(), principal(c), p.ID, name, &value, c.FormValue("scope"))
 	var de *domain.Error
 	if perr != nil && errors.As(perr, &de) && errors.Is(de.Kind, domain.ErrInvalid) {
 		props, err := s.secretsProps(c, p)
@@ -177,7 +186,7 @@ func (s *Server) secretSaveSubmit(c echo.Context) error {
 			return err
 		}
 		props.Error = de.Message
-		props.FormName, props.ValueDropped = c.FormValue("name"), c.FormValue("value") != ""
+		props.FormName, props.ValueDropped, props.FormScope = c.FormValue("name"), c.FormValue("value") != "", c.FormValue("scope")
 		return Render(c, http.StatusUnprocessableEntity, views.SecretsPage(props))
 	}
 	if perr != nil {

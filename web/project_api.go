@@ -36,6 +36,9 @@ type projectJSON struct {
 	Warnings []string `json:"warnings,omitempty"`
 	// FixVerificationWindow: docs/releases.md ("24h" unless set).
 	FixVerificationWindow string `json:"fix_verification_window"`
+	// NetworkAllow and RepairNetworkAllow: docs/network.md ([] = offline).
+	NetworkAllow       []string `json:"network_allow"`
+	RepairNetworkAllow []string `json:"repair_network_allow"`
 }
 
 func toProjectJSON(p *domain.Project) projectJSON {
@@ -43,7 +46,8 @@ func toProjectJSON(p *domain.Project) projectJSON {
 		RunCommand: p.RunCommand, RepairCommand: p.RepairCommand, Provider: p.Provider, ProviderAPIURL: p.ProviderAPIURL,
 		ProviderRepo: p.ProviderRepo, HasProviderToken: p.ProviderTokenEnc != "", RunTimeoutSeconds: p.RunTimeoutSeconds,
 		BranchFilters: append([]string{}, p.BranchFilters...), StatusContext: domain.StatusContextOf(p), CreatedAt: p.CreatedAt.UTC(), UpdatedAt: p.UpdatedAt.UTC(), Warnings: p.Warnings,
-		FixVerificationWindow: domain.FormatWindow(p.FixWindow())}
+		FixVerificationWindow: domain.FormatWindow(p.FixWindow()),
+		NetworkAllow:          append([]string{}, p.NetworkAllow...), RepairNetworkAllow: append([]string{}, p.RepairNetworkAllow...)}
 }
 
 func (s *Server) apiProjectList(c echo.Context) error {

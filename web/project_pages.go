@@ -54,6 +54,7 @@ func formInput(c echo.Context) (project.ProjectInput, views.ProjectForm) {
 		ProviderAPIURL: c.FormValue("provider_api_url"), ProviderRepo: c.FormValue("provider_repo"),
 		RunTimeoutMinutes: c.FormValue("run_timeout_minutes"), BranchFilters: c.FormValue("branch_filters"),
 		StatusContext: c.FormValue("status_context"),
+		NetworkAllow:  c.FormValue("network_allow"), RepairNetworkAllow: c.FormValue("repair_network_allow"),
 	}
 	in := project.ProjectInput{Slug: &f.Slug, Name: &f.Name, RepoURL: &f.RepoURL, DefaultBranch: &f.DefaultBranch,
 		RunCommand: &f.RunCommand, RepairCommand: &f.RepairCommand, Provider: &f.Provider,
@@ -71,6 +72,16 @@ func formInput(c echo.Context) (project.ProjectInput, views.ProjectForm) {
 		filters := strings.Split(strings.ReplaceAll(f.BranchFilters, "\r\n", "\n"), "\n")
 		in.BranchFilters = &filters
 	}
+	for _, l := range []struct {
+		field string
+		text  string
+		dst   **[]string
+	}{{"network_allow", f.NetworkAllow, &in.NetworkAllow}, {"repair_network_allow", f.RepairNetworkAllow, &in.RepairNetworkAllow}} {
+		if _, ok := c.Request().PostForm[l.field]; ok {
+			lines := strings.Split(strings.ReplaceAll(l.text, "\r\n", "\n"), "\n")
+			*l.dst = &lines
+		}
+	}
 	if m := strings.TrimSpace(f.RunTimeoutMinutes); m != "" {
 		secs := 0
 		if n, err := strconv.Atoi(m); err == nil && n >= 1 && n <= 1440 {
@@ -84,18 +95,20 @@ func formInput(c echo.Context) (project.ProjectInput, views.ProjectForm) {
 // formFields maps the domain's input names onto the form's fields and
 // their labels (the words a person sees beside the field).
 var formFields = map[string]struct{ field, label string }{
-	"slug":                {"slug", "Slug"},
-	"name":                {"name", "Name"},
-	"repo_url":            {"repo_url", "Repository URL"},
-	"default_branch":      {"default_branch", "Default branch"},
-	"run_command":         {"run_command", "Run command"},
-	"repair_command":      {"repair_command", "Repair command"},
-	"provider":            {"provider", "Provider"},
-	"provider_repo":       {"provider_repo", "Repository (owner/name)"},
-	"provider_api_url":    {"provider_api_url", "API URL"},
-	"provider_token":      {"provider_token", "Access token"},
-	"run_timeout_seconds": {"run_timeout_minutes", "Run timeout (minutes)"},
-	"status_context":      {"status_context", "Status context"},
+	"slug":                 {"slug", "Slug"},
+	"name":                 {"name", "Name"},
+	"repo_url":             {"repo_url", "Repository URL"},
+	"default_branch":       {"default_branch", "Default branch"},
+	"run_command":          {"run_command", "Run command"},
+	"repair_command":       {"repair_command", "Repair command"},
+	"provider":             {"provider", "Provider"},
+	"provider_repo":        {"provider_repo", "Repository (owner/name)"},
+	"provider_api_url":     {"provider_api_url", "API URL"},
+	"provider_token":       {"provider_token", "Access token"},
+	"run_timeout_seconds":  {"run_timeout_minutes", "Run timeout (minutes)"},
+	"status_context":       {"status_context", "Status context"},
+	"network_allow":        {"network_allow", "Network list of runs"},
+	"repair_network_allow": {"repair_network_allow", "Network list of repair runs"},
 }
 
 // formErrors turns a refusal into the form's messages, each in its field's
@@ -174,7 +187,8 @@ func projectForm(p *domain.Project) views.ProjectForm {
 	return views.ProjectForm{ID: p.ID.String(), Slug: p.Slug, Name: p.Name, RepoURL: p.RepoURL, DefaultBranch: p.DefaultBranch,
 		RunCommand: p.RunCommand, RepairCommand: p.RepairCommand, Provider: p.Provider, ProviderAPIURL: p.ProviderAPIURL,
 		ProviderRepo: p.ProviderRepo, HasProviderToken: p.ProviderTokenEnc != "", RunTimeoutMinutes: strconv.Itoa(p.RunTimeoutSeconds / 60),
-		BranchFilters: strings.Join(p.BranchFilters, "\n"), StatusContext: domain.StatusContextOf(p)}
+		BranchFilters: strings.Join(p.BranchFilters, "\n"), StatusContext: domain.StatusContextOf(p),
+		NetworkAllow: strings.Join(p.NetworkAllow, "\n"), RepairNetworkAllow: strings.Join(p.RepairNetworkAllow, "\n")}
 }
 
 func (s *Server) projectEditPage(c echo.Context) error {

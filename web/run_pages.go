@@ -219,6 +219,11 @@ func (s *Server) runProps(c echo.Context, id uuid.UUID, withLog bool) (views.Run
 		}
 	}
 	props.Why = run.WhyEnded(r, failureDetail(text, r), proj.RunTimeout(), s.Queue.HeartbeatTimeout())
+	if withLog {
+		if props.Network, err = s.runNetworkProps(ctx, p.OrgID, r, proj); err != nil {
+			return views.RunProps{}, err
+		}
+	}
 	if r.Trigger == run.TriggerRepair && withLog {
 		pt, err := s.Logs.Patch(ctx, p.OrgID, r.ID)
 		if err != nil {

@@ -12,6 +12,7 @@ func (s *Server) registerRuns(_ *echo.Echo, pages, api *echo.Group) {
 	pages.GET("/runs/:runId", s.runPage)
 	pages.GET("/runs/:runId/log.txt", s.runLogText)
 	pages.GET("/runs/:runId/patch.diff", s.runPatchText)
+	pages.GET("/runs/:runId/network", s.runNetworkFragment)
 	pages.POST("/runs/:runId/cancel", s.runCancelSubmit)
 	pages.POST("/runs/:runId/rerun", s.runRerunSubmit)
 
@@ -22,4 +23,5 @@ func (s *Server) registerRuns(_ *echo.Echo, pages, api *echo.Group) {
 	api.POST("/runs/:runId/cancel", s.apiRunCancel)
 	api.POST("/runs/:runId/rerun", s.apiRunRerun)
 	api.GET("/runs/:runId/logs", s.apiRunLogs)
+	api.GET("/runs/:runId/connections", s.apiRunConnections)
 }

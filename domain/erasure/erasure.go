@@ -293,6 +293,9 @@ var projectSteps = []eraseStep{
 	{table: "run_log_chunks", small: true, sql: `WITH gone AS (DELETE FROM run_log_chunks c USING (
 		SELECT l.run_id, l.seq FROM project_runs r JOIN run_log_chunks l ON l.run_id = r.id WHERE r.project_id = $1 LIMIT $2) d
 		WHERE c.run_id = d.run_id AND c.seq = d.seq RETURNING 1) SELECT count(*) FROM gone`},
+	{table: "run_connections", sql: `WITH gone AS (DELETE FROM run_connections c USING (
+		SELECT x.run_id, x.seq FROM project_runs r JOIN run_connections x ON x.run_id = r.id WHERE r.project_id = $1 LIMIT $2) d
+		WHERE c.run_id = d.run_id AND c.seq = d.seq RETURNING 1) SELECT count(*) FROM gone`},
 	{table: "run_patches", sql: `WITH gone AS (DELETE FROM run_patches WHERE run_id = ANY(ARRAY(
 		SELECT p.run_id FROM project_runs r JOIN run_patches p ON p.run_id = r.id WHERE r.project_id = $1 LIMIT $2))
 		RETURNING 1) SELECT count(*) FROM gone`},

@@ -135,6 +135,10 @@ func (b *erasureBundle) populate(t *testing.T, pr *domain.Principal, slug string
 	if _, err := b.db.Bun.NewRaw(`INSERT INTO run_patches (run_id, patch) VALUES (?, 'diff --git a/x b/x')`, *res.RunID).Exec(ctx); err != nil {
 		t.Fatal(err)
 	}
+	if _, err := b.db.Bun.NewRaw(`INSERT INTO run_connections (run_id, seq, host, port, verdict, started_at) VALUES (?, 1, 'registry.npmjs.org', 443, 'allowed', now())`,
+		*res.RunID).Exec(ctx); err != nil {
+		t.Fatal(err)
+	}
 	// Queued runs: one manual, then a repair.
 	if _, err := sv.Queue.AcceptManual(ctx, pr, p.ID, "main"); err != nil {
 		t.Fatal(err)

@@ -40,6 +40,10 @@ type ProjectInput struct {
 	// incident closes, written like retention durations ("24h", "30m";
 	// at least "1m"; docs/releases.md).
 	FixVerificationWindow *string `json:"fix_verification_window"`
+	// NetworkAllow and RepairNetworkAllow replace the network lists of
+	// runs and of repair runs when given (netpolicy entries; docs/network.md).
+	NetworkAllow       *[]string `json:"network_allow"`
+	RepairNetworkAllow *[]string `json:"repair_network_allow"`
 }
 
 var (
@@ -209,6 +213,8 @@ func (in *ProjectInput) apply(p *domain.Project, creating bool, pre domain.Field
 	if p.BranchFilters == nil {
 		p.BranchFilters = []string{}
 	}
+	applyNetworkList(&errs, "network_allow", in.NetworkAllow, &p.NetworkAllow)
+	applyNetworkList(&errs, "repair_network_allow", in.RepairNetworkAllow, &p.RepairNetworkAllow)
 	if p.Provider != "" && p.ProviderRepo == "" && in.ProviderRepo != nil && !errs.Has("provider_repo") && !errs.Has("provider") {
 		errs.Add("provider_repo", "missing_provider_repo", "(owner/name) is required when provider is set")
 	}
@@ -377,6 +383,8 @@ func (ps *Projects) Update(ctx context.Context, pr *domain.Principal, id uuid.UU
 		}
 		before := *p
 		before.BranchFilters = append([]string{}, p.BranchFilters...)
+		before.NetworkAllow = append([]string{}, p.NetworkAllow...)
+		before.RepairNetworkAllow = append([]string{}, p.RepairNetworkAllow...)
 		if err := in.apply(p, false, pre); err != nil {
 			return err
 		}
@@ -386,7 +394,8 @@ func (ps *Projects) Update(ctx context.Context, pr *domain.Principal, id uuid.UU
 		p.UpdatedAt = ps.s.Now()
 		if _, err := tx.NewUpdate().Model(p).WherePK().
 			Column("slug", "name", "repo_url", "default_branch", "run_command", "repair_command", "provider",
-				"provider_api_url", "provider_repo", "provider_token_enc", "run_timeout_seconds", "branch_filters", "status_context", "fix_verification_window", "updated_at").
+				"provider_api_url", "provider_repo", "provider_token_enc", "run_timeout_seconds", "branch_filters", "status_context", "fix_verification_window",
+				"network_allow", "repair_network_allow", "updated_at").
 			Exec(ctx); err != nil {
 			if dbutil.IsUnique(err, "projects_org_slug_key") {
 				return domain.Conflict("slug_taken", "a project with slug %q already exists in this organisation", p.Slug)
@@ -486,6 +495,8 @@ func projectChanges(was, now *domain.Project, in *ProjectInput) []domain.AuditCh
 	add("run_timeout_seconds", "run timeout", (time.Duration(was.RunTimeoutSeconds) * time.Second).String(), (time.Duration(now.RunTimeoutSeconds) * time.Second).String())
 	add("branch_filters", "branch filters", strings.Join(was.BranchFilters, ", "), strings.Join(now.BranchFilters, ", "))
 	add("status_context", "status context", domain.StatusContextOf(was), domain.StatusContextOf(now))
+	add("network_allow", "network list of runs", networkWords(was.NetworkAllow), networkWords(now.NetworkAllow))
+	add("repair_network_allow", "network list of repair runs", networkWords(was.RepairNetworkAllow), networkWords(now.RepairNetworkAllow))
 	add("fix_verification_window", "fix verification window", domain.FormatWindow(was.FixWindow()), domain.FormatWindow(now.FixWindow()))
 	if in.ProviderToken != nil {
 		switch {

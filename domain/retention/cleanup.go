@@ -456,6 +456,11 @@ func (r *Service) cleanLogs(ctx context.Context, sc scope, pol Policy, cutoff ti
 		for i, ru := range runs {
 			ids[i] = ru.ID
 		}
+		// A run's connections (docs/network.md) go with its log, first:
+		// the runs are chosen by the chunks they still have.
+		if err := r.dropConnections(ctx, ids); err != nil {
+			return err
+		}
 		if err := r.drain(ctx, sc, "log_chunks", `gone AS (DELETE FROM run_log_chunks WHERE ctid = ANY(ARRAY(
 			SELECT ctid FROM run_log_chunks WHERE run_id = ANY(?::uuid[]) LIMIT ?)) RETURNING pg_column_size(body) AS b)`,
 			[]any{pgArray(ids), limitArg{}}, true); err != nil {
@@ -465,6 +470,20 @@ func (r *Service) cleanLogs(ctx context.Context, sc scope, pol Policy, cutoff ti
 			return nil
 		}
 		after = runs[len(runs)-1].Number
+	}
+}
+
+// dropConnections deletes the connection records of runs, in batches.
+func (r *Service) dropConnections(ctx context.Context, ids []uuid.UUID) error {
+	for {
+		res, err := r.s.DB.NewRaw(`DELETE FROM run_connections WHERE ctid = ANY(ARRAY(
+			SELECT ctid FROM run_connections WHERE run_id = ANY(?::uuid[]) LIMIT ?))`, pgArray(ids), r.BatchSize).Exec(ctx)
+		if err != nil {
+			return err
+		}
+		if n, _ := res.RowsAffected(); n < int64(r.BatchSize) {
+			return nil
+		}
 	}
 }
 

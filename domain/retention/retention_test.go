@@ -261,6 +261,7 @@ func (b *testBundle) addRun(t *testing.T, number int, finished time.Time) uuid.U
 	b.exec(t, `INSERT INTO project_runs (id, project_id, org_id, state, trigger, branch, number, queued_at, finished_at, updated_at, d1_sync_status)
 		VALUES (?, ?, ?, 'passed', 'manual', 'main', ?, ?, ?, ?, 'done')`, id, b.proj.ID, b.owner.OrgID, number, finished, finished, finished)
 	b.exec(t, `INSERT INTO run_log_chunks (run_id, seq, body, created_at) VALUES (?, 1, 'hello', ?), (?, 2, 'world', ?)`, id, finished, id, finished)
+	b.exec(t, `INSERT INTO run_connections (run_id, seq, host, port, verdict, started_at) VALUES (?, 1, 'registry.npmjs.org', 443, 'allowed', ?)`, id, finished)
 	return id
 }
 
@@ -283,6 +284,10 @@ func TestLogsByAgeAndCount(t *testing.T) {
 		n := b.count(t, `SELECT count(*) FROM run_log_chunks WHERE run_id = ?`, id)
 		if want := map[bool]int64{true: 2, false: 0}[i >= 3]; n != want {
 			t.Errorf("run %d has %d chunks; want %d (the last 2 runs keep theirs)", i+1, n, want)
+		}
+		// Its connections go with its log (docs/network.md).
+		if n, want := b.count(t, `SELECT count(*) FROM run_connections WHERE run_id = ?`, id), map[bool]int64{true: 1, false: 0}[i >= 3]; n != want {
+			t.Errorf("run %d has %d connections; want %d", i+1, n, want)
 		}
 	}
 	if rep.Total.LogChunks != 6 || rep.Total.LogBytes < 30 {

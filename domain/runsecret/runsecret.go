@@ -4,6 +4,12 @@
 // and name like webhook secrets), are never shown again after saving, and
 // are masked in the log (domain.LogWriter.Mask). Runs of code from a fork
 // never receive them.
+//
+// A secret has a scope: the runs that receive it — "runs" (a project's
+// runs), "repairs" (its repair runs, which may reach a model API with it,
+// docs/network.md) or "both". Every secret saved before scopes existed
+// reached both and keeps doing so, and a secret saved without a scope is
+// "both" too, so a client that never names one sees nothing change.
 package runsecret
 
 import (
@@ -34,9 +40,27 @@ var nameRE = regexp.MustCompile(`^[A-Z_][A-Z0-9_]{0,127}$`)
 // reserved are names the sandbox sets itself, and anvil's own prefix.
 var reserved = map[string]bool{"PATH": true, "HOME": true, "LANG": true, "TERM": true, "CI": true}
 
+// Scopes of a secret.
+const (
+	ScopeRuns    = "runs"
+	ScopeRepairs = "repairs"
+	ScopeBoth    = "both"
+)
+
+// CheckScope refuses a scope that is none of the three.
+func CheckScope(scope string) error {
+	switch scope {
+	case ScopeRuns, ScopeRepairs, ScopeBoth:
+		return nil
+	}
+	return domain.Invalid("invalid_secret_scope", "scope %q must be runs, repairs or both", domain.ClipString(scope, 40))
+}
+
 // Secret is what may be shown of a secret: never its value.
 type Secret struct {
-	Name      string     `json:"name"`
+	Name string `json:"name"`
+	// Scope is which runs receive it: runs, repairs or both.
+	Scope     string     `json:"scope"`
 	UpdatedAt time.Time  `json:"updated_at"`
 	UpdatedBy *uuid.UUID `json:"updated_by"`
 	// UpdatedByEmail is who saved it last ("" once the account is gone).
@@ -90,7 +114,7 @@ func (sv *Service) withAdmin(ctx context.Context, pr *domain.Principal, projectI
 	})
 }
 
-const listSQL = `SELECT s.name, s.updated_at, s.updated_by, COALESCE(u.email, '') AS updated_by_email
+const listSQL = `SELECT s.name, s.scope, s.updated_at, s.updated_by, COALESCE(u.email, '') AS updated_by_email
 	FROM run_secrets s LEFT JOIN users u ON u.id = s.updated_by WHERE s.project_id = ?`
 
 // List returns the project's secrets by name, without values (admins).
@@ -117,43 +141,78 @@ func (sv *Service) Get(ctx context.Context, pr *domain.Principal, projectID uuid
 	return out[0], nil
 }
 
-// Put creates or replaces a secret (admins) and reports whether it was new.
+// Put creates or replaces a secret (admins) and reports whether it was
+// new; a new secret reaches both kinds of run, a replaced one keeps its
+// scope.
 func (sv *Service) Put(ctx context.Context, pr *domain.Principal, projectID uuid.UUID, name, value string) (Secret, bool, error) {
+	return sv.PutScoped(ctx, pr, projectID, name, &value, "")
+}
+
+// PutScoped creates or changes a secret (admins): its value when value is
+// not nil (a new secret needs one), its scope when scope is not "" (a new
+// secret without one reaches both kinds of run).
+func (sv *Service) PutScoped(ctx context.Context, pr *domain.Principal, projectID uuid.UUID, name string, value *string, scope string) (Secret, bool, error) {
 	if err := CheckName(name); err != nil {
 		return Secret{}, false, err
 	}
-	if err := checkValue(value); err != nil {
-		return Secret{}, false, err
+	if scope != "" {
+		if err := CheckScope(scope); err != nil {
+			return Secret{}, false, err
+		}
 	}
-	sealed, err := sv.s.Keys.Seal([]byte(value), aad(projectID, name))
-	if err != nil {
-		return Secret{}, false, fmt.Errorf("seal secret: %w", err)
+	var sealed string
+	if value != nil {
+		if err := checkValue(*value); err != nil {
+			return Secret{}, false, err
+		}
+		var err error
+		if sealed, err = sv.s.Keys.Seal([]byte(*value), aad(projectID, name)); err != nil {
+			return Secret{}, false, fmt.Errorf("seal secret: %w", err)
+		}
 	}
 	now := sv.s.Now().UTC()
 	uid := pr.UserID
 	var created bool
-	err = sv.withAdmin(ctx, pr, projectID, func(ctx context.Context, tx bun.Tx, p *domain.Project) error {
+	var was string
+	err := sv.withAdmin(ctx, pr, projectID, func(ctx context.Context, tx bun.Tx, p *domain.Project) error {
 		var n int
-		var exists bool
-		if err := tx.NewRaw(`SELECT count(*), COALESCE(bool_or(name = ?), false) FROM run_secrets WHERE project_id = ?`, name, p.ID).Scan(ctx, &n, &exists); err != nil {
+		if err := tx.NewRaw(`SELECT count(*), COALESCE(max(scope) FILTER (WHERE name = ?), '') FROM run_secrets WHERE project_id = ?`, name, p.ID).Scan(ctx, &n, &was); err != nil {
 			return err
 		}
+		exists := was != ""
 		if !exists && n >= MaxPerProject {
 			return domain.Conflict("too_many_secrets", "a project holds at most %d secrets", MaxPerProject)
 		}
+		if !exists && value == nil {
+			return domain.Invalid("missing_value", "value is required for a new secret")
+		}
 		created = !exists
-		if _, err := tx.NewRaw(`INSERT INTO run_secrets (project_id, name, sealed, updated_at, updated_by) VALUES (?, ?, ?, ?, ?)
-			ON CONFLICT (project_id, name) DO UPDATE SET sealed = EXCLUDED.sealed, updated_at = EXCLUDED.updated_at, updated_by = EXCLUDED.updated_by`,
-			p.ID, name, sealed, now, uid).Exec(ctx); err != nil {
+		if scope == "" {
+			scope = was
+			if scope == "" {
+				scope = ScopeBoth
+			}
+		}
+		if value == nil {
+			if _, err := tx.NewRaw(`UPDATE run_secrets SET scope = ?, updated_at = ?, updated_by = ? WHERE project_id = ? AND name = ?`,
+				scope, now, uid, p.ID, name).Exec(ctx); err != nil {
+				return fmt.Errorf("store secret: %w", err)
+			}
+		} else if _, err := tx.NewRaw(`INSERT INTO run_secrets (project_id, name, sealed, scope, updated_at, updated_by) VALUES (?, ?, ?, ?, ?, ?)
+			ON CONFLICT (project_id, name) DO UPDATE SET sealed = EXCLUDED.sealed, scope = EXCLUDED.scope, updated_at = EXCLUDED.updated_at, updated_by = EXCLUDED.updated_by`,
+			p.ID, name, sealed, scope, now, uid).Exec(ctx); err != nil {
 			return fmt.Errorf("store secret: %w", err)
 		}
-		return domain.RecordAudit(ctx, tx, pr, domain.AuditRunSecretSet, p.Slug+"/"+name,
-			map[string]any{"project_id": p.ID.String(), "name": name, "created": created})
+		detail := map[string]any{"project_id": p.ID.String(), "name": name, "created": created, "scope": scope}
+		if was != "" && was != scope {
+			detail["scope_was"] = was
+		}
+		return domain.RecordAudit(ctx, tx, pr, domain.AuditRunSecretSet, p.Slug+"/"+name, detail)
 	})
 	if err != nil {
 		return Secret{}, false, err
 	}
-	return Secret{Name: name, UpdatedAt: now, UpdatedBy: &uid, UpdatedByEmail: pr.Email}, created, nil
+	return Secret{Name: name, Scope: scope, UpdatedAt: now, UpdatedBy: &uid, UpdatedByEmail: pr.Email}, created, nil
 }
 
 // Delete removes a secret (admins).
@@ -172,8 +231,9 @@ func (sv *Service) Delete(ctx context.Context, pr *domain.Principal, projectID u
 }
 
 // ForRun returns the environment a run's command receives: the project's
-// secrets, opened — none for a run of code from a fork. For the executor
-// only (no principal: it runs what the queue handed it).
+// secrets of the run's scope (a repair run: repairs and both; any other:
+// runs and both), opened — none for a run of code from a fork. For the
+// executor only (no principal: it runs what the queue handed it).
 func (sv *Service) ForRun(ctx context.Context, r *run.Run) (map[string]string, error) {
 	env := map[string]string{}
 	if !r.SecretsAllowed() {
@@ -183,7 +243,11 @@ func (sv *Service) ForRun(ctx context.Context, r *run.Run) (map[string]string, e
 		Name   string `bun:"name"`
 		Sealed string `bun:"sealed"`
 	}
-	if err := sv.s.DB.NewRaw(`SELECT name, sealed FROM run_secrets WHERE project_id = ? ORDER BY name`, r.ProjectID).Scan(ctx, &rows); err != nil && !db.IsNoRows(err) {
+	scope := ScopeRuns
+	if r.Trigger == run.TriggerRepair {
+		scope = ScopeRepairs
+	}
+	if err := sv.s.DB.NewRaw(`SELECT name, sealed FROM run_secrets WHERE project_id = ? AND scope IN (?, 'both') ORDER BY name`, r.ProjectID, scope).Scan(ctx, &rows); err != nil && !db.IsNoRows(err) {
 		return nil, fmt.Errorf("read secrets of project %s: %w", r.ProjectID, err)
 	}
 	for _, row := range rows {

@@ -25,6 +25,7 @@ import (
 	"anvil/domain/feed"
 	"anvil/domain/incident"
 	"anvil/domain/monitor"
+	"anvil/domain/network"
 	"anvil/domain/project"
 	"anvil/domain/release"
 	"anvil/domain/repourl"
@@ -67,6 +68,9 @@ type Services struct {
 	// Fixes is the fix chain: merged and closed repairs, shipped, proven
 	// and recurred fixes (docs/releases.md).
 	Fixes *release.Fixes
+	// Network starts runs' egress proxies and keeps their connections
+	// (docs/network.md).
+	Network *network.Service
 
 	db *db.DB
 }
@@ -101,6 +105,9 @@ type Options struct {
 	// docs/sourcemap.md); SourceMapCache is the parsed maps' cache, bytes.
 	SourceMapLimits sourcemap.Limits
 	SourceMapCache  int64
+	// RunsAllowPrivate lets runs' proxies reach loopback, private,
+	// link-local and unique-local addresses (ANVIL_RUNS_ALLOW_PRIVATE).
+	RunsAllowPrivate bool
 }
 
 // NewServices wires the services on d, alerts included (d's pool also
@@ -130,6 +137,8 @@ func NewServices(d *db.DB, keys *secret.Keyring, log *slog.Logger, o Options) *S
 	sv.Releases = release.New(s)
 	sv.Fixes = release.NewFixes(s, sv.Incidents)
 	sv.Webhooks.OnDelivered = sv.Fixes.FromDelivery
+	sv.Network = network.New(s)
+	sv.Network.AllowPrivate = o.RunsAllowPrivate
 	if o.EventRetention > 0 {
 		sv.Retention.MaxEvents = o.EventRetention
 	}

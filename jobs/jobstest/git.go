@@ -21,6 +21,13 @@ type Repo struct {
 // temporary folder readable by the sandbox's unprivileged user.
 func GitRepo(t testing.TB) Repo {
 	t.Helper()
+	return GitRepoWith(t, nil)
+}
+
+// GitRepoWith is GitRepo whose second commit also adds files (path →
+// content; folders are made as needed).
+func GitRepoWith(t testing.TB, files map[string]string) Repo {
+	t.Helper()
 	dir := t.TempDir()
 	bare := filepath.Join(dir, "repo.git")
 	work := filepath.Join(dir, "work")
@@ -47,6 +54,16 @@ func GitRepo(t testing.TB) Repo {
 	if err := os.WriteFile(filepath.Join(work, "README"), []byte("second\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	for name, body := range files {
+		p := filepath.Join(work, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	run(work, "add", ".")
 	run(work, "commit", "-q", "-am", "second")
 	head := run(work, "rev-parse", "HEAD")
 	run(work, "push", "-q", bare, "main")

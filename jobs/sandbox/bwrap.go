@@ -40,6 +40,8 @@ var etcFiles = []string{
 //   - the workspace bound read-write at its real (symlink-resolved) path,
 //     which is also the working directory and HOME;
 //   - Spec.ExtraReadOnly bound read-only at the same paths;
+//   - with a Spec.Network, the proxy's Unix socket and the bridge bound at
+//     /run/anvil, and the bridge started first (network.go);
 //   - only the allowlisted variables, as bwrap's own environment (never
 //     --setenv, which would put their values into argv);
 //   - bwrap itself started as SandboxUID/SandboxGID when the host process is
@@ -164,6 +166,10 @@ func (b *bwrapExecutor) Run(ctx context.Context, spec Spec, out io.Writer) (Resu
 		return Result{}, fmt.Errorf("sandbox: workspace: %w", err)
 	}
 	spec.Workspace = ws
+	if err := spec.Network.validate(true); err != nil {
+		return Result{}, err
+	}
+	spec.Env = withNetwork(spec.Env, spec.Network, proxyURL(BridgeAddr))
 	env := spec.environ()
 
 	args := baseBwrapArgs(int64(spec.Limits.TmpBytes))
@@ -171,6 +177,7 @@ func (b *bwrapExecutor) Run(ctx context.Context, spec Spec, out io.Writer) (Resu
 	for _, p := range spec.ExtraReadOnly {
 		args = append(args, "--ro-bind", p, p)
 	}
+	args = append(args, spec.Network.bwrapArgs()...)
 	// The environment is bwrap's own (cmd.Env below), which bwrap hands to
 	// the command unchanged: never argv, where --setenv would put every run
 	// secret into /proc/PID/cmdline for the whole run, readable by any local
@@ -178,7 +185,7 @@ func (b *bwrapExecutor) Run(ctx context.Context, spec Spec, out io.Writer) (Resu
 	// way.
 	args = append(args, "--remount-ro", "/", "--chdir", ws)
 	args = append(args, "--json-status-fd", "3", "--")
-	args = append(args, commandArgv(b.prlimit, &spec)...)
+	args = append(args, spec.Network.bridgeArgv(commandArgv(b.prlimit, &spec))...)
 
 	outR, outW, err := os.Pipe()
 	if err != nil {

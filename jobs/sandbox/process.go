@@ -44,6 +44,12 @@ func (e *processExecutor) Run(ctx context.Context, spec Spec, out io.Writer) (Re
 	if err := spec.validate(); err != nil {
 		return Result{}, err
 	}
+	if err := spec.Network.validate(false); err != nil {
+		return Result{}, err
+	}
+	if spec.Network != nil {
+		spec.Env = withNetwork(spec.Env, spec.Network, proxyURL(spec.Network.Addr))
+	}
 	argv := commandArgv(e.prlimit, &spec)
 	outR, outW, err := os.Pipe()
 	if err != nil {

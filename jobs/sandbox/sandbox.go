@@ -146,6 +146,9 @@ type Spec struct {
 	ExtraReadOnly []string
 	// Limits for the command's process tree.
 	Limits Limits
+	// Network is the run's way out through its egress proxy (network.go,
+	// docs/network.md); nil: offline.
+	Network *Network
 }
 
 // Result of a run.

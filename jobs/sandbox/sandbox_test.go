@@ -39,6 +39,11 @@ var (
 )
 
 func TestMain(m *testing.M) {
+	// The test binary is the bridge of the sandboxes it starts
+	// (network_test.go), as anvil's own binary is.
+	if len(os.Args) > 1 && os.Args[1] == BridgeCommand {
+		os.Exit(BridgeMain(os.Args[2:]))
+	}
 	os.Setenv(hostSecret, "xyz")
 	code, err := setup(m)
 	if err != nil {

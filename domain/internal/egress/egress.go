@@ -59,11 +59,31 @@ func NewClient(o Options) *http.Client {
 	if o.MaxIdleConnsPerHost > 0 {
 		t.MaxIdleConnsPerHost = o.MaxIdleConnsPerHost
 	}
-	d := &net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second, Control: o.dialControl}
-	t.DialContext = d.DialContext
+	t.DialContext = NewDialer(o).DialContext
 	return &http.Client{Timeout: o.Timeout, Transport: t,
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 }
+
+// NewDialer returns the dialer of a confined client, for callers that
+// speak something else than one HTTP request on the connection (a run's
+// egress proxy tunnels whatever its command sends, docs/network.md): it
+// checks every address it dials as the client does, and its refusal is
+// a *RefusedError naming the address.
+func NewDialer(o Options) *net.Dialer {
+	return &net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second, Control: o.dialControl}
+}
+
+// RefusedError is a dial refused because its address is private; it reads
+// as (and errors.Is finds) the caller's Refused error.
+type RefusedError struct {
+	Addr netip.Addr
+	Err  error
+}
+
+func (e *RefusedError) Error() string { return e.Err.Error() }
+
+// Unwrap returns the caller's Refused error.
+func (e *RefusedError) Unwrap() error { return e.Err }
 
 // dialControl runs on the address actually dialled, after resolution.
 func (o Options) dialControl(_, address string, _ syscall.RawConn) error {
@@ -83,7 +103,7 @@ func (o Options) dialControl(_, address string, _ syscall.RawConn) error {
 		isPrivate = repourl.IsLocalAddr
 	}
 	if isPrivate(ap.Addr().Unmap()) {
-		return refused
+		return &RefusedError{Addr: ap.Addr().Unmap(), Err: refused}
 	}
 	return nil
 }

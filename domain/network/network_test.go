@@ -1,0 +1,118 @@
+package network_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+
+	"anvil/db/testdb"
+	"anvil/domain/internal/domaintest"
+	"anvil/domain/network"
+)
+
+func TestMain(m *testing.M) { testdb.Main(m) }
+
+// lines is the run's log as the recorder writes it.
+type lines struct {
+	mu sync.Mutex
+	l  []string
+}
+
+func (p *lines) Printf(format string, args ...any) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.l = append(p.l, fmt.Sprintf(format, args...))
+}
+
+// A run that hammers the network keeps a bounded record that still counts
+// everything: the first rows one each, repeats folded into their
+// destination's row, new destinations beyond the bound into one row; the
+// log names the first refusals and then says it stops; Close leaves
+// nothing listening and everything stored.
+func TestRecordIsBoundedAndCountsEverything(t *testing.T) {
+	t.Parallel()
+	b := domaintest.Setup(t)
+	ctx := context.Background()
+	p := b.Project(t, "busy")
+	r, err := b.Queue.AcceptManual(ctx, b.Owner, p.ID, "main")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sv := network.New(b.Store)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := &lines{}
+	px, err := sv.Start(ctx, network.RunRef{ID: r.ID, OrgID: r.OrgID, ProjectID: r.ProjectID}, []string{"listed.example"}, l, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy, _ := url.Parse("http://" + l.Addr().String())
+	c := &http.Client{Transport: &http.Transport{Proxy: http.ProxyURL(proxy)}}
+	get := func(host string) {
+		res, err := c.Get("http://" + host + "/")
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, res.Body)
+		res.Body.Close()
+		if res.StatusCode != http.StatusForbidden {
+			t.Fatalf("%s: %d", host, res.StatusCode)
+		}
+	}
+	total := 0
+	for range network.MaxRows + 100 {
+		get("again.example")
+		total++
+	}
+	for i := range network.MaxFoldedRows + 10 {
+		get(fmt.Sprintf("h%d.example", i))
+		total++
+	}
+	if err := px.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if c, err := net.Dial("tcp", l.Addr().String()); err == nil {
+		c.Close()
+		t.Fatal("the proxy still listens after Close")
+	}
+	conns, err := sv.Connections(ctx, b.Owner.OrgID, r.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum, other := 0, 0
+	for i, c := range conns {
+		sum += c.Count
+		if c.Seq != i+1 || c.Verdict != "refused" {
+			t.Fatalf("row %d: %+v", i, c)
+		}
+		if c.Host == network.OtherHost {
+			other = c.Count
+		}
+	}
+	if len(conns) != network.MaxRows+network.MaxFoldedRows+1 || sum != total || other != 10 {
+		t.Fatalf("%d rows counting %d connections (%d folded into the rest), want %d rows counting %d",
+			len(conns), sum, other, network.MaxRows+network.MaxFoldedRows+1, total)
+	}
+	if conns[network.MaxRows-1].Count != 101 || conns[network.MaxRows-1].Host != "again.example" {
+		t.Fatalf("repeats were not folded into their destination's last row: %+v", conns[network.MaxRows-1])
+	}
+	if len(log.l) != network.MaxLogLines+1 || !strings.HasPrefix(log.l[0], "refused again.example:80 — not in this project's network list") ||
+		!strings.Contains(log.l[network.MaxLogLines], "only counted") {
+		t.Fatalf("%d log lines: %q … %q", len(log.l), log.l[0], log.l[len(log.l)-1])
+	}
+	other2, err := b.Accounts.Bootstrap(ctx, "globex", "boss@globex.test", "correct horse battery")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sv.Connections(ctx, other2.OrgID, r.ID); err == nil {
+		t.Fatal("another organisation reads the run's connections")
+	}
+}
