@@ -674,7 +674,15 @@ func rowSums(t *testing.T, dbURL string, like map[string]string) map[string]stri
 	for tb, c := range cols {
 		var n int
 		var sum string
-		q := fmt.Sprintf(`SELECT count(*), coalesce(md5(string_agg(r::text, '|' ORDER BY r::text)), '') FROM (SELECT %s FROM %s) r`, c, pgx.Identifier{tb}.Sanitize())
+		// The migrations' own table grows by the newer ones: the rows it
+		// had (the oldest, by id) must stay as they were.
+		limit := ""
+		if tb == "bun_migrations" && like != nil {
+			var had int
+			fmt.Sscanf(strings.SplitN(like[tb], " ", 3)[1], "rows=%d", &had)
+			limit = fmt.Sprintf(" ORDER BY id LIMIT %d", had)
+		}
+		q := fmt.Sprintf(`SELECT count(*), coalesce(md5(string_agg(r::text, '|' ORDER BY r::text)), '') FROM (SELECT %s FROM %s%s) r`, c, pgx.Identifier{tb}.Sanitize(), limit)
 		if err := conn.QueryRow(ctx, q).Scan(&n, &sum); err != nil {
 			t.Fatalf("%s: %v", tb, err)
 		}
