@@ -63,7 +63,7 @@ type Config struct {
 	SourceMapsCache int64
 
 	// FeedBrowserRatePerMin bounds a browser connection's events per client
-	// address per minute (issue 27; docs/contracts/feed.md).
+	// address per minute (docs/contracts/feed.md).
 	FeedBrowserRatePerMin int
 
 	// SecretKeyFile is where the key was read from (ANVIL_SECRET_KEY_FILE),
@@ -121,9 +121,9 @@ func loadConfig(getenv func(string) string) (*Config, error) {
 		RunConcurrency:  integer("ANVIL_RUN_CONCURRENCY", 8, 1, 256),
 		LogMaxBytes:     int64(integer("ANVIL_LOG_MAX_BYTES", 10<<20, 4096, 1<<30)),
 	}
-	// The Sentry door's bound on a body after decompression (issue 18).
+	// The Sentry door's bound on a body after decompression.
 	c.FeedMaxEnvelope = integer("ANVIL_FEED_MAX_ENVELOPE", 1<<20, 1024, 64<<20)
-	// A browser connection's events per client address per minute (issue 27).
+	// A browser connection's events per client address per minute.
 	c.FeedBrowserRatePerMin = integer("ANVIL_FEED_BROWSER_RATE_PER_MIN", 60, 1, 1_000_000)
 	switch v := strings.ToLower(str("ANVIL_FEED_ARMED", "false")); v {
 	case "true", "1", "yes":

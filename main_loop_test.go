@@ -27,7 +27,7 @@ import (
 	"anvil/jobs/sandbox"
 )
 
-// The loop closes itself (issue 29, docs/releases.md), end to end: the
+// The loop closes itself (docs/releases.md), end to end: the
 // whole binary (web and River workers), a real git repository, a fake
 // forge speaking GitHub's documented pulls API, the real webhook captures
 // of shared/fixtures/webhooks (read in place, with the pull request's

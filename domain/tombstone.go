@@ -17,7 +17,7 @@ import (
 // (raw SQL) or goes through SelectLiveProjects / WithProject (bun), and a
 // guard test (tombstone_guard_test.go) fails on a query that names the
 // table itself anywhere else. One forgotten filter can no longer leak a
-// deleted project (issue 26, point 13).
+// deleted project.
 
 // LiveProjects is the projects a person or a client may reach — the table
 // without its tombstoned rows — as a FROM item:

@@ -10,7 +10,7 @@ import (
 	"testing"
 )
 
-// The guard of domain/tombstone.go (issue 26, point 13): no code outside it
+// The guard of domain/tombstone.go: no code outside it
 // reads the projects table by its own name or repeats the tombstone filter.
 // A read names domain.LiveProjects, domain.DeletedProjects or
 // domain.AllProjects, or goes through domain.SelectLiveProjects or

@@ -18,7 +18,7 @@ import (
 	"anvil/jobs/jobstest"
 )
 
-// TestEveryScreenFits (issue 30): every screen a team lives in — the
+// TestEveryScreenFits: every screen a team lives in — the
 // dashboard, the inbox, an incident, an event, a run, the run history, a
 // project, its Feed page and the settings pages — at 420×900 and at
 // 1400×1000: nothing scrolls sideways (document.documentElement.scrollWidth

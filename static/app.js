@@ -114,7 +114,7 @@ document.addEventListener("submit", (ev) => {
 })();
 
 // Times are written relative ("5 min ago") with the absolute time in UTC on
-// hover; here the hover text becomes the viewer's own zone (issue 30).
+// hover; here the hover text becomes the viewer's own zone.
 (() => {
   const local = (root) => {
     for (const el of root.querySelectorAll("time[data-local-time]")) {
@@ -126,7 +126,7 @@ document.addEventListener("submit", (ev) => {
   document.addEventListener("htmx:afterSwap", (ev) => local(ev.target));
 })();
 
-// The navigation folds into a menu below the lg breakpoint (issue 30):
+// The navigation folds into a menu below the lg breakpoint:
 // the "Menu" button shows and hides the links.
 document.addEventListener("click", (ev) => {
   const btn = ev.target.closest("[data-nav-toggle]");
@@ -138,7 +138,7 @@ document.addEventListener("click", (ev) => {
   btn.setAttribute("aria-expanded", String(open));
 });
 
-// The inbox's keyboard (issue 30): j and k move through the incidents,
+// The inbox's keyboard: j and k move through the incidents,
 // enter opens the selected one. Keys typed into a field are left alone.
 document.addEventListener("keydown", (ev) => {
   if (ev.ctrlKey || ev.metaKey || ev.altKey) return;

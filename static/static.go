@@ -28,7 +28,7 @@ func Favicon() http.Handler {
 // IsFile reports whether name (a path below /static/, without the prefix)
 // is one of the embedded files. A directory is not: http.FileServer would
 // answer it with a listing of the assets, which nobody needs to read
-// (issue 26, point 15).
+//.
 func IsFile(name string) bool {
 	name = strings.TrimPrefix(name, "/")
 	if !fs.ValidPath(name) || name == "." {

@@ -11,7 +11,7 @@ import (
 )
 
 // Files are served; a directory — the root included — is the notFound
-// handler's to answer, never a listing of the assets (issue 26, point 15).
+// handler's to answer, never a listing of the assets.
 func TestHandlerServesFilesNeverListings(t *testing.T) {
 	t.Parallel()
 	h := http.StripPrefix("/static/", static.Handler(http.NotFoundHandler()))

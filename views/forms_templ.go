@@ -11,7 +11,7 @@ import templruntime "github.com/a-h/templ/runtime"
 
 // PasteAgain says, under a secret's field of a refused form, that what was
 // typed there was not kept: a secret's value never travels back to the
-// browser, so the person pastes it again (issue 30).
+// browser, so the person pastes it again.
 func PasteAgain(field, msg string) templ.Component {
 	return templruntime.GeneratedTemplate(func(templ_7745c5c3_Input templruntime.GeneratedComponentInput) (templ_7745c5c3_Err error) {
 		templ_7745c5c3_W, ctx := templ_7745c5c3_Input.Writer, templ_7745c5c3_Input.Context

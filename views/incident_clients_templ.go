@@ -12,7 +12,7 @@ import templruntime "github.com/a-h/templ/runtime"
 import "strconv"
 
 // ClientRow is a browser or an operating system an incident was seen on,
-// with how many of its recent events came from it (issue 27).
+// with how many of its recent events came from it.
 type ClientRow struct {
 	Name    string
 	Version string // the major version, or ""

@@ -14,7 +14,7 @@ import (
 	"time"
 )
 
-// The event view and the incident page's diagnosis parts (issue 30), kept
+// The event view and the incident page's diagnosis parts, kept
 // apart from incident.templ so the page's other parts change on their own.
 
 // BreadcrumbRow is one breadcrumb: its time when known, and its text.

@@ -78,7 +78,7 @@ type IncidentProps struct {
 	Tags          []Option
 	UserID        string
 	Service       string
-	// Browsers and OperatingSystems the incident was seen on (issue 27).
+	// Browsers and OperatingSystems the incident was seen on.
 	Browsers         []ClientRow
 	OperatingSystems []ClientRow
 	Events           []EventRow

@@ -14,7 +14,7 @@ import (
 	"anvil/views"
 )
 
-// registerCI adds re-runs, run secrets and run numbers (issue 20).
+// registerCI adds re-runs, run secrets and run numbers.
 // registerRunSecrets adds the secrets a project's runs receive (domain/runsecret).
 func (s *Server) registerRunSecrets(_ *echo.Echo, pages, api *echo.Group) {
 	pages.GET("/projects/:projectId/secrets", s.secretsPage)

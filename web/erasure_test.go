@@ -186,7 +186,7 @@ func TestDeletionForms(t *testing.T) {
 // TestProjectDeletionBySlug: the DELETE and the page's form take the slug
 // like every other project path, and a DELETE without a body is a missing
 // confirmation (422 confirmation_mismatch), not a malformed request — with or
-// without a Content-Type (issue 26, point 10).
+// without a Content-Type.
 func TestProjectDeletionBySlug(t *testing.T) {
 	t.Parallel()
 	b := setup(t)

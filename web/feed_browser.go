@@ -8,7 +8,7 @@ import (
 	"anvil/domain/feed"
 )
 
-// Browser connections in the private API (issue 27; docs/contracts/feed.md,
+// Browser connections in the private API (docs/contracts/feed.md,
 // "Browser connections"; docs/contracts/private-api.md).
 
 // connectionJSON is a connection as listed: a browser connection's token

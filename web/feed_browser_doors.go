@@ -14,7 +14,7 @@ import (
 	"anvil/domain/feed"
 )
 
-// Browser keys at the two doors (issue 27; docs/contracts/feed.md, "Browser
+// Browser keys at the two doors (docs/contracts/feed.md, "Browser
 // connections" and "CORS"). Both doors — the native /api/feed/events[/batch]
 // and the Sentry door /api/:number/envelope/|store/ — run the same three
 // pieces here, so they can never disagree:

@@ -9,7 +9,7 @@ import (
 	"anvil/views"
 )
 
-// The Feed page's browser connections (issue 27): the DSN shown whenever
+// The Feed page's browser connections: the DSN shown whenever
 // asked, the allowed-origins editor, the setup snippets.
 
 // browserRow fills a browser connection's token and DSN into its row.

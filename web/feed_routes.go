@@ -28,7 +28,7 @@ func (s *Server) registerFeed(e *echo.Echo, pages, api *echo.Group) {
 		lim = newFeedLimiter(s.opts.FeedRatePerMin)
 		e.POST("/api/feed/events", s.feedIngest(true, lim))
 		e.POST("/api/feed/events/batch", s.feedIngest(false, lim))
-		// Browser keys (issue 27): CORS preflights on the doors only.
+		// Browser keys: CORS preflights on the doors only.
 		s.addrLim = newAddrLimiter(s.opts.FeedBrowserRatePerMin)
 		e.OPTIONS("/api/feed/events", doorPreflight)
 		e.OPTIONS("/api/feed/events/batch", doorPreflight)

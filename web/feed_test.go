@@ -422,7 +422,7 @@ func TestFeedBoundsBrowserUnknownFields(t *testing.T) {
 	if title := p["title"].(string); !strings.Contains(title, "…[truncated 3976 chars]") {
 		t.Fatalf("title cut not visible: %q", title[len(title)-40:])
 	}
-	// Stage B keeps browser (issue 27); an unknown field is still read past.
+	// Stage B keeps browser; an unknown field is still read past.
 	if !strings.Contains(p["_raw"].(string), `"browser": {"name": "Firefox", "version": "140"}`) || strings.Contains(p["_raw"].(string), "from_the_future") {
 		t.Fatalf("browser not kept or unknown field stored: %s", p["_raw"])
 	}
@@ -803,7 +803,7 @@ func TestFeedPage(t *testing.T) {
 		t.Fatal("no Feed link on the project page")
 	}
 	res, body := br.get("/projects/" + f.projectID + "/feed")
-	// Onboarding reads in order (issue 30): step 1 an environment's
+	// Onboarding reads in order: step 1 an environment's
 	// binding, with why it exists; step 2 a connection.
 	if one, two := strings.Index(body, `data-testid="feed-step-1"`), strings.Index(body, `data-testid="feed-step-2"`); one < 0 || two < one ||
 		!strings.Contains(body, `data-testid="binding-why"`) {

@@ -10,7 +10,7 @@ import (
 	"anvil/views"
 )
 
-// The event view and the incident's diagnosis (issue 30): every stored
+// The event view and the incident's diagnosis: every stored
 // event opens whole, and the incident page shows how its events spread.
 
 // apiIncidentEvent: GET /api/private/incidents/:incidentId/events/:eventId

@@ -9,7 +9,7 @@ import (
 	"testing"
 )
 
-// Issue 30, "Nothing a person did is lost or hidden": a malformed
+// Nothing a person did is lost or hidden: a malformed
 // repository address is refused naming the field, a refused form keeps what
 // was typed (never a secret's value), a successful form redirects, and
 // every change of the settings a team relies on is in the audit log, in

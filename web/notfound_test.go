@@ -33,7 +33,7 @@ func TestUnknownPathsAreNotFound(t *testing.T) {
 		{"GET", "/api/private/no/such", true},
 		{"POST", "/api/private/nothing", true},
 		{"GET", "/api/private", true},
-		// Files under /static/, never a listing of them (issue 26, point 15).
+		// Files under /static/, never a listing of them.
 		{"GET", "/static/", false},
 		{"GET", "/static/src/", false},
 	} {

@@ -30,7 +30,7 @@ import (
 	"anvil/views"
 )
 
-// The Sentry-compatible door (issue 18): any Sentry SDK, unmodified, posts
+// The Sentry-compatible door: any Sentry SDK, unmodified, posts
 // to POST /api/:number/envelope/ or /api/:number/store/ with a feed
 // connection's token as the DSN's key, and its events end in the same
 // Feed.Ingest as POST /api/feed/events — the same validation, bounds,

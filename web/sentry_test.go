@@ -654,7 +654,7 @@ func FuzzSentryIngest(f *testing.F) {
 // TestSentryEventIDFromEnvelopeHeader: an event item without its own
 // event_id takes the envelope header's, as Sentry's ingestion does; with
 // neither (or on /store/, which has no header) it is still refused
-// schema_violation (issue 26, point 12).
+// schema_violation.
 func TestSentryEventIDFromEnvelopeHeader(t *testing.T) {
 	t.Parallel()
 	s := newSentryFix(t, setup(t))

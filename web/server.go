@@ -52,7 +52,7 @@ type Server struct {
 
 	// outcomes counts what the feed's doors answered, per connection.
 	outcomes *feedstats.Recorder
-	// addrLim bounds browser connections per client address (issue 27).
+	// addrLim bounds browser connections per client address.
 	addrLim *addrLimiter
 
 	alerts *alert.Service

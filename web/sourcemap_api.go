@@ -17,7 +17,7 @@ import (
 	"anvil/domain/sourcemap"
 )
 
-// Source maps (issue 28, docs/sourcemap.md): the parts of Sentry's web API
+// Source maps (docs/sourcemap.md): the parts of Sentry's web API
 // that `sentry-cli sourcemaps upload` calls, under /api/0/, with an anvil
 // API token as the bearer; and a plain multipart upload in the private API.
 

@@ -22,7 +22,7 @@ import (
 	"anvil/domain/wiring"
 )
 
-// The source-map pipeline over HTTP (issue 28, docs/sourcemap.md): uploads
+// The source-map pipeline over HTTP (docs/sourcemap.md): uploads
 // through the endpoints sentry-cli calls and through the private API,
 // their refusals, and symbolication of SDK-shaped events at both doors.
 
@@ -373,7 +373,7 @@ func TestSourceMapsSymbolicateBothDoors(t *testing.T) {
 		}
 	}
 	// A mapped frame reads src/cart.js:6 (or :6:5) — no space between file, line
-	// and column (issue 30).
+	// and column.
 	if !regexp.MustCompile(`data-testid="frame-location"><span data-testid="frame-file">src/cart\.js</span>:[0-9]+(:[0-9]+)?</span>`).MatchString(page) {
 		t.Error("a mapped frame does not read src/cart.js:line:column")
 	}
@@ -555,7 +555,7 @@ func TestSourceMapRetention(t *testing.T) {
 
 // FuzzSourceMapUploadHTTP: whatever bytes arrive as a file of the plain
 // upload, as a chunk that is then assembled, or as a whole chunk-upload
-// body, the answer is never a 5xx (issue 28: "never a panic, never a 5xx";
+// body, the answer is never a 5xx (docs/sourcemap.md: never a panic, never a 5xx;
 // the bundle reader and the frame mapper have their own fuzzers in
 // domain/sourcemap).
 func FuzzSourceMapUploadHTTP(f *testing.F) {

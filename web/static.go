@@ -10,7 +10,7 @@ import (
 
 // staticFiles serves /static/<file>: the embedded files and nothing else. A
 // directory (/static/ itself) is the cockpit's own 404, never a listing of the
-// assets (issue 26, point 15); static.Handler refuses it too, so the listing
+// assets; static.Handler refuses it too, so the listing
 // cannot come back by another route to the handler.
 func staticFiles() echo.HandlerFunc {
 	files := http.StripPrefix("/static/", static.Handler(http.NotFoundHandler()))

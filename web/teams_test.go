@@ -318,7 +318,7 @@ func TestPasswordResetPage(t *testing.T) {
 		t.Fatalf("reset: %d %s", res.StatusCode, res.Header.Get("Location"))
 	}
 	br.login("owner@acme.test", "the new long password")
-	// The operator's reset revoked the API token too (issue 26, point 7).
+	// The operator's reset revoked the API token too.
 	if st, _ := b.api(t, b.owner.Token, "GET", "/api/private/projects", nil); st != http.StatusUnauthorized {
 		t.Fatalf("the API token after a reset: %d, want 401", st)
 	}
@@ -331,7 +331,7 @@ func TestPasswordResetPage(t *testing.T) {
 
 // TestPasswordChangeCanRevokeTokens: the account page's "also revoke my API
 // tokens" box ends every API token with the password change; without it
-// they keep working (issue 26, point 7).
+// they keep working.
 func TestPasswordChangeCanRevokeTokens(t *testing.T) {
 	t.Parallel()
 	b := setup(t)

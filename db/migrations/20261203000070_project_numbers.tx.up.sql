@@ -1,4 +1,4 @@
--- A project's number is the last path segment of a Sentry DSN (issue 18):
+-- A project's number is the last path segment of a Sentry DSN:
 -- the Python and JavaScript SDKs refuse a DSN whose project is not all
 -- digits. It comes from a sequence, so it is assigned once and never reused,
 -- not even after the project is deleted; existing projects are numbered in

@@ -1,4 +1,4 @@
--- Outcomes of the feed's doors per connection and hour (issue 18, item 8):
+-- Outcomes of the feed's doors per connection and hour:
 -- how many events were accepted, how many refused by reason code, and the
 -- last refusal's message. The ingest counts in memory and a flusher adds its
 -- counts here about once a second in one statement, so no request pays a

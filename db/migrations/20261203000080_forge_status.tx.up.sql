@@ -1,4 +1,4 @@
--- Commit statuses reported to the forge (issue 19). One row per run: the last
+-- Commit statuses reported to the forge. One row per run: the last
 -- report, what is being retried, and the lease that keeps one poster per run
 -- at a time so a slow post never lands after a newer one.
 ALTER TABLE project_runs ADD COLUMN canceled_by uuid;

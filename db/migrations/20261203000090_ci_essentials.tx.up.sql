@@ -1,4 +1,4 @@
--- CI essentials (issue 20): per-project run numbers, re-runs, who canceled,
+-- CI essentials: per-project run numbers, re-runs, who canceled,
 -- the fork flag that withholds secrets, branch filters and run secrets.
 
 -- A run's number (#42) is dense per project: assigned at acceptance under the

@@ -1,4 +1,4 @@
--- Alerts (issue 21): destinations per organisation, rules per project and a
+-- Alerts: destinations per organisation, rules per project and a
 -- delivery log. A destination's URL and (for signed webhooks) its Standard
 -- Webhooks secret are sealed with the keyring like every other secret.
 CREATE TABLE alert_destinations (

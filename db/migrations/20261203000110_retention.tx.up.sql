@@ -1,4 +1,4 @@
--- Retention and quotas (issue 22; docs/retention.md): what anvil keeps, for
+-- Retention and quotas (docs/retention.md): what anvil keeps, for
 -- how long, what each clean-up removed, and the daily event budget's count.
 
 -- One row per organisation (project_id NULL) and one per project that

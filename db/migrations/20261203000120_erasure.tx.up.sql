@@ -1,4 +1,4 @@
--- Erasure (issue 22, item 4; docs/erasure.md). Deleting a project tombstones
+-- Erasure (docs/erasure.md). Deleting a project tombstones
 -- it (deleted_at) in one short transaction: from then on no page, list, token
 -- or webhook sees it, and the erase_project job removes its rows in batches,
 -- the project row last. The slug is freed at the tombstone: the unique key

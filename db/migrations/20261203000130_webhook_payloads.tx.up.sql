@@ -1,4 +1,4 @@
--- Redelivery from the ledger (issue 19, docs/contracts/webhooks.md
+-- Redelivery from the ledger (docs/contracts/webhooks.md
 -- "Evaluating a delivery again"): each ledger row keeps the delivery as the
 -- classifier read it (the normalized payload: provider, delivery id, event,
 -- kind, ref, branch, commit, repository, pull request), so that a queue_full

@@ -1,4 +1,4 @@
--- The context of a project's commit statuses (issue 19): the name under which
+-- The context of a project's commit statuses: the name under which
 -- the forge shows anvil's status and branch protection requires it. Set to
 -- anvil/<slug> when the project is created and kept when the slug changes,
 -- so that a rename never breaks a protection rule that names it.

@@ -1,4 +1,4 @@
--- Browser connections (issue 27; seed 004's stage B, docs/contracts/feed.md
+-- Browser connections (seed 004's stage B, docs/contracts/feed.md
 -- "Browser connections"). A connection is a server's (anv_srv_ token, refused
 -- with any Origin) or a browser's (anv_pub_ token, admitted from the origins
 -- listed here). The token is stored as before: lookup prefix plus SHA-256.

@@ -1,4 +1,4 @@
--- Source maps (issue 28; docs/sourcemap.md): the chunks sentry-cli sends
+-- Source maps (docs/sourcemap.md): the chunks sentry-cli sends
 -- before it asks for an artifact bundle, the bundles assembled from them
 -- (or uploaded plainly), their files, and the files' contents stored once
 -- per project by SHA-1.

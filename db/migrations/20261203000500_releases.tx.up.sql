@@ -1,4 +1,4 @@
--- Releases (issue 29, docs/releases.md): what a project's events say they
+-- Releases (docs/releases.md): what a project's events say they
 -- were built from, per environment. The ingest upserts one row per release
 -- per stored group (event counts, first and last seen, incidents first
 -- seen in it); a deploy script may declare a release with its commit

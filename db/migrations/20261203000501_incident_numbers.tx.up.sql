@@ -1,4 +1,4 @@
--- Short ids (issue 29, docs/releases.md "Short ids"): every incident gets a
+-- Short ids (docs/releases.md "Short ids"): every incident gets a
 -- per-project number, shown as <SLUG>-<number> (SHOP-12). The numbers come
 -- from a counter row per project, taken by a trigger, so every writer of
 -- incidents (the feed's COPY path, its general path, any later door) gets

@@ -1,4 +1,4 @@
--- The fix chain of an incident (issue 29, docs/releases.md): recorded on
+-- The fix chain of an incident (docs/releases.md): recorded on
 -- the incident and in its transitions, never as new statuses. The nine
 -- statuses and the card's mapping (seed 004) are unchanged.
 ALTER TABLE incidents

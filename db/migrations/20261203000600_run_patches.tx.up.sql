@@ -1,4 +1,4 @@
--- A repair run's change, kept as a patch (issue 30, "nothing a person did
+-- A repair run's change, kept as a patch ("nothing a person did
 -- is lost"): written when the repair command changed the working tree,
 -- before anything is pushed, so the change survives a push or a pull
 -- request that fails (or a project without a forge) and its run page can

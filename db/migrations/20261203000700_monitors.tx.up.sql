@@ -1,4 +1,4 @@
--- Cron monitors (issue 31, docs/monitors.md): a monitor per project and
+-- Cron monitors (docs/monitors.md): a monitor per project and
 -- slug, its state per environment (where the missed-run sweep finds what is
 -- due), and its check-ins (runs). Durations are whole minutes where Sentry's
 -- monitor_config speaks in minutes (checkin_margin, max_runtime).

@@ -70,7 +70,7 @@ func auditEveryOrg(ctx context.Context, tx bun.IDB, userID uuid.UUID, actorID *u
 // every organisation, in the caller's transaction, and records each in its
 // organisation's audit log (token.revoked, with the reason). A password
 // reset or change ends sessions; without this a taken-over account would
-// keep its API access through the tokens its taker made (issue 26, point 7).
+// keep its API access through the tokens its taker made.
 func (a *Accounts) revokeUserTokens(ctx context.Context, tx bun.IDB, userID uuid.UUID, actorID *uuid.UUID, actorEmail, reason string) (int, error) {
 	var revoked []struct {
 		OrgID  uuid.UUID `bun:"org_id"`

@@ -491,7 +491,7 @@ func TestAuditIsPaginated(t *testing.T) {
 
 // TestPasswordResetsRevokeAPITokens: an operator's reset revokes every API
 // token of the person (and only theirs), a password change does when asked,
-// and each revocation is in the audit log with its reason (issue 26, point 7).
+// and each revocation is in the audit log with its reason.
 func TestPasswordResetsRevokeAPITokens(t *testing.T) {
 	t.Parallel()
 	b := setup(t)

@@ -569,7 +569,7 @@ func TestErasureLeavesNoRowOfTheOrganization(t *testing.T) {
 // project is not found by the per-project lock every mutation takes
 // (Store.WithProject), nor by the readers of live projects — only
 // WithAnyProject (the erasure, a run's transitions) still reaches it
-// (domain/tombstone.go; issue 26, point 13).
+// (domain/tombstone.go).
 func TestTombstonedProjectIsLockedByNothingButTheErasure(t *testing.T) {
 	t.Parallel()
 	b := setupErasure(t)

@@ -6,7 +6,7 @@ import (
 	"unicode/utf8"
 )
 
-// The browser's own fields (issue 27; docs/contracts/feed.md, "What stage B
+// The browser's own fields (docs/contracts/feed.md, "What stage B
 // changes"). Seed 004's release A accepted `browser` and read past it; stage
 // B keeps it, with the operating system and, for the source-map step,
 // each frame's abs_path and colno and the event's debug_meta — all as the

@@ -61,7 +61,7 @@ type Rejection struct {
 // the form in which it is stored (as JSONB) and shown. It keeps the fields of
 // the feed contract's schema 1.0 and nothing else: unknown fields are read past
 // (evolution is additive). `browser`, which release A read past, is kept
-// since stage B (issue 27), with `os` and `debug_meta`.
+// since stage B, with `os` and `debug_meta`.
 //
 // The *_omitted counters make every cut visible: a reader of a stored event
 // can always tell that something was removed and how much.
@@ -92,7 +92,7 @@ type Event struct {
 	Enrichment         map[string]any    `json:"enrichment,omitempty"`
 	AgentContext       map[string]any    `json:"agent_context,omitempty"`
 	// Browser and OS are where a front-end error happened, and DebugMeta
-	// the bundles' debug ids (client.go; issue 27). They come last so the
+	// the bundles' debug ids (client.go). They come last so the
 	// stored form of an event without them is what it was.
 	Browser   *Client    `json:"browser,omitempty"`
 	OS        *Client    `json:"os,omitempty"`
@@ -124,7 +124,7 @@ type Frame struct {
 	ContextCode string `json:"context_code,omitempty"`
 	InApp       bool   `json:"in_app"`
 	// AbsPath and Colno are kept exactly as sent (Line is the lineno): the
-	// source-map step resolves a minified frame from them (issue 27).
+	// source-map step resolves a minified frame from them.
 	AbsPath string `json:"abs_path,omitempty"`
 	Colno   int    `json:"colno,omitempty"`
 	// Symbolication is the server's, never the sender's (docs/sourcemap.md):

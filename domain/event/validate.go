@@ -118,7 +118,7 @@ func Validate(raw json.RawMessage) (Event, *Rejection) {
 		return Event{}, reject(id, SchemaViolation, typeMessage(typeErr))
 	}
 
-	// Every missing required field is named in one message (issue 30): a
+	// Every missing required field is named in one message: a
 	// sender fixes them all at once instead of one per attempt. A single
 	// missing field keeps its own message below.
 	if missing := missingFields(&w, id); len(missing) > 1 {

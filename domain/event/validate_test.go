@@ -534,7 +534,7 @@ func wantEq(got, want string) string {
 	return ""
 }
 
-// Stage B (issue 27): `browser` is kept — an object's name and version, or
+// Stage B: `browser` is kept — an object's name and version, or
 // a User-Agent string read for browser and OS; another shape is still
 // accepted and read past, as release A read every `browser`.
 func TestValidateBrowserKept(t *testing.T) {

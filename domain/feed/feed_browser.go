@@ -14,7 +14,7 @@ import (
 	"anvil/domain/internal/tokens"
 )
 
-// Connection kinds (issue 27; docs/contracts/feed.md, "Browser
+// Connection kinds (docs/contracts/feed.md, "Browser
 // connections"). A server connection's token (anv_srv_) lives in a server
 // process: a request that carries it with an Origin is a leaked key and is
 // refused (403 origin_refused), as seed 004 has it. A browser connection's

@@ -12,7 +12,7 @@ import (
 	"anvil/domain"
 )
 
-// Browser connections (issue 27; docs/contracts/feed.md, "Browser
+// Browser connections (docs/contracts/feed.md, "Browser
 // connections") admit a browser's request only from the origins their list
 // names. This file is that policy: the same normalisation runs when an
 // entry is saved (NormalizeOrigin, a 422 invalid_origin naming the entry)

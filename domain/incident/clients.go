@@ -8,7 +8,7 @@ import (
 )
 
 // ClientCount is one browser or operating system an incident was seen on
-// (issue 27): its name, the major version, and how many of the incident's
+//: its name, the major version, and how many of the incident's
 // events came from it.
 type ClientCount struct {
 	Name    string `json:"name"`

@@ -8,7 +8,7 @@ import (
 	"anvil/domain"
 )
 
-// The inbox's search (issue 30): free text over incidents' titles and
+// The inbox's search: free text over incidents' titles and
 // their latest event's message, and filters by level (the latest event's)
 // and release. Each narrows the list and the status counts alike, so the
 // counts say what each status tab holds under the search.

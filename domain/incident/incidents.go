@@ -366,7 +366,7 @@ type IncidentDetail struct {
 	Hourly    [24]int      `json:"hourly"`
 	RepairRun *run.RunView `json:"repair_run"`
 	// Browsers and OperatingSystems an incident's recent events came from
-	// (clients.go; issue 27).
+	// (clients.go).
 	Browsers         []ClientCount `json:"browsers"`
 	OperatingSystems []ClientCount `json:"operating_systems"`
 }

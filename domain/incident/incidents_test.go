@@ -427,7 +427,7 @@ func TestCardRefreshCoalesces(t *testing.T) {
 	}
 }
 
-// TestCardRefreshReadsAChangeCommittedWhileItRan is the race of issue 11:
+// TestCardRefreshReadsAChangeCommittedWhileItRan is the race where a refresh reads too early:
 // a change enqueues its card refresh while a refresh job of the project
 // already exists (so none is added), that job starts and reads the store
 // before the change commits, and the change commits. The card must still

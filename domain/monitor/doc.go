@@ -1,4 +1,4 @@
-// Package monitor is anvil's cron monitors (issue 31, docs/monitors.md): a
+// Package monitor is anvil's cron monitors (docs/monitors.md): a
 // monitor per project and slug with a crontab-with-timezone or interval
 // schedule, its runs as check-ins — from the Sentry SDKs' envelope item
 // check_in or from a Healthchecks.io-style ping URL —, the periodic sweep

@@ -182,7 +182,7 @@ func (r *Service) begin(ctx context.Context, sc scope, now time.Time) (*time.Tim
 // clean-up moves its sampling mark to sampledUntil only if the policy it
 // sampled by (used) is still the one in force: a PUT of the policy while
 // it worked has reset the mark so that the new rule reaches every incident
-// again, and writing the mark now would undo that reset (issue 26, point 9).
+// again, and writing the mark now would undo that reset.
 // The policy is re-read under the organisation's row lock (FOR SHARE), which
 // every policy PUT takes first (lockOrg), so the two cannot interleave: a
 // PUT either committed before the re-read (the mark stays reset) or waits

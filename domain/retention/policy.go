@@ -1,5 +1,4 @@
-// Package retention decides what anvil keeps and for how long (issue 22,
-// docs/retention.md): the organisation's policy with per-project overrides,
+// Package retention decides what anvil keeps and for how long (// docs/retention.md): the organisation's policy with per-project overrides,
 // the clean-up that enforces it in bounded batches (cleanup.go), and the
 // daily event budget counted at the feed's doors (budget.go).
 //
@@ -382,7 +381,7 @@ func (r *Service) PutProjectPolicy(ctx context.Context, p *domain.Principal, pro
 // lockOrg takes the organisation's row lock that a clean-up's finish waits
 // for (FOR NO KEY UPDATE: it holds back finish's FOR SHARE, not the foreign
 // key checks of inserts that name the organisation), so that a policy PUT
-// and a clean-up's sampling mark never interleave (finish, issue 26 point 9).
+// and a clean-up's sampling mark never interleave (finish).
 func lockOrg(ctx context.Context, tx bun.Tx, orgID uuid.UUID) error {
 	if _, err := tx.NewRaw(`SELECT 1 FROM organizations WHERE id = ? FOR NO KEY UPDATE`, orgID).Exec(ctx); err != nil {
 		return fmt.Errorf("retention: lock the organisation: %w", err)

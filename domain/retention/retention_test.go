@@ -661,7 +661,7 @@ func (b *testBundle) resetStands(t *testing.T) {
 
 // TestPolicyChangeDuringCleanupWins: a policy PUT while a clean-up works on
 // the project resets the sampling mark, and the clean-up, which sampled by
-// the old policy, must not write its mark over that reset (issue 26, point 9).
+// the old policy, must not write its mark over that reset.
 func TestPolicyChangeDuringCleanupWins(t *testing.T) {
 	t.Parallel()
 	b := setup(t)

@@ -8,7 +8,7 @@ import (
 	fastjson "github.com/segmentio/encoding/json"
 )
 
-// The browser's own fields (issue 27; docs/contracts/feed.md, "What stage B
+// The browser's own fields (docs/contracts/feed.md, "What stage B
 // changes"): contexts.browser and contexts.os when the SDK sends them,
 // else request.headers.User-Agent — the browser SDKs send only that, and
 // the feed reads browser and OS out of it (event.ParseUserAgent), as

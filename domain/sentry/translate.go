@@ -20,8 +20,7 @@ type Defaults struct {
 	ConnectionName string
 	Now            time.Time
 	// EventID is the envelope header's event_id: the id of an event item
-	// that carries none of its own, as Sentry's ingestion takes it (issue 26,
-	// point 12). Empty on /store/, which has no header.
+	// that carries none of its own, as Sentry's ingestion takes it (	// point 12). Empty on /store/, which has no header.
 	EventID string
 }
 
@@ -136,7 +135,7 @@ type feedEvent struct {
 	User          *feedUser         `json:"user,omitempty"`
 	Breadcrumbs   []string          `json:"breadcrumbs,omitempty"`
 	Tags          map[string]string `json:"tags,omitempty"`
-	// The browser's own fields (browser.go; issue 27).
+	// The browser's own fields (browser.go).
 	// Browser is {name, version}, or a User-Agent string the feed reads.
 	Browser   json.RawMessage `json:"browser,omitempty"`
 	OS        *feedClient     `json:"os,omitempty"`

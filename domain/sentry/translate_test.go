@@ -187,7 +187,7 @@ func TestTranslateEventIDFromHeader(t *testing.T) {
 // What @sentry/browser 11 sends: no contexts.browser, the User-Agent in
 // request.headers, frames with abs_path and colno, debug_meta from
 // sentry-cli's injected debug ids. The feed keeps browser, OS, frames'
-// abs_path/colno/lineno exactly and debug_meta (issue 27).
+// abs_path/colno/lineno exactly and debug_meta.
 func TestTranslateBrowserSDK(t *testing.T) {
 	t.Parallel()
 	raw := `{"event_id":"5a2c1f0e3b4d4c6e8f9a0b1c2d3e4f50","timestamp":1764754200.5,"platform":"javascript","level":"error",

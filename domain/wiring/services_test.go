@@ -39,7 +39,7 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
-// TestGracefulStopSendsEveryLiveEvent is issue 9: the services publish
+// TestGracefulStopSendsEveryLiveEvent holds the stop order to its promise: the services publish
 // live events, then stop as serve stops them — Stop, then the pool closes
 // at once. A listener on another connection receives every event
 // committed before Stop returned, and nothing logs `notify failed`.

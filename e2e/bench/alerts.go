@@ -1,6 +1,6 @@
 package main
 
-// Alerts under the feed's load (issue 21): the feed bench's 8 senders, with
+// Alerts under the feed's load: the feed bench's 8 senders, with
 // and without a destination whose rule is on new incidents only, 1,000
 // distinct incidents created. Every alert must arrive once, and the feed's
 // events/s stay within 5 % of the runs without alerts. Beside the rates,

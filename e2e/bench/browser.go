@@ -1,6 +1,6 @@
 package main
 
-// Issue 27's figures: single events through the Sentry door with a browser
+// Browser keys' figures (docs/contracts/feed.md): single events through the Sentry door with a browser
 // key (sentry_key in the query, text/plain, an Origin from the allowed
 // list — what @sentry/browser sends) against the same events with a
 // server key in the same run, and the CORS preflight's latency.

@@ -1,6 +1,6 @@
 package main
 
-// Issue 31's figures (docs/monitors.md): the missed-run sweep over 10,000
+// The monitors' figures (docs/monitors.md): the missed-run sweep over 10,000
 // monitors, in-process on the domain, and check-ins through the Sentry
 // door's envelope against a real `anvil serve`.
 

@@ -1,6 +1,6 @@
 package main
 
-// Retention's figures (issue 22; docs/retention.md): with many stored events
+// Retention's figures (docs/retention.md): with many stored events
 // of which half are past their age, the clean-up's deletion rate and the
 // feed's events/s and p99 while it runs, beside the same feed figures
 // without it.

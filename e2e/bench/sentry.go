@@ -1,6 +1,6 @@
 package main
 
-// Issue 18's figures: single-event gzip envelopes through the Sentry door
+// The Sentry door's figures: single-event gzip envelopes through the Sentry door
 // against single-event POST /api/feed/events, in the same run, against a
 // real `anvil serve`.
 

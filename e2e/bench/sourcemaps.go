@@ -1,6 +1,6 @@
 package main
 
-// Issue 28's figures (docs/sourcemap.md): events with 20 minified frames
+// Source maps' figures (docs/sourcemap.md): events with 20 minified frames
 // through the Sentry door with a 5 MB map in the cache, against the same
 // events without columns (nothing to map), in the same run; and the upload
 // of a 20 MB build of 100 files with the real sentry-cli.
