@@ -27,8 +27,7 @@ func Favicon() http.Handler {
 
 // IsFile reports whether name (a path below /static/, without the prefix)
 // is one of the embedded files. A directory is not: http.FileServer would
-// answer it with a listing of the assets, which nobody needs to read
-//.
+// answer it with a listing of the assets, which nobody needs to read.
 func IsFile(name string) bool {
 	name = strings.TrimPrefix(name, "/")
 	if !fs.ValidPath(name) || name == "." {

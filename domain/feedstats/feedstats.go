@@ -1,5 +1,5 @@
-// Package feedstats counts the outcomes of the feed's doors per connection
-//: events accepted, events refused by reason code, and
+// Package feedstats counts the outcomes of the feed's doors per connection:
+// events accepted, events refused by reason code, and
 // the last refusal's message, so that an operator sees on the Feed page why
 // an SDK's events do not arrive without reading the SDK's debug log.
 //

@@ -1,5 +1,5 @@
-// Package forgestatus reports runs to their forge as commit statuses
-//: the mapping of anvil's states onto each forge's, the one-line
+// Package forgestatus reports runs to their forge as commit statuses:
+// the mapping of anvil's states onto each forge's, the one-line
 // description, and the delivery rules — the latest state wins, an unchanged
 // state is not posted again, rate-limit answers are honoured, and at most
 // [MaxInFlightPerHost] posts go to one forge host at a time per process.

@@ -7,8 +7,8 @@ import (
 	"github.com/google/uuid"
 )
 
-// ClientCount is one browser or operating system an incident was seen on
-//: its name, the major version, and how many of the incident's
+// ClientCount is one browser or operating system an incident was seen on:
+// its name, the major version, and how many of the incident's
 // events came from it.
 type ClientCount struct {
 	Name    string `json:"name"`

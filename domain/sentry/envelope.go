@@ -1,5 +1,5 @@
-// Package sentry is the pure half of anvil's Sentry-compatible door
-//: it reads what an unmodified Sentry SDK posts — an envelope, or
+// Package sentry is the pure half of anvil's Sentry-compatible door:
+// it reads what an unmodified Sentry SDK posts — an envelope, or
 // one event as JSON for /store/ — and translates a Sentry event into the
 // Anvil Feed event of seed 004, which then goes through the feed's own
 // validation, bounds, scrubbing and storage unchanged. No HTTP, no database,
