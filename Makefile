@@ -86,6 +86,10 @@ bench: ## print the performance figures each issue names
 package: ## build dist/anvil_<version>_<arch>.deb and .oci.tar from this commit, reproducibly (internal/packaging)
 	$(GO) run ./internal/packaging/cmd/mkpkg -out dist
 
+.PHONY: package-root
+package-root: ## make the fresh Debian root the package tests install into (mmdebstrap; cached a week in ~/.cache/anvil)
+	$(GO) run ./internal/packaging/cmd/mkpkg -debian-root
+
 .PHONY: test-package
 test-package: ## install the .deb into a fresh Debian root, check the units and unpack the image (root; mmdebstrap, systemd-analyze, umoci, skopeo)
 	$(GO) test -count=1 -tags package -timeout 20m -v ./internal/packaging/

@@ -161,42 +161,18 @@ func TestPackagesAreReproducible(t *testing.T) {
 
 // --- a fresh Debian root -------------------------------------------------
 
-// rootPackages is what the fresh root holds besides minbase: the .deb's
-// dependencies, and systemd (for systemd-sysusers and systemd-analyze).
-const rootPackages = "systemd,passwd,adduser,bubblewrap,git,ca-certificates,util-linux"
-
 var (
 	rootOnce    sync.Once
 	rootTarball string
 	rootErr     error
 )
 
-// freshRoot unpacks a fresh Debian root into a new folder. mmdebstrap makes
-// its tarball once and keeps it for a week in ~/.cache/anvil (override with
-// ANVIL_PKGTEST_CACHE), as making it takes about a minute.
+// freshRoot unpacks a fresh Debian root into a new folder, from the
+// tarball DebianRoot keeps for a week (making it takes about a minute).
 func freshRoot(t *testing.T) string {
 	t.Helper()
 	rootOnce.Do(func() {
-		cache := os.Getenv("ANVIL_PKGTEST_CACHE")
-		if cache == "" {
-			home, _ := os.UserHomeDir()
-			cache = filepath.Join(home, ".cache", "anvil")
-		}
-		if rootErr = os.MkdirAll(cache, 0o755); rootErr != nil {
-			return
-		}
-		h := sha256.Sum256([]byte("bookworm minbase " + rootPackages))
-		rootTarball = filepath.Join(cache, "debian-bookworm-"+hex.EncodeToString(h[:6])+".tar")
-		if fi, err := os.Stat(rootTarball); err == nil && time.Since(fi.ModTime()) < 7*24*time.Hour {
-			return
-		}
-		tmp := rootTarball + ".part"
-		out, err := exec.Command("mmdebstrap", "--quiet", "--variant=minbase", "--include="+rootPackages, "bookworm", tmp).CombinedOutput()
-		if err != nil {
-			rootErr = fmt.Errorf("mmdebstrap: %v\n%s", err, out)
-			return
-		}
-		rootErr = os.Rename(tmp, rootTarball)
+		rootTarball, rootErr = DebianRoot(context.Background(), DebianRootCache())
 	})
 	if rootErr != nil {
 		t.Fatal(rootErr)

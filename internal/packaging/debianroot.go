@@ -1,0 +1,51 @@
+package packaging
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"time"
+)
+
+// RootPackages is what the package tests' fresh Debian root holds besides
+// minbase: the .deb's dependencies, and systemd (for systemd-sysusers and
+// systemd-analyze).
+const RootPackages = "systemd,passwd,adduser,bubblewrap,git,ca-certificates,util-linux"
+
+// DebianRoot returns a tarball of a fresh Debian root (bookworm, minbase
+// and RootPackages) in cacheDir, made by mmdebstrap when the cached one is
+// missing or older than a week. Making it downloads some 60 packages, so
+// CI starts it at the beginning, beside the other work (`make
+// package-root`), and the package tests find it made (docs/install.md,
+// "Tests").
+func DebianRoot(ctx context.Context, cacheDir string) (string, error) {
+	if err := os.MkdirAll(cacheDir, 0o755); err != nil {
+		return "", err
+	}
+	h := sha256.Sum256([]byte("bookworm minbase " + RootPackages))
+	tarball := filepath.Join(cacheDir, "debian-bookworm-"+hex.EncodeToString(h[:6])+".tar")
+	if fi, err := os.Stat(tarball); err == nil && time.Since(fi.ModTime()) < 7*24*time.Hour {
+		return tarball, nil
+	}
+	tmp := tarball + ".part"
+	out, err := exec.CommandContext(ctx, "mmdebstrap", "--quiet", "--variant=minbase", "--include="+RootPackages, "bookworm", tmp).CombinedOutput()
+	if err != nil {
+		os.Remove(tmp)
+		return "", fmt.Errorf("mmdebstrap: %w\n%s", err, out)
+	}
+	return tarball, os.Rename(tmp, tarball)
+}
+
+// DebianRootCache is where DebianRoot keeps its tarball unless told
+// otherwise: ANVIL_PKGTEST_CACHE, else ~/.cache/anvil.
+func DebianRootCache() string {
+	if dir := os.Getenv("ANVIL_PKGTEST_CACHE"); dir != "" {
+		return dir
+	}
+	home, _ := os.UserHomeDir()
+	return filepath.Join(home, ".cache", "anvil")
+}
