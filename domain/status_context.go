@@ -1,7 +1,7 @@
 package domain
 
 // DefaultStatusContext is the context of a project's commit statuses until
-// someone sets another: anvil/<slug> (README, "Commit statuses").
+// someone sets another: anvil/<slug> (docs/webhooks.md, "Commit statuses").
 func DefaultStatusContext(slug string) string { return "anvil/" + slug }
 
 // StatusContextOf is the context p's commit statuses are posted under.

@@ -26,8 +26,8 @@ const (
 	stCanceled = "canceled"
 )
 
-// ForgeState maps a run onto the provider's status state (README, "Commit
-// statuses"). Failures of the code (exit code, timeout) are failure; failures
+// ForgeState maps a run onto the provider's status state (docs/webhooks.md,
+// "Commit statuses"). Failures of the code (exit code, timeout) are failure; failures
 // of anvil's machinery (runner lost, sandbox, checkout) are error, so branch
 // protection tells "your code is broken" from "CI could not say".
 func ForgeState(provider string, r *run.Run) string {

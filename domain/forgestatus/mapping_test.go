@@ -7,7 +7,7 @@ import (
 	runs "anvil/domain/run"
 )
 
-// TestMappingTable is README's table, row by row.
+// TestMappingTable is docs/webhooks.md's table ("Commit statuses"), row by row.
 func TestMappingTable(t *testing.T) {
 	t.Parallel()
 	s := func(v string) *string { return &v }

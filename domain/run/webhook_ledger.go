@@ -209,7 +209,7 @@ func (q *Queue) decideDelivery(j *acceptJob, p *domain.Project, st *queueState, 
 			trigger = TriggerPullRequest
 		}
 		// A fork's pull request is never accepted (forge.Classify); were
-		// one ever, its run would still get no secrets (README.md, "Run secrets").
+		// one ever, its run would still get no secrets (docs/runs.md, "Run secrets").
 		fork := pl.PullRequest != nil && pl.PullRequest.Fork
 		r, err := q.admit(p, st, AcceptSpec{Trigger: trigger, Branch: pl.Branch,
 			CommitSHA: &sha, Provider: &prov, DeliveryID: &id, FromFork: fork}, now, pos)
