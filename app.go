@@ -94,6 +94,7 @@ func newApp(ctx context.Context, cfg *Config, logOut io.Writer, withWorkers bool
 		AlertsAllowPrivate: cfg.AlertsAllowPrivate, EventRetention: cfg.EventRetention, RetentionShare: cfg.RetentionShare,
 		SourceMapLimits: cfg.SourceMaps, SourceMapCache: cfg.SourceMapsCache}
 	opts.RunsAllowPrivate = cfg.RunsAllowPrivate
+	opts.MonitorsPerProject = cfg.MonitorsPerProject
 	var gitHead forgestatus.GitHead
 	if gitErr == nil {
 		opts.ProbeRepo, gitHead = git.Probe, git.Head

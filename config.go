@@ -65,6 +65,10 @@ type Config struct {
 	// FeedBrowserRatePerMin bounds a browser connection's events per client
 	// address per minute (docs/contracts/feed.md).
 	FeedBrowserRatePerMin int
+	// MonitorsPerProject caps a project's cron monitors, whoever makes
+	// them — a check-in's monitor_config above all (docs/monitors.md,
+	// "Bounds").
+	MonitorsPerProject int
 
 	// SecretKeyFile is where the key was read from (ANVIL_SECRET_KEY_FILE),
 	// "" when it came from ANVIL_SECRET_KEY: `anvil admin restore` writes
@@ -125,6 +129,7 @@ func loadConfig(getenv func(string) string) (*Config, error) {
 	c.FeedMaxEnvelope = integer("ANVIL_FEED_MAX_ENVELOPE", 1<<20, 1024, 64<<20)
 	// A browser connection's events per client address per minute.
 	c.FeedBrowserRatePerMin = integer("ANVIL_FEED_BROWSER_RATE_PER_MIN", 60, 1, 1_000_000)
+	c.MonitorsPerProject = integer("ANVIL_MONITORS_PER_PROJECT", 1000, 1, 1_000_000)
 	switch v := strings.ToLower(str("ANVIL_FEED_ARMED", "false")); v {
 	case "true", "1", "yes":
 		c.FeedArmed = true

@@ -2,7 +2,9 @@ package web
 
 import (
 	"fmt"
+	"hash/maphash"
 	"net/http"
+	"net/netip"
 	"strconv"
 	"sync"
 	"time"
@@ -27,7 +29,8 @@ import (
 //     (it carries no key to judge), an answer to an allowed origin lets
 //     the page read it (Access-Control-Allow-Origin: that origin, never *).
 //   - addrLimiter: a browser key is public, so its connection also has a
-//     per-client-address bound on events.
+//     per-client-address bound on every item it may send, charged before
+//     the connection's own bound.
 
 // corsAllowHeaders are the request headers the browser SDKs send: the
 // Sentry SDKs' auth header and trace propagation, the native feed's
@@ -121,14 +124,18 @@ func (s *Server) recordRefusal(snd *feed.FeedSender, code, msg string) {
 	}
 }
 
-// addrGate charges n events to a browser connection's client address and
-// answers 429 when they do not fit (the request is refused whole and not
-// charged). Server connections pass: their bound is the connection's.
+// addrGate charges n items to a browser connection's client address and
+// answers 429 when they do not fit (the items are then not charged).
+// Server connections pass: their bound is the connection's. A door calls it
+// twice for a browser key: one item before the per-connection bound (so one
+// client can never use up a public connection's minute for every other
+// visitor), the rest of the request's items once they are counted
+// (docs/contracts/feed.md, "Browser connections").
 func (s *Server) addrGate(c echo.Context, snd *feed.FeedSender, n int, sentryDoor bool) (bool, error) {
-	if !snd.Browser || s.addrLim == nil {
+	if !snd.Browser || s.addrLim == nil || n <= 0 {
 		return false, nil
 	}
-	wait, ok := s.addrLim.allow(snd.ConnectionID, s.clientAddr(c.Request()), n)
+	wait, ok := s.addrLim.allow(snd.ConnectionID, limiterAddr(s.clientAddr(c.Request())), n)
 	if ok {
 		return false, nil
 	}
@@ -136,7 +143,7 @@ func (s *Server) addrGate(c echo.Context, snd *feed.FeedSender, n int, sentryDoo
 	h := c.Response().Header()
 	h.Set("Retry-After", secs)
 	h.Set("X-Sentry-Rate-Limits", secs+"::organization")
-	msg := fmt.Sprintf("more than %d events from this address to this browser connection within a minute; retry after %s seconds", s.addrLim.perWindow, secs)
+	msg := fmt.Sprintf("more than %d items from this address to this browser connection within a minute; retry after %s seconds", s.addrLim.perWindow, secs)
 	s.recordRefusal(snd, "rate_limited", msg)
 	if sentryDoor {
 		return true, c.JSON(http.StatusTooManyRequests, sentryDetail{Detail: "rate_limited: " + msg})
@@ -144,14 +151,49 @@ func (s *Server) addrGate(c echo.Context, snd *feed.FeedSender, n int, sentryDoo
 	return true, c.JSON(http.StatusTooManyRequests, apiError{Error: "rate_limited", Message: msg})
 }
 
-// addrLimiter counts a browser connection's events per client address in
+// limiterAddr is the key a client address is bounded under: an IPv4
+// address as it is, an IPv6 address by its /64 — one subscriber is handed
+// a whole /64 and could otherwise take a fresh address per request.
+func limiterAddr(addr string) string {
+	a, err := netip.ParseAddr(addr)
+	if err != nil || !a.Is6() {
+		return addr
+	}
+	return netip.PrefixFrom(a, 64).Masked().String()
+}
+
+// addrLimiter counts a browser connection's items per client address in
 // fixed 60-second windows, in this process's memory (like feedLimiter).
+//
+// Its table is public input — every address on the internet may add a key
+// — so it is bounded and forgets without a scan: the keys are spread over
+// addrShards shards, each with its own lock and two generations of maps.
+// A window lives in the current generation; at most every window (or when
+// the current one is full) the current becomes the previous and the
+// previous is dropped whole, so a lookup and a rotation are O(1) and the
+// table never holds more than 2 × addrShardCap keys per shard. A key still
+// in its window is carried over from the previous generation on its next
+// request.
 type addrLimiter struct {
-	mu        sync.Mutex
 	perWindow int
 	window    time.Duration
 	now       func() time.Time
-	counts    map[addrKey]*feedWindow
+	seed      maphash.Seed
+	shards    [addrShards]addrShard
+}
+
+// addrShards and addrShardCap bound the table: 64 × 4096 × 2 keys.
+const (
+	addrShards   = 64
+	addrShardCap = 4096
+)
+
+type addrShard struct {
+	mu       sync.Mutex
+	cur      map[addrKey]feedWindow
+	prev     map[addrKey]feedWindow
+	rotated  time.Time
+	capacity int
 }
 
 type addrKey struct {
@@ -163,33 +205,69 @@ func newAddrLimiter(perWindow int) *addrLimiter {
 	if perWindow <= 0 {
 		perWindow = 60
 	}
-	return &addrLimiter{perWindow: perWindow, window: time.Minute, now: time.Now, counts: map[addrKey]*feedWindow{}}
+	l := &addrLimiter{perWindow: perWindow, window: time.Minute, now: time.Now, seed: maphash.MakeSeed()}
+	for i := range l.shards {
+		l.shards[i].capacity = addrShardCap
+	}
+	return l
 }
 
-// allow charges n events; when they do not fit it charges nothing and
+// allow charges n items; when they do not fit it charges nothing and
 // returns how long until the window ends.
 func (l *addrLimiter) allow(conn uuid.UUID, addr string, n int) (time.Duration, bool) {
 	now := l.now()
 	k := addrKey{conn, addr}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	w := l.counts[k]
-	if w == nil || now.Sub(w.start) >= l.window {
-		if len(l.counts) > 100000 {
-			for key, old := range l.counts {
-				if now.Sub(old.start) >= l.window {
-					delete(l.counts, key)
-				}
-			}
+	var h maphash.Hash
+	h.SetSeed(l.seed)
+	_, _ = h.Write(conn[:])
+	_, _ = h.WriteString(addr)
+	sh := &l.shards[h.Sum64()%addrShards]
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if sh.cur == nil || now.Sub(sh.rotated) >= l.window {
+		sh.rotate(now)
+	}
+	w, ok := sh.cur[k]
+	if !ok {
+		if w, ok = sh.prev[k]; ok {
+			delete(sh.prev, k)
 		}
-		w = &feedWindow{start: now}
-		l.counts[k] = w
+	}
+	if !ok || now.Sub(w.start) >= l.window {
+		w = feedWindow{start: now}
 	}
 	if w.n+n > l.perWindow {
+		sh.put(k, w, now)
 		return w.start.Add(l.window).Sub(now), false
 	}
 	w.n += n
+	sh.put(k, w, now)
 	return 0, true
+}
+
+// put stores w, rotating first when the current generation is full.
+func (sh *addrShard) put(k addrKey, w feedWindow, now time.Time) {
+	if _, ok := sh.cur[k]; !ok && len(sh.cur) >= sh.capacity {
+		sh.rotate(now)
+	}
+	sh.cur[k] = w
+}
+
+// rotate drops the previous generation whole and starts a new current one.
+func (sh *addrShard) rotate(now time.Time) {
+	sh.prev, sh.cur, sh.rotated = sh.cur, make(map[addrKey]feedWindow), now
+}
+
+// size is how many keys the limiter holds (tests).
+func (l *addrLimiter) size() int {
+	n := 0
+	for i := range l.shards {
+		sh := &l.shards[i]
+		sh.mu.Lock()
+		n += len(sh.cur) + len(sh.prev)
+		sh.mu.Unlock()
+	}
+	return n
 }
 
 // corsForEarlyAnswer lets an allowed origin read a 413, which is decided

@@ -45,6 +45,11 @@ func (s *Server) feedIngest(single bool, lim *feedLimiter) echo.HandlerFunc {
 		if refused, err := s.originGate(c, snd, false); refused {
 			return err
 		}
+		// A browser key's client address is charged before its connection
+		// (docs/contracts/feed.md, "Browser connections").
+		if limited, err := s.addrGate(c, snd, 1, false); limited {
+			return err
+		}
 		if !lim.allow(snd.ConnectionID) {
 			c.Response().Header().Set("Retry-After", "60")
 			return c.JSON(http.StatusTooManyRequests, apiError{Error: "rate_limited",
@@ -54,7 +59,7 @@ func (s *Server) feedIngest(single bool, lim *feedLimiter) echo.HandlerFunc {
 		if err != nil {
 			return c.JSON(http.StatusBadRequest, apiError{Error: "bad_request", Message: strings.TrimPrefix(err.Error(), event.ErrBadRequest.Error()+": ")})
 		}
-		if limited, err := s.addrGate(c, snd, len(raws), false); limited {
+		if limited, err := s.addrGate(c, snd, len(raws)-1, false); limited {
 			return err
 		}
 		if over, err := s.overBudget(c, snd, len(raws), false); over {
@@ -122,10 +127,15 @@ func feedUnavailable(c echo.Context, res feed.IngestResult) error {
 	return c.JSON(http.StatusServiceUnavailable, res)
 }
 
-// clientAddr is the address ip_hash is computed from: the first
-// X-Forwarded-For entry when the socket peer is a trusted proxy, otherwise
-// the peer itself — always as a bare address in canonical spelling (no
-// port), so one machine gets one pseudonym.
+// clientAddr is the address ip_hash is computed from and a browser key's
+// per-address bound is charged to: when the socket peer is a trusted proxy
+// (ANVIL_TRUSTED_PROXIES), the right-most X-Forwarded-For hop that is not
+// itself a trusted proxy — each proxy appends the address it was reached
+// from, so everything left of that hop was written by the client and is
+// worth nothing (docs/contracts/feed.md, "Client address"); otherwise the
+// peer itself. Always a bare address in canonical spelling (no port), so
+// one machine gets one pseudonym. An unreadable hop ends the walk at the
+// last address known good.
 func (s *Server) clientAddr(req *http.Request) string {
 	host, _, err := net.SplitHostPort(req.RemoteAddr)
 	if err != nil {
@@ -135,16 +145,36 @@ func (s *Server) clientAddr(req *http.Request) string {
 	if err != nil {
 		return host
 	}
-	peer = peer.Unmap()
-	if s.trustedProxy(peer) {
-		if xff := req.Header.Get("X-Forwarded-For"); xff != "" {
-			first, _, _ := strings.Cut(xff, ",")
-			if a, ok := parseHostAddr(strings.TrimSpace(first)); ok {
-				return a.String()
+	addr := peer.Unmap()
+	if !s.trustedProxy(addr) {
+		return addr.String()
+	}
+	hops := req.Header.Values("X-Forwarded-For")
+	// At most maxHops hops are looked at: a header of a million commas
+	// costs nothing more than one of ten.
+	const maxHops = 32
+	seen := 0
+	for i := len(hops) - 1; i >= 0 && seen < maxHops; i-- {
+		list := hops[i]
+		for list != "" && seen < maxHops {
+			var hop string
+			if j := strings.LastIndexByte(list, ','); j >= 0 {
+				list, hop = list[:j], list[j+1:]
+			} else {
+				list, hop = "", list
+			}
+			seen++
+			a, ok := parseHostAddr(strings.TrimSpace(hop))
+			if !ok {
+				return addr.String()
+			}
+			addr = a
+			if !s.trustedProxy(a) {
+				return addr.String()
 			}
 		}
 	}
-	return peer.String()
+	return addr.String()
 }
 
 func (s *Server) trustedProxy(a netip.Addr) bool {

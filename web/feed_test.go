@@ -440,9 +440,12 @@ func TestFeedIPHash(t *testing.T) {
 		f := newFeedFix(t, setup(t))
 		cases := []struct{ name, xff, addr string }{
 			{"socket address without port", "", "127.0.0.1"},
-			{"first X-Forwarded-For entry", "203.0.113.7, 10.0.0.1", "203.0.113.7"},
+			// The client writes what it likes left of the hop our proxy
+			// appended: the right-most hop that is not a trusted proxy.
+			{"right-most untrusted hop, not the forged left-most", "198.51.100.9, 203.0.113.7", "203.0.113.7"},
+			{"trusted hops skipped", "203.0.113.7, 127.0.0.5, 127.0.0.6", "203.0.113.7"},
 			{"entry with a port", "203.0.113.8:4711", "203.0.113.8"},
-			{"IPv6 entry with a port", "[2001:db8::1]:443, 10.0.0.1", "2001:db8::1"},
+			{"IPv6 entry with a port", "[2001:db8::1]:443, 127.0.0.9", "2001:db8::1"},
 			{"garbage entry falls back to the socket", "not-an-ip", "127.0.0.1"},
 		}
 		for _, tc := range cases {

@@ -26,6 +26,7 @@ import (
 	"anvil/domain/event"
 	"anvil/domain/feed"
 	"anvil/domain/feedstats"
+	"anvil/domain/monitor"
 	"anvil/domain/sentry"
 	"anvil/views"
 )
@@ -85,7 +86,8 @@ type sentryDetail struct {
 // sentryIngest serves one of the door's paths. The order of the checks is
 // the seed's: body size 413 (as sent, then decompressed) → key 401 → Origin
 // with a live key 403 → rate limit 429 → parse 400 → the daily event
-// budget 429 (docs/retention.md).
+// budget 429 (docs/retention.md). A browser key's rate limit is its client
+// address's first, then its connection's (addrGate).
 func (s *Server) sentryIngest(store bool, lim *feedLimiter) echo.HandlerFunc {
 	maxEnvelope := s.opts.FeedMaxEnvelope
 	if maxEnvelope <= 0 {
@@ -124,6 +126,9 @@ func (s *Server) sentryIngest(store bool, lim *feedLimiter) echo.HandlerFunc {
 		if refused, err := s.originGate(c, snd, true); refused {
 			return err
 		}
+		if limited, err := s.addrGate(c, snd, 1, true); limited {
+			return err
+		}
 		if !lim.allow(snd.ConnectionID) {
 			h := c.Response().Header()
 			h.Set("Retry-After", "60")
@@ -135,7 +140,7 @@ func (s *Server) sentryIngest(store bool, lim *feedLimiter) echo.HandlerFunc {
 			return c.JSON(http.StatusBadRequest, sentryDetail{Detail: "bad_request: " + decodeErr.Error()})
 		}
 
-		var payloads [][]byte
+		var payloads, checkIns [][]byte
 		var headerID string
 		if store {
 			payloads = [][]byte{body}
@@ -144,13 +149,19 @@ func (s *Server) sentryIngest(store bool, lim *feedLimiter) echo.HandlerFunc {
 			if err != nil {
 				return c.JSON(http.StatusBadRequest, sentryDetail{Detail: "bad_request: " + err.Error()})
 			}
-			payloads, headerID = env.Events, env.Header.EventID
-			if len(env.CheckIns) > 0 {
-				// Cron monitors' check-ins go to domain/monitor, apart from
-				// events and their budget (web/monitor_checkin.go).
-				if err := s.sentryCheckIns(c, snd, env.CheckIns); err != nil || c.Response().Committed {
-					return err
-				}
+			payloads, headerID, checkIns = env.Events, env.Header.EventID, env.CheckIns
+		}
+		// The rest of a browser key's items, past the one charged above.
+		if limited, err := s.addrGate(c, snd, len(payloads)+len(checkIns)-1, true); limited {
+			return err
+		}
+		var refusedCheckIns []monitor.ItemRefusal
+		if len(checkIns) > 0 {
+			// Cron monitors' check-ins go to domain/monitor, apart from
+			// events and their budget (web/monitor_checkin.go).
+			var answered bool
+			if refusedCheckIns, answered, err = s.sentryCheckIns(c, snd, checkIns); answered {
+				return err
 			}
 		}
 		if len(payloads) > s.opts.FeedMaxBatch {
@@ -158,11 +169,11 @@ func (s *Server) sentryIngest(store bool, lim *feedLimiter) echo.HandlerFunc {
 				"bad_request: the envelope holds %d events; at most %d", len(payloads), s.opts.FeedMaxBatch)})
 		}
 		if len(payloads) == 0 {
+			if len(refusedCheckIns) > 0 {
+				return checkInRefusal(c, refusedCheckIns[0])
+			}
 			// Sessions, client reports, transactions …: read past, nothing stored.
 			return c.JSON(http.StatusOK, struct{}{})
-		}
-		if limited, err := s.addrGate(c, snd, len(payloads), true); limited {
-			return err
 		}
 		if over, err := s.overBudget(c, snd, len(payloads), true); over {
 			return err

@@ -20,7 +20,8 @@ import (
 // it. What it buys is that the raw address is never stored.
 //
 // clientAddr is hashed exactly as given; the caller passes the bare address
-// (the first X-Forwarded-For entry, else the socket's host without its port)
+// (docs/contracts/feed.md, "Client address": the right-most untrusted
+// X-Forwarded-For hop, else the socket's host without its port)
 // in one canonical spelling, or the same machine would get two pseudonyms.
 func IPHash(clientAddr string, at time.Time, connectionID string) string {
 	salt := sha256.Sum256([]byte(at.UTC().Format("2006-01-02") + connectionID))

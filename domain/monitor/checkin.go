@@ -44,10 +44,19 @@ type CheckInInput struct {
 	Duration    *float64   // seconds, as the SDKs send it
 	Environment string
 	Release     string
-	Config      *Input // Sentry's monitor_config: creates or updates the monitor
+	Config      *Input // Sentry's monitor_config: creates the monitor, or updates one check-ins made
 	ExitCode    *int
 	Output      string
 	Source      string // sentry | ping
+	// Connection is the feed connection the check-in came through (the
+	// audit line of a change it makes names it); nil for a ping.
+	Connection *Connection
+}
+
+// Connection names the feed connection a check-in came through.
+type Connection struct {
+	ID   uuid.UUID
+	Name string
 }
 
 // CheckInResult says what a check-in recorded.
@@ -134,8 +143,10 @@ func (st *state) expect(m *Monitor, t time.Time) {
 // CheckIn records one check-in of a project's monitor — the Sentry door's
 // check_in item, a ping — in one transaction that locks the monitor's row:
 // a monitor's check-ins are serial, a project's many monitors check in side
-// by side (docs/monitors.md, "Locks"). A monitor_config creates or updates
-// the monitor; without one, an unknown slug is not found.
+// by side (docs/monitors.md, "Locks"). A monitor_config creates the
+// monitor, or updates one that check-ins made and nobody edited since
+// (docs/monitors.md, "What a check-in may change"); without one, an
+// unknown slug is not found.
 func (ms *Service) CheckIn(ctx context.Context, projectID uuid.UUID, in CheckInInput) (*CheckInResult, error) {
 	if ms.s.Pool != nil && !ms.generalOnly {
 		var res *CheckInResult
@@ -159,18 +170,8 @@ func (ms *Service) CheckIn(ctx context.Context, projectID uuid.UUID, in CheckInI
 		m, err := ms.bySlug(ctx, tx, projectID, in.Slug, true)
 		if errors.Is(err, domain.ErrNotFound) && in.Config != nil {
 			m, err = ms.create(ctx, tx, projectID, in)
-		} else if err == nil && in.Config != nil {
-			cfg := *in.Config
-			cfg.Slug, cfg.Paused = nil, nil
-			was := *m
-			if err := cfg.apply(m, false); err != nil {
-				return err
-			}
-			if !sameSettings(&was, m) {
-				if err := ms.save(ctx, tx, m); err != nil {
-					return err
-				}
-			}
+		} else if err == nil && in.Config != nil && m.Origin == OriginCheckIn {
+			err = ms.configure(ctx, tx, m, in)
 		}
 		if err != nil {
 			return err
@@ -216,7 +217,14 @@ func (ms *Service) create(ctx context.Context, tx bun.Tx, projectID uuid.UUID, i
 	if err := cfg.apply(m, true); err != nil {
 		return nil, err
 	}
-	m.OrgID, m.ProjectID = pr.OrgID, projectID
+	m.OrgID, m.ProjectID, m.Origin = pr.OrgID, projectID, OriginCheckIn
+	if err := ms.underCap(ctx, tx, projectID); err != nil {
+		// A concurrent check-in may have made this very monitor meanwhile.
+		if m2, err2 := ms.bySlug(ctx, tx, projectID, in.Slug, true); err2 == nil {
+			return m2, nil
+		}
+		return nil, err
+	}
 	if _, err := ms.insert(ctx, tx, m); err != nil {
 		if errors.Is(err, domain.ErrConflict) {
 			return ms.bySlug(ctx, tx, projectID, in.Slug, true)
@@ -224,6 +232,53 @@ func (ms *Service) create(ctx context.Context, tx bun.Tx, projectID uuid.UUID, i
 		return nil, err
 	}
 	return m, nil
+}
+
+// configure applies a check-in's monitor_config to m, a monitor check-ins
+// made (locked): a change is saved and audited, naming the connection and
+// each setting's old and new value (docs/monitors.md, "What a check-in may
+// change").
+func (ms *Service) configure(ctx context.Context, tx bun.Tx, m *Monitor, in CheckInInput) error {
+	cfg := *in.Config
+	cfg.Slug, cfg.Paused = nil, nil
+	was := *m
+	if err := cfg.apply(m, false); err != nil {
+		return err
+	}
+	if sameSettings(&was, m) {
+		return nil
+	}
+	if err := ms.save(ctx, tx, m); err != nil {
+		return err
+	}
+	changes := settingChanges(&was, m)
+	who := "a check-in"
+	detail := map[string]any{"project_id": m.ProjectID, "changes": changes}
+	if in.Connection != nil {
+		who = fmt.Sprintf("check-in from connection %s", in.Connection.Name)
+		detail["connection_id"] = in.Connection.ID
+	}
+	detail["summary"] = who + " changed " + strings.Join(changes, ", ")
+	return domain.RecordAuditIn(ctx, tx, m.OrgID, nil, who, "monitor.updated_by_check_in", m.Slug, detail)
+}
+
+// settingChanges words each setting that differs: "the schedule from
+// crontab 0 2 * * * to crontab 0 0 1 1 *".
+func settingChanges(a, b *Monitor) []string {
+	var out []string
+	add := func(name string, from, to any) {
+		if from != to {
+			out = append(out, fmt.Sprintf("the %s from %v to %v", name, from, to))
+		}
+	}
+	add("schedule", a.Schedule.String(), b.Schedule.String())
+	add("timezone", a.Timezone, b.Timezone)
+	add("check-in margin (minutes)", a.CheckinMargin, b.CheckinMargin)
+	add("maximum runtime (minutes)", a.MaxRuntime, b.MaxRuntime)
+	add("failure threshold", a.FailureThreshold, b.FailureThreshold)
+	add("recovery threshold", a.RecoveryThreshold, b.RecoveryThreshold)
+	add("environment", a.Environment, b.Environment)
+	return out
 }
 
 // sameSettings reports whether a and b schedule and judge alike.

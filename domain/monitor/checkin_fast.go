@@ -5,15 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/uptrace/bun"
 
-	"anvil/domain"
 	"anvil/domain/internal/dbutil"
-	"anvil/domain/internal/tokens"
 )
 
 // The check-in in two round trips (docs/monitors.md, "Two paths"). The
@@ -36,8 +33,9 @@ import (
 // monitor_config, a monitor_config that changes the monitor, a refusal
 // other than the rate limit, an incident to open, count on or close — is
 // rolled back after the first trip and decided again by the general path
-// from the start. A monitor its monitor_config creates, and a monitor's
-// first state in an environment, are made in the second trip.
+// from the start. A monitor its monitor_config creates is the general
+// path's too (it counts the project's monitors under their cap); a
+// monitor's first state in an environment is made in the second trip.
 // TestCheckInPathsAgree holds the two alike.
 
 // errSlowPath hands a check-in to the general path.
@@ -61,31 +59,9 @@ const (
 		WHERE m.project_id = $1 AND m.slug = $2 AND s.environment = COALESCE(NULLIF($3, ''), m.environment) FOR UPDATE OF s`
 )
 
-// The monitor a monitor_config creates, and its first state.
-const (
-	fastProjectSQL       = `SELECT org_id, deleted_at FROM ` + domain.AllProjects + ` WHERE id = $1`
-	fastInsertMonitorSQL = `INSERT INTO monitors (id, org_id, project_id, slug, schedule_type, schedule_value, schedule_unit, timezone,
-		checkin_margin, max_runtime, failure_threshold, recovery_threshold, environment, paused, ping_lookup, ping_hash, created_at, updated_at)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $17)`
-	fastInsertStateSQL = `INSERT INTO monitor_states (monitor_id, environment, project_id) VALUES ($1, $2, $3)`
-)
-
-// projectRow is what creating a monitor needs of its project.
-type projectRow struct {
-	orgID     uuid.UUID
-	deletedAt *time.Time
-}
-
-func scanProject(rows dbutil.RowSource) (*projectRow, error) {
-	if !rows.Next() {
-		return nil, rows.Err()
-	}
-	p := new(projectRow)
-	if err := rows.Scan(&p.orgID, &p.deletedAt); err != nil {
-		return nil, fmt.Errorf("monitors: read the project: %w", err)
-	}
-	return p, rows.Err()
-}
+// A state's first row, made by its monitor's first check-in in an
+// environment.
+const fastInsertStateSQL = `INSERT INTO monitor_states (monitor_id, environment, project_id) VALUES ($1, $2, $3)`
 
 // tryCheckInFast records in in two round trips, or returns errSlowPath
 // having changed nothing. The caller collects the live notices
@@ -126,45 +102,24 @@ func (ms *Service) tryCheckInFast(ctx context.Context, projectID uuid.UUID, in C
 		}
 	}
 	reads.Queue(fastStateSQL, pid, in.Slug, named).Query(func(r pgx.Rows) (err error) { st, err = scanState(r); return err })
-	var org *projectRow
-	if in.Config != nil { // the monitor_config may create the monitor
-		reads.Queue(fastProjectSQL, pid).Query(func(r pgx.Rows) (err error) { org, err = scanProject(r); return err })
-	}
 	if err := c.SendBatch(ctx, reads).Close(); err != nil {
 		return nil, fmt.Errorf("monitors: lock the check-in's rows: %w", err)
 	}
 
 	w := &batchWriter{b: &pgx.Batch{}}
-	now := ms.Now()
-	switch {
-	case m == nil && (in.Config == nil || org == nil || org.deletedAt != nil):
-		return nil, rollBack(ctx, c, errSlowPath) // the general path says not found
-	case m == nil:
-		// Created by its first check-in's monitor_config, as create does.
-		// A concurrent check-in that creates it first makes the insert a
-		// unique violation: then the general path finds that monitor.
-		m = newMonitor()
+	if m == nil {
+		// Not found, or made by its first check-in's monitor_config: the
+		// general path, which counts the project's monitors under their
+		// cap (docs/monitors.md, "Bounds"). Once per monitor.
+		return nil, rollBack(ctx, c, errSlowPath)
+	}
+	m.fill()
+	if in.Config != nil && m.Origin == OriginCheckIn {
 		cfg := *in.Config
-		cfg.Slug = &in.Slug
-		if err := cfg.apply(m, true); err != nil {
-			return nil, rollBack(ctx, c, errSlowPath) // the general path words the refusal
-		}
-		_, lookup, hash := tokens.New(PingKeyPrefix)
-		m.ID, m.OrgID, m.ProjectID, m.PingLookup, m.CreatedAt, m.UpdatedAt = uuid.New(), org.orgID, projectID, &lookup, now, now
-		m.ScheduleType, m.ScheduleValue, m.ScheduleUnit = m.Schedule.Type, m.Schedule.Value, m.Schedule.Unit
-		w.b.Queue(fastInsertMonitorSQL, dbutil.PgUUID(m.ID), dbutil.PgUUID(m.OrgID), pid, m.Slug, m.ScheduleType, m.ScheduleValue,
-			m.ScheduleUnit, m.Timezone, m.CheckinMargin, m.MaxRuntime, m.FailureThreshold, m.RecoveryThreshold, m.Environment, m.Paused,
-			lookup, hash, now)
-		m.fill()
-	default:
-		m.fill()
-		if in.Config != nil {
-			cfg := *in.Config
-			cfg.Slug, cfg.Paused = nil, nil
-			was := *m
-			if err := cfg.apply(m, false); err != nil || !sameSettings(&was, m) {
-				return nil, rollBack(ctx, c, errSlowPath) // a refusal, or a change to save
-			}
+		cfg.Slug, cfg.Paused = nil, nil
+		was := *m
+		if err := cfg.apply(m, false); err != nil || !sameSettings(&was, m) {
+			return nil, rollBack(ctx, c, errSlowPath) // a refusal, or a change to save and audit
 		}
 	}
 	env, err := checkInEnv(m, in)
@@ -230,7 +185,7 @@ func scanMonitor(rows dbutil.RowSource) (*Monitor, error) {
 	}
 	m := new(Monitor)
 	if err := rows.Scan(&m.ID, &m.OrgID, &m.ProjectID, &m.Slug, &m.ScheduleType, &m.ScheduleValue, &m.ScheduleUnit, &m.Timezone,
-		&m.CheckinMargin, &m.MaxRuntime, &m.FailureThreshold, &m.RecoveryThreshold, &m.Environment, &m.Paused, &m.PingLookup,
+		&m.CheckinMargin, &m.MaxRuntime, &m.FailureThreshold, &m.RecoveryThreshold, &m.Environment, &m.Paused, &m.Origin, &m.PingLookup,
 		&m.CreatedAt, &m.UpdatedAt); err != nil {
 		return nil, fmt.Errorf("monitors: read the monitor: %w", err)
 	}

@@ -34,6 +34,18 @@ const (
 	DefaultEnv        = "production"
 )
 
+// DefaultPerProject is how many monitors a project may have unless
+// ANVIL_MONITORS_PER_PROJECT says otherwise (docs/monitors.md, "Bounds").
+const DefaultPerProject = 1000
+
+// Origins of a monitor's settings (docs/monitors.md, "What a check-in may
+// change"): a check-in's monitor_config changes only OriginCheckIn's.
+const (
+	OriginCheckIn = "check_in"
+	OriginAPI     = "api"
+	OriginCockpit = "cockpit"
+)
+
 // Service is the monitors of every project.
 type Service struct {
 	s         *domain.Store
@@ -48,12 +60,15 @@ type Service struct {
 	generalOnly bool
 	// fast counts the check-ins the two-round-trip path stored.
 	fast atomic.Int64
+	// PerProject caps a project's monitors (ANVIL_MONITORS_PER_PROJECT).
+	PerProject int
 }
 
 // New builds the service; in dispatches repairs of incidents a monitor's
 // binding queues.
 func New(s *domain.Store, in *incident.Incidents, publicURL string) *Service {
-	return &Service{s: s, incidents: in, Now: func() time.Time { return s.Now() }, PublicURL: strings.TrimRight(publicURL, "/")}
+	return &Service{s: s, incidents: in, Now: func() time.Time { return s.Now() }, PublicURL: strings.TrimRight(publicURL, "/"),
+		PerProject: DefaultPerProject}
 }
 
 // Monitor is one monitor as the API shows it (Sentry's monitor_config names).
@@ -73,9 +88,11 @@ type Monitor struct {
 	RecoveryThreshold int       `json:"recovery_threshold" bun:"recovery_threshold"`
 	Environment       string    `json:"environment" bun:"environment"`
 	Paused            bool      `json:"paused" bun:"paused"`
-	PingLookup        *string   `json:"-" bun:"ping_lookup"`
-	CreatedAt         time.Time `json:"created_at" bun:"created_at"`
-	UpdatedAt         time.Time `json:"updated_at" bun:"updated_at"`
+	// Origin is who made or last edited the settings: check_in, api or cockpit.
+	Origin     string    `json:"origin" bun:"origin"`
+	PingLookup *string   `json:"-" bun:"ping_lookup"`
+	CreatedAt  time.Time `json:"created_at" bun:"created_at"`
+	UpdatedAt  time.Time `json:"updated_at" bun:"updated_at"`
 	// PingKey is the key's first characters ("anv_png_AbCdEfGh…"), or "" when revoked.
 	PingKey string `json:"ping_key" bun:"-"`
 	// PingURL is set only in the answer that made the key (shown once).
@@ -171,6 +188,24 @@ type Input struct {
 	RecoveryThreshold *int      `json:"recovery_threshold"`
 	Environment       *string   `json:"environment"`
 	Paused            *bool     `json:"paused"`
+	// Origin is where an edit comes from (OriginAPI when empty); never
+	// read from JSON.
+	Origin string `json:"-"`
+}
+
+// Bounds of a schedule's text, checked before anything parses it
+// (docs/monitors.md, "Bounds"): a crontab line is a few dozen bytes, a
+// zone name at most about thirty.
+const (
+	maxScheduleBytes = 256
+	maxTimezoneBytes = 64
+)
+
+// settingsTouched reports whether the input changes anything a check-in's
+// monitor_config could change (pausing is not such a setting).
+func (in Input) settingsTouched() bool {
+	return in.Schedule != nil || in.Timezone != nil || in.CheckinMargin != nil || in.MaxRuntime != nil || in.FailureThreshold != nil ||
+		in.FailureIssue != nil || in.RecoveryThreshold != nil || in.Environment != nil
 }
 
 var slugRe = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,49}$`)
@@ -190,10 +225,18 @@ func (in Input) apply(m *Monitor, creating bool) error {
 	}
 	if in.Schedule != nil {
 		m.Schedule = *in.Schedule
+		if len(m.Schedule.Value)+len(m.Schedule.Type)+len(m.Schedule.Unit) > maxScheduleBytes {
+			fe.Add("schedule.value", "invalid_schedule", "is above %d bytes; a crontab line is a few dozen", maxScheduleBytes)
+			return fe.Err()
+		}
 	} else if creating {
 		fe.Add("schedule", "invalid_schedule", "is required: {type: \"crontab\", value: \"0 2 * * *\"} or {type: \"interval\", value: 1, unit: \"hour\"}")
 	}
 	if in.Timezone != nil {
+		if len(*in.Timezone) > maxTimezoneBytes {
+			fe.Add("timezone", "invalid_timezone", "is above %d bytes; give an IANA time zone such as Europe/Berlin", maxTimezoneBytes)
+			return fe.Err()
+		}
 		m.Timezone = *in.Timezone
 	}
 	if m.Timezone == "" {
@@ -266,12 +309,16 @@ func (ms *Service) Create(ctx context.Context, p *domain.Principal, projectID uu
 	if err := in.apply(m, true); err != nil {
 		return nil, err
 	}
+	m.Origin = in.origin()
 	var key string
 	err := ms.s.WithProject(ctx, projectID, func(ctx context.Context, tx bun.Tx, pr *domain.Project) error {
 		if pr.OrgID != p.OrgID || pr.DeletedAt != nil {
 			return domain.NotFound("project")
 		}
 		m.OrgID, m.ProjectID = pr.OrgID, pr.ID
+		if err := ms.underCap(ctx, tx, pr.ID); err != nil {
+			return err
+		}
 		var err error
 		key, err = ms.insert(ctx, tx, m)
 		if err != nil {
@@ -286,15 +333,46 @@ func (ms *Service) Create(ctx context.Context, p *domain.Principal, projectID uu
 	return m, nil
 }
 
+// origin is where an edit comes from: the API unless the cockpit says so.
+func (in Input) origin() string {
+	if in.Origin == OriginCockpit {
+		return OriginCockpit
+	}
+	return OriginAPI
+}
+
+// ErrTooManyMonitors is a monitor past the project's cap.
+func (ms *Service) tooMany() error {
+	return &domain.Error{Kind: domain.ErrConflict, Code: "too_many_monitors",
+		Message: fmt.Sprintf("the project has %d monitors, the most it may have (ANVIL_MONITORS_PER_PROJECT); delete one first", ms.PerProject)}
+}
+
+// underCap serializes the making of a project's monitors (a transaction
+// advisory lock: nothing else waits on it, so it joins no lock order) and
+// refuses one past the cap.
+func (ms *Service) underCap(ctx context.Context, tx bun.Tx, projectID uuid.UUID) error {
+	var n int
+	if err := tx.NewRaw(`SELECT pg_advisory_xact_lock(hashtextextended('monitor-create:' || ?::text, 0))`, projectID).Scan(ctx, new(string)); err != nil {
+		return fmt.Errorf("monitors: serialize creation: %w", err)
+	}
+	if err := tx.NewRaw(`SELECT count(*) FROM monitors WHERE project_id = ?`, projectID).Scan(ctx, &n); err != nil {
+		return fmt.Errorf("monitors: count: %w", err)
+	}
+	if n >= ms.PerProject {
+		return ms.tooMany()
+	}
+	return nil
+}
+
 // insert stores a new monitor with a new ping key and returns the key.
 func (ms *Service) insert(ctx context.Context, tx bun.Tx, m *Monitor) (string, error) {
 	key, lookup, hash := tokens.New(PingKeyPrefix)
 	now := ms.Now()
 	err := tx.NewRaw(`INSERT INTO monitors (org_id, project_id, slug, schedule_type, schedule_value, schedule_unit, timezone, checkin_margin,
-		max_runtime, failure_threshold, recovery_threshold, environment, paused, ping_lookup, ping_hash, created_at, updated_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (project_id, slug) DO NOTHING RETURNING id, created_at, updated_at`,
+		max_runtime, failure_threshold, recovery_threshold, environment, paused, origin, ping_lookup, ping_hash, created_at, updated_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (project_id, slug) DO NOTHING RETURNING id, created_at, updated_at`,
 		m.OrgID, m.ProjectID, m.Slug, m.Schedule.Type, m.Schedule.Value, m.Schedule.Unit, m.Timezone, m.CheckinMargin, m.MaxRuntime,
-		m.FailureThreshold, m.RecoveryThreshold, m.Environment, m.Paused, lookup, hash, now, now).Scan(ctx, &m.ID, &m.CreatedAt, &m.UpdatedAt)
+		m.FailureThreshold, m.RecoveryThreshold, m.Environment, m.Paused, m.Origin, lookup, hash, now, now).Scan(ctx, &m.ID, &m.CreatedAt, &m.UpdatedAt)
 	if dbutil.IsNoRows(err) {
 		return "", &domain.Error{Kind: domain.ErrConflict, Code: "monitor_exists", Message: fmt.Sprintf("slug %q is taken: a monitor of this project has it", m.Slug),
 			Fields: []domain.FieldError{{Field: "slug", Code: "monitor_exists", Problem: "is taken by another monitor of this project"}}}
@@ -309,7 +387,7 @@ func (ms *Service) insert(ctx context.Context, tx bun.Tx, m *Monitor) (string, e
 }
 
 const monitorColumns = `id, org_id, project_id, slug, schedule_type, schedule_value, schedule_unit, timezone, checkin_margin, max_runtime,
-	failure_threshold, recovery_threshold, environment, paused, ping_lookup, created_at, updated_at`
+	failure_threshold, recovery_threshold, environment, paused, origin, ping_lookup, created_at, updated_at`
 
 // visibleProject checks that the project is the caller's organisation's.
 func (ms *Service) visibleProject(ctx context.Context, p *domain.Principal, projectID uuid.UUID) error {
@@ -467,6 +545,10 @@ func (ms *Service) Update(ctx context.Context, p *domain.Principal, projectID uu
 		if err := in.apply(m, false); err != nil {
 			return err
 		}
+		if in.settingsTouched() {
+			// Edited by a person: check-ins no longer change it.
+			m.Origin = in.origin()
+		}
 		if err := ms.save(ctx, tx, m); err != nil {
 			return err
 		}
@@ -481,9 +563,9 @@ func (ms *Service) Update(ctx context.Context, p *domain.Principal, projectID uu
 func (ms *Service) save(ctx context.Context, tx bun.Tx, m *Monitor) error {
 	now := ms.Now()
 	if _, err := tx.NewRaw(`UPDATE monitors SET schedule_type = ?, schedule_value = ?, schedule_unit = ?, timezone = ?, checkin_margin = ?,
-		max_runtime = ?, failure_threshold = ?, recovery_threshold = ?, environment = ?, paused = ?, updated_at = ? WHERE id = ?`,
+		max_runtime = ?, failure_threshold = ?, recovery_threshold = ?, environment = ?, paused = ?, origin = ?, updated_at = ? WHERE id = ?`,
 		m.Schedule.Type, m.Schedule.Value, m.Schedule.Unit, m.Timezone, m.CheckinMargin, m.MaxRuntime, m.FailureThreshold,
-		m.RecoveryThreshold, m.Environment, m.Paused, now, m.ID).Exec(ctx); err != nil {
+		m.RecoveryThreshold, m.Environment, m.Paused, m.Origin, now, m.ID).Exec(ctx); err != nil {
 		return fmt.Errorf("monitors: save %s: %w", m.Slug, err)
 	}
 	m.UpdatedAt = now

@@ -52,14 +52,23 @@ type planKey struct {
 // plans remembers the plans parsed: every check-in plans its monitor's
 // next run, and loading a zone (tzdata) and parsing a crontab line cost
 // more than the rest of the check-in's Go. A plan never changes, so its
-// entries do not expire; the bound keeps schedules sent to be refused
-// from growing it.
-var plans = ttlcache.New[planKey, *plan](0, 4096)
+// entries do not expire. The cache is bounded in bytes by construction:
+// at most maxPlans entries, each a key of at most maxScheduleBytes +
+// maxTimezoneBytes of text (parsePlan refuses longer ones before looking)
+// and a plan of fixed size (a crontab's bit sets, a *time.Location that
+// tzdata shares) — about 2 MB at most.
+var plans = ttlcache.New[planKey, *plan](0, maxPlans)
+
+// maxPlans is how many parsed plans are remembered.
+const maxPlans = 4096
 
 // parsePlan checks a schedule and its timezone and returns its plan; every
 // refusal names its field ("schedule.value", "schedule.unit", "timezone").
 // It is parseFresh remembered (TestScheduleNext holds the two alike).
 func parsePlan(s Schedule, tz string) (*plan, error) {
+	if len(s.Type)+len(s.Value)+len(s.Unit) > maxScheduleBytes || len(tz) > maxTimezoneBytes {
+		return nil, domain.Invalid("invalid_schedule", "a schedule is at most %d bytes and a timezone %d", maxScheduleBytes, maxTimezoneBytes)
+	}
 	k := planKey{s, tz}
 	if p, ok := plans.Get(k, time.Time{}); ok {
 		return p, nil

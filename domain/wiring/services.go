@@ -108,6 +108,8 @@ type Options struct {
 	// RunsAllowPrivate lets runs' proxies reach loopback, private,
 	// link-local and unique-local addresses (ANVIL_RUNS_ALLOW_PRIVATE).
 	RunsAllowPrivate bool
+	// MonitorsPerProject caps a project's monitors (0: monitor.DefaultPerProject).
+	MonitorsPerProject int
 }
 
 // NewServices wires the services on d, alerts included (d's pool also
@@ -131,6 +133,9 @@ func NewServices(d *db.DB, keys *secret.Keyring, log *slog.Logger, o Options) *S
 	sv.Retention = retention.New(s)
 	sv.Erasure = erasure.New(s, sv.Queue, sv.Feed, sv.Webhooks)
 	sv.Monitors = monitor.New(s, sv.Incidents, o.PublicURL)
+	if o.MonitorsPerProject > 0 {
+		sv.Monitors.PerProject = o.MonitorsPerProject
+	}
 	sv.SourceMaps = sourcemap.New(s, o.SourceMapLimits, o.SourceMapCache)
 	sv.Feed.Symbolicate = sv.SourceMaps.Symbolicate
 	sv.Retention.ExpireArtifacts = sv.SourceMaps.Expire
