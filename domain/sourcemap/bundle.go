@@ -184,6 +184,12 @@ func addFile(b *Bundle, f File) error {
 		if err := json.Unmarshal(f.Data, &probe); err != nil {
 			return invalid("sourcemap_invalid", "%s is not a source map (not JSON: %s)", clip(f.URL), clip(err.Error()))
 		}
+		// A map of mostly empty lines would allocate a mapping for each
+		// separator once parsed (docs/sourcemap.md, "Bounded and fast").
+		if sh := shapeOf(f.Data); sh.sparse() {
+			return invalid("sourcemap_sparse", "%s: its mappings hold %d separators for %d positions (at most %d per position and %d more); no build writes that, refused",
+				clip(f.URL), sh.separators, sh.segments, sparseRatio, sparseAllowed)
+		}
 	}
 	sum := sha1.Sum(f.Data) //nolint:gosec // see the import
 	f.Checksum = hex.EncodeToString(sum[:])

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -33,6 +34,11 @@ type Service struct {
 	Limits Limits
 	cache  *mapCache
 	look   *lookups
+	// Budget bounds one event's symbolication (DefaultBudget when 0).
+	Budget time.Duration
+
+	walked     atomic.Int64
+	overBudget atomic.Int64
 }
 
 // New is the service over the store with the limits and a cache of parsed
