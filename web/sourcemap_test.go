@@ -584,3 +584,29 @@ func FuzzSourceMapUploadHTTP(f *testing.F) {
 		check("raw chunk-upload body", st, out)
 	})
 }
+
+// The chunk-upload options name ANVIL_PUBLIC_URL, never the request's Host:
+// sentry-cli sends its chunks, with its token, wherever they point.
+func TestChunkOptionsNameThePublicURL(t *testing.T) {
+	t.Parallel()
+	for _, public := range []string{"https://anvil.example/sub", ""} {
+		opts := testOptions()
+		opts.PublicURL = public
+		b := setupWith(t, opts)
+		req, _ := http.NewRequest("GET", b.srv.URL+"/api/0/organizations/acme/chunk-upload/", nil)
+		req.Host = "evil.test"
+		req.Header.Set("X-Forwarded-Host", "evil.test")
+		req.Header.Set("Authorization", "Bearer "+b.owner.Token)
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out map[string]any
+		_ = json.NewDecoder(res.Body).Decode(&out)
+		res.Body.Close()
+		u, _ := out["url"].(string)
+		if res.StatusCode != http.StatusOK || strings.Contains(u, "evil") || u != public+"/api/0/organizations/acme/chunk-upload/" {
+			t.Fatalf("public URL %q: %d, url %q", public, res.StatusCode, u)
+		}
+	}
+}
