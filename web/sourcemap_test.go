@@ -610,3 +610,31 @@ func TestChunkOptionsNameThePublicURL(t *testing.T) {
 		}
 	}
 }
+
+// A frame that was never mapped (no map uploaded yet) keeps its column on
+// the incident page: bundle.js:line:column.
+func TestUnmappedFramesKeepTheirColumn(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	s := newSentryFix(t, b)
+	if r := sentrySend(t, b.srv.URL, s.envPath(), envelope(`{}`, eventItem(smEvent(hexID(), "shop@0", smFrames(15, "Object.i", "n", "c"), ""))), s.auth()...); r.Status != http.StatusOK {
+		t.Fatalf("event: %d %s", r.Status, r.Raw)
+	}
+	incs := s.smIncidents(t)
+	if len(incs) != 1 {
+		t.Fatalf("incidents: %+v", incs)
+	}
+	br := b.browser(t)
+	br.login("owner@acme.test", testPassword)
+	_, page := br.get("/incidents/" + incs[0].ID)
+	// Each frame, in the stack and in the diagnosis, reads file:line:column.
+	for _, col := range []string{"83", "135", "207"} {
+		re := regexp.MustCompile(`data-testid="frame-location">(<span data-testid="frame-file">)?http://shop\.test/assets/app\.js(</span>)?:15:` + col + `</span>`)
+		if n := len(re.FindAllString(page, -1)); n < 1 {
+			t.Errorf("no frame reads app.js:15:%s", col)
+		}
+	}
+	if strings.Contains(page, `app.js</span>:15</span>`) {
+		t.Error("a frame lost its column")
+	}
+}
