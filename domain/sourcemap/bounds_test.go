@@ -2,6 +2,8 @@ package sourcemap_test
 
 import (
 	"context"
+	"crypto/sha1" //nolint:gosec // sentry-cli's chunk names
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -262,4 +264,63 @@ func TestCancelledRequestThenRealOneIsOneIncident(t *testing.T) {
 	if unmapped != 0 {
 		t.Fatalf("%d events of the incident were not mapped", unmapped)
 	}
+}
+
+// Concurrent chunk requests are charged to the organisation's quota one
+// after another: together they never hold more than it.
+func TestChunkQuotaHoldsUnderConcurrency(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	svc := sourcemap.New(b.Store, sourcemap.Limits{Bundle: 1 << 20}, 0) // quota: 2 MiB of chunks
+	var wg sync.WaitGroup
+	errs := make([]error, 6)
+	for i := range errs {
+		data := []byte(strings.Repeat(fmt.Sprint(i), 700<<10))
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = svc.PutChunks(context.Background(), b.Owner, "acme", []sourcemap.Chunk{{Checksum: sha1Hex(data), Data: data}})
+		}()
+	}
+	wg.Wait()
+	ok := 0
+	for _, err := range errs {
+		switch errCode(err) {
+		case "":
+			ok++
+		case "chunks_over_limit":
+		default:
+			t.Fatalf("err %v", err)
+		}
+	}
+	var held int64
+	if err := b.DB.Bun.NewRaw(`SELECT coalesce(sum(length(data)), 0) FROM sourcemap_chunks`).Scan(context.Background(), &held); err != nil {
+		t.Fatal(err)
+	}
+	if ok != 2 || held > 2<<20 {
+		t.Fatalf("%d requests stored, %d bytes of chunks held; the quota is 2 MiB", ok, held)
+	}
+}
+
+// A project's uploads name at most Limits.Files files: past it an upload
+// is refused whole.
+func TestFileRowsPerProjectAreCapped(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	svc := sourcemap.New(b.Store, sourcemap.Limits{Files: 3}, 0)
+	mapData, _ := os.ReadFile("testdata/build1/app.js.map")
+	b.upload(t, svc, "r1", mapData)
+	_, err := svc.Upload(context.Background(), b.Owner, b.Proj.ID, "r2", "", []sourcemap.PlainFile{
+		{Name: "assets/app.js", Data: []byte("y()")}, {Name: "assets/app.js.map", Data: mapData}})
+	if errCode(err) != "project_over_files" {
+		t.Fatalf("err %v", err)
+	}
+	if n := b.CountRows(t, "sourcemap_files", "project_id = ?", b.Proj.ID); n != 2 {
+		t.Fatalf("%d file rows", n)
+	}
+}
+
+func sha1Hex(b []byte) string {
+	sum := sha1.Sum(b) //nolint:gosec // sentry-cli's chunk names
+	return hex.EncodeToString(sum[:])
 }
