@@ -240,12 +240,14 @@ func (s *Server) incidentPage(c echo.Context) error {
 // frameRow is a stored frame as the incident page shows it, with what
 // source maps left on it (docs/sourcemap.md).
 func frameRow(f event.Frame) views.FrameRow {
-	r := views.FrameRow{File: f.File, Line: f.Line, Function: f.Function, Context: f.ContextCode, InApp: f.InApp}
+	// The column is shown whenever the sender gave one: a minified frame
+	// without it points at a whole line of a bundle.
+	r := views.FrameRow{File: f.File, Line: f.Line, Column: f.Colno, Function: f.Function, Context: f.ContextCode, InApp: f.InApp}
 	sy := f.Symbolication
 	if sy == nil {
 		return r
 	}
-	r.Column, r.Pre, r.Post, r.Mapping, r.Unmapped = f.Colno, sy.PreContext, sy.PostContext, sy.Mapping, sy.Unmapped
+	r.Pre, r.Post, r.Mapping, r.Unmapped = sy.PreContext, sy.PostContext, sy.Mapping, sy.Unmapped
 	if raw := sy.Raw; raw != nil {
 		where := raw.AbsPath
 		if where == "" {

@@ -44,10 +44,10 @@ func (s *Server) sentryChunkOptions(c echo.Context) error {
 	if p == nil || p.OrgSlug != c.Param("org") {
 		return domain.NotFound("organization")
 	}
+	// The URL is the configured ANVIL_PUBLIC_URL, never one built from the
+	// request's Host header: the CLI sends its chunks, with its token, to
+	// whatever this names (docs/sourcemap.md, "Uploading with sentry-cli").
 	base := strings.TrimRight(s.opts.PublicURL, "/")
-	if base == "" {
-		base = c.Scheme() + "://" + c.Request().Host
-	}
 	return c.JSON(http.StatusOK, map[string]any{
 		"url":              base + "/api/0/organizations/" + p.OrgSlug + "/chunk-upload/",
 		"chunkSize":        sourcemap.ChunkSize,

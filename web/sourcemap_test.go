@@ -584,3 +584,57 @@ func FuzzSourceMapUploadHTTP(f *testing.F) {
 		check("raw chunk-upload body", st, out)
 	})
 }
+
+// The chunk-upload options name ANVIL_PUBLIC_URL, never the request's Host:
+// sentry-cli sends its chunks, with its token, wherever they point.
+func TestChunkOptionsNameThePublicURL(t *testing.T) {
+	t.Parallel()
+	for _, public := range []string{"https://anvil.example/sub", ""} {
+		opts := testOptions()
+		opts.PublicURL = public
+		b := setupWith(t, opts)
+		req, _ := http.NewRequest("GET", b.srv.URL+"/api/0/organizations/acme/chunk-upload/", nil)
+		req.Host = "evil.test"
+		req.Header.Set("X-Forwarded-Host", "evil.test")
+		req.Header.Set("Authorization", "Bearer "+b.owner.Token)
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out map[string]any
+		_ = json.NewDecoder(res.Body).Decode(&out)
+		res.Body.Close()
+		u, _ := out["url"].(string)
+		if res.StatusCode != http.StatusOK || strings.Contains(u, "evil") || u != public+"/api/0/organizations/acme/chunk-upload/" {
+			t.Fatalf("public URL %q: %d, url %q", public, res.StatusCode, u)
+		}
+	}
+}
+
+// A frame that was never mapped (no map uploaded yet) keeps its column on
+// the incident page: bundle.js:line:column.
+func TestUnmappedFramesKeepTheirColumn(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	s := newSentryFix(t, b)
+	if r := sentrySend(t, b.srv.URL, s.envPath(), envelope(`{}`, eventItem(smEvent(hexID(), "shop@0", smFrames(15, "Object.i", "n", "c"), ""))), s.auth()...); r.Status != http.StatusOK {
+		t.Fatalf("event: %d %s", r.Status, r.Raw)
+	}
+	incs := s.smIncidents(t)
+	if len(incs) != 1 {
+		t.Fatalf("incidents: %+v", incs)
+	}
+	br := b.browser(t)
+	br.login("owner@acme.test", testPassword)
+	_, page := br.get("/incidents/" + incs[0].ID)
+	// Each frame, in the stack and in the diagnosis, reads file:line:column.
+	for _, col := range []string{"83", "135", "207"} {
+		re := regexp.MustCompile(`data-testid="frame-location">(<span data-testid="frame-file">)?http://shop\.test/assets/app\.js(</span>)?:15:` + col + `</span>`)
+		if n := len(re.FindAllString(page, -1)); n < 1 {
+			t.Errorf("no frame reads app.js:15:%s", col)
+		}
+	}
+	if strings.Contains(page, `app.js</span>:15</span>`) {
+		t.Error("a frame lost its column")
+	}
+}

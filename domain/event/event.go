@@ -149,6 +149,9 @@ type Symbolication struct {
 	Mapping string `json:"mapping,omitempty"`
 	// Unmapped is why a frame that looked minified stayed as it came.
 	Unmapped string `json:"unmapped,omitempty"`
+	// UnmappedCode is Unmapped's kind (no_uploads, no_release, no_map,
+	// map_refused, outside_map, transient): what the page advises.
+	UnmappedCode string `json:"unmapped_code,omitempty"`
 }
 
 // RawFrame is a frame as the sender reported it, before symbolication.

@@ -22,6 +22,8 @@ type Limits struct {
 	Bundle int64
 	// Project is the most a project's stored artifacts may hold.
 	Project int64
+	// Files is the most file rows a project's uploads may name.
+	Files int
 }
 
 // The defaults of the limits (ANVIL_SOURCEMAP_MAX_FILE, …_MAX_BUNDLE,
@@ -30,6 +32,9 @@ const (
 	DefaultMaxFile    = 16 << 20
 	DefaultMaxBundle  = 64 << 20
 	DefaultMaxProject = 100 << 20
+	// DefaultMaxFiles bounds a project's file rows: every upload adds
+	// one per file, and a frame's lookup reads them.
+	DefaultMaxFiles = 20000
 	// maxEntries bounds the files of one bundle: a zip of a million empty
 	// entries is a bomb of another kind.
 	maxEntries = 5000
@@ -101,7 +106,13 @@ type manifest struct {
 // or the bundle over the limits, a map that is not JSON, a manifest that
 // names a file the zip does not hold.
 func ReadBundle(data []byte, lim Limits) (*Bundle, error) {
-	zr, err := zip.NewReader(bytes.NewReader(data), int64(len(data)))
+	return ReadBundleAt(bytes.NewReader(data), int64(len(data)), lim)
+}
+
+// ReadBundleAt is ReadBundle over a bundle of size bytes that is not held
+// in memory (an assembled bundle spooled to a file).
+func ReadBundleAt(r io.ReaderAt, size int64, lim Limits) (*Bundle, error) {
+	zr, err := zip.NewReader(r, size)
 	if err != nil {
 		return nil, invalid("bundle_unreadable", "the artifact bundle is not a zip archive: %s", clip(err.Error()))
 	}
@@ -183,6 +194,12 @@ func addFile(b *Bundle, f File) error {
 		}
 		if err := json.Unmarshal(f.Data, &probe); err != nil {
 			return invalid("sourcemap_invalid", "%s is not a source map (not JSON: %s)", clip(f.URL), clip(err.Error()))
+		}
+		// A map of mostly empty lines would allocate a mapping for each
+		// separator once parsed (docs/sourcemap.md, "Bounded and fast").
+		if sh := shapeOf(f.Data); sh.sparse() {
+			return invalid("sourcemap_sparse", "%s: its mappings hold %d separators for %d positions (at most %d per position and %d more); no build writes that, refused",
+				clip(f.URL), sh.separators, sh.segments, sparseRatio, sparseAllowed)
 		}
 	}
 	sum := sha1.Sum(f.Data) //nolint:gosec // see the import

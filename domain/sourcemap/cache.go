@@ -1,17 +1,21 @@
 package sourcemap
 
 import (
+	"bytes"
 	"container/list"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	gosourcemap "github.com/go-sourcemap/sourcemap"
 	"github.com/google/uuid"
+	"golang.org/x/sync/singleflight"
 )
 
 // parsedMap is a source map parsed once and kept in the cache, with the
-// lines of its sources split on first use.
+// lines of its sources split on first use (their cost is charged up front:
+// see mapCost).
 type parsedMap struct {
 	c    *gosourcemap.Consumer
 	cost int64
@@ -21,7 +25,8 @@ type parsedMap struct {
 }
 
 // sourceLines is the source's content split into lines (nil when the map
-// carries no sourcesContent for it).
+// carries no sourcesContent for it). The lines are substrings of the
+// content, so splitting costs one slice header a line and no copy.
 func (p *parsedMap) sourceLines(src string) []string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -30,7 +35,10 @@ func (p *parsedMap) sourceLines(src string) []string {
 	}
 	var l []string
 	if content := p.c.SourceContent(src); content != "" {
-		l = strings.Split(strings.ReplaceAll(content, "\r\n", "\n"), "\n")
+		l = strings.Split(content, "\n")
+		for i := range l {
+			l[i] = strings.TrimSuffix(l[i], "\r")
+		}
 	}
 	if p.lines == nil {
 		p.lines = make(map[string][]string)
@@ -39,15 +47,95 @@ func (p *parsedMap) sourceLines(src string) []string {
 	return l
 }
 
-// mapCache is an LRU of parsed maps bounded by bytes: a map costs about
-// three times its JSON once parsed (mappings decoded, names, sources and
-// their lines), so that is what it is charged.
+// mapShape is what a map's "mappings" strings hold, read from its JSON
+// without parsing it: segments (positions), the separators between them
+// (',' and ';'), and the lines its sources' contents split into.
+type mapShape struct {
+	segments, separators, mappings, lines int64
+}
+
+// The sizes the cache charges a parsed map (docs/sourcemap.md, "Bounded
+// and fast"): the library allocates one 24-byte mapping per separator up
+// front (six int32s), a split source line is a 16-byte string header, and
+// the decoded strings (sources, names, contents) are at most the JSON.
+const (
+	mappingBytes  = 24
+	lineBytes     = 16
+	mapOverhead   = 4 << 10
+	sparseRatio   = 4
+	sparseAllowed = 10000
+)
+
+// shapeOf scans data for its "mappings" strings (one for a plain map, one
+// a section for an index map) and counts what parsing them will allocate.
+// A "mappings" inside a JSON string has its quotes escaped, so only keys
+// are counted.
+func shapeOf(data []byte) mapShape {
+	var sh mapShape
+	key := []byte(`"mappings"`)
+	for i := 0; ; {
+		j := bytes.Index(data[i:], key)
+		if j < 0 {
+			break
+		}
+		k := i + j
+		i = k + len(key)
+		if k > 0 && data[k-1] == '\\' {
+			continue
+		}
+		for i < len(data) && (data[i] == ' ' || data[i] == '\t' || data[i] == '\n' || data[i] == '\r' || data[i] == ':') {
+			i++
+		}
+		if i >= len(data) || data[i] != '"' {
+			continue
+		}
+		i++
+		sh.mappings++
+		inSegment := false
+		for ; i < len(data) && data[i] != '"'; i++ {
+			switch data[i] {
+			case ',', ';':
+				sh.separators++
+				if inSegment {
+					sh.segments++
+				}
+				inSegment = false
+			default:
+				inSegment = true
+			}
+		}
+		if inSegment {
+			sh.segments++
+		}
+	}
+	sh.lines = int64(bytes.Count(data, []byte(`\n`))) + 1
+	return sh
+}
+
+// sparse reports whether the mappings hold far more separators than
+// segments: a map of empty lines that would allocate a mapping for each
+// (what no build writes; refused at upload).
+func (sh mapShape) sparse() bool {
+	return sh.separators > sparseRatio*sh.segments+sparseAllowed
+}
+
+// mapCost is what a parsed map of data holds in memory: the decoded
+// strings, the mappings the library allocates, the split lines.
+func mapCost(data []byte, sh mapShape) int64 {
+	return int64(len(data)) + mappingBytes*(sh.separators+sh.mappings) + lineBytes*sh.lines + mapOverhead
+}
+
+// mapCache is an LRU of parsed maps bounded by bytes, each charged what it
+// holds (mapCost); concurrent misses of one map parse it once.
 type mapCache struct {
 	mu    sync.Mutex
 	max   int64
 	used  int64
 	order *list.List // front: most recently used
 	items map[string]*list.Element
+
+	flight singleflight.Group
+	parses atomic.Int64
 }
 
 type cacheItem struct {
@@ -130,6 +218,10 @@ type resolution struct {
 	bundleID uuid.UUID
 	label    string
 	why      string
+	// code is why's kind (Unmapped*); transient marks a store failure,
+	// never cached.
+	code      string
+	transient bool
 }
 
 func newLookups() *lookups {

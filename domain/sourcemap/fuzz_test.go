@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"errors"
 	"os"
+	"strings"
 	"testing"
 
 	"anvil/domain"
@@ -74,6 +75,7 @@ func FuzzMapFrame(f *testing.F) {
 	f.Add([]byte(`{"version":3,"sources":[],"names":[],"mappings":"AAAA,CAAC,QAAQ"}`), 1, 5)
 	f.Add([]byte(`{"version":3,"sections":[{"offset":{"line":0,"column":0},"map":{"version":3,"sources":["a"],"mappings":"AAAA"}}]}`), 1, 1)
 	f.Add([]byte(`{`), 1, 1)
+	f.Add([]byte(`{"version":3,"sources":["a.js"],"sourcesContent":["`+strings.Repeat("{", 40000)+`"],"names":[],"mappings":"AAA+juC"}`), 1, 0)
 	f.Fuzz(func(t *testing.T, data []byte, line, col int) {
 		c, err := parse(data)
 		if err != nil {
@@ -85,10 +87,32 @@ func FuzzMapFrame(f *testing.F) {
 			return
 		}
 		lines := pm.sourceLines(src)
-		_ = enclosingFunction(lines, oline, ocol)
+		if _, walked := enclosingFunction(lines, oline, ocol); walked > walkLimit+2*headerWindow {
+			t.Fatalf("walked %d bytes to name one function; at most %d", walked, walkLimit+2*headerWindow)
+		}
 		_ = cleanSource(src)
 		if got := clipLine(src, event.MaxNameChars); len(got) > event.MaxNameChars+len("…") {
 			t.Fatalf("clip %d", len(got))
+		}
+	})
+}
+
+// FuzzMapShape: whatever the bytes, the shape scan is linear (it looks at
+// each byte a bounded number of times) and its counts bound what the
+// library allocates for the mappings.
+func FuzzMapShape(f *testing.F) {
+	mapData, _ := os.ReadFile("testdata/build1/app.js.map")
+	f.Add(mapData)
+	f.Add([]byte(`{"mappings":";;;;;;;;,,,,A"}`))
+	f.Add([]byte(`{"sections":[{"map":{"mappings":"AAAA;AACA"}},{"map":{"mappings" : "A,B"}}]}`))
+	f.Add([]byte(`{"x":"\"mappings\":\"AAAA\"","mappings":"`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		sh := shapeOf(data)
+		if sh.separators+sh.segments > int64(len(data)) || sh.lines > int64(len(data))/2+1 {
+			t.Fatalf("shape %+v of %d bytes", sh, len(data))
+		}
+		if cost := mapCost(data, sh); cost < int64(len(data)) || cost > int64(len(data))*(mappingBytes+lineBytes+1)+mapOverhead {
+			t.Fatalf("cost %d of %d bytes", cost, len(data))
 		}
 	})
 }

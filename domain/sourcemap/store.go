@@ -6,9 +6,12 @@ import (
 	"crypto/sha1" //nolint:gosec // sentry-cli's checksums are SHA-1: an identity, not a defence
 	"encoding/hex"
 	"fmt"
+	"io"
+	"os"
 	"slices"
 	"sort"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -33,6 +36,11 @@ type Service struct {
 	Limits Limits
 	cache  *mapCache
 	look   *lookups
+	// Budget bounds one event's symbolication (DefaultBudget when 0).
+	Budget time.Duration
+
+	walked     atomic.Int64
+	overBudget atomic.Int64
 }
 
 // New is the service over the store with the limits and a cache of parsed
@@ -46,6 +54,9 @@ func New(s *domain.Store, lim Limits, cacheBytes int64) *Service {
 	}
 	if lim.Project <= 0 {
 		lim.Project = DefaultMaxProject
+	}
+	if lim.Files <= 0 {
+		lim.Files = DefaultMaxFiles
 	}
 	if cacheBytes <= 0 {
 		cacheBytes = 256 << 20
@@ -133,6 +144,11 @@ func (m *Service) PutChunks(ctx context.Context, p *domain.Principal, orgSlug st
 		return invalid("no_chunks", "the request holds no chunk (multipart fields file or file_gzip)")
 	}
 	return m.s.InTx(ctx, func(ctx context.Context, tx bun.Tx) error {
+		// The quota is read and charged under the organisation's chunk
+		// lock: concurrent requests cannot each see the room of one.
+		if err := orgLock(ctx, tx, "sourcemap.chunks", p.OrgID); err != nil {
+			return err
+		}
 		var pending int64
 		if err := tx.NewRaw(`SELECT coalesce(sum(length(data)), 0) FROM sourcemap_chunks WHERE org_id = ?`, p.OrgID).Scan(ctx, &pending); err != nil {
 			return fmt.Errorf("sourcemap: pending chunks: %w", err)
@@ -175,6 +191,39 @@ func (m *Service) Assemble(ctx context.Context, p *domain.Principal, orgSlug str
 	if len(req.Projects) == 0 {
 		return AssembleResult{}, invalid("no_project", "projects must name the project the bundle is for (SENTRY_PROJECT)")
 	}
+	// One assemble per organisation at a time: each reads up to a bundle's
+	// worth of chunks; the others wait their turn (a bounded wait).
+	var res AssembleResult
+	err := m.s.DB.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+		if err := orgLock(ctx, tx, "sourcemap.assemble", p.OrgID); err != nil {
+			return err
+		}
+		var err error
+		res, err = m.assemble(ctx, p, req)
+		return err
+	})
+	return res, err
+}
+
+// orgLock takes the organisation's transaction-scoped lock of kind,
+// waiting at most assembleWait.
+func orgLock(ctx context.Context, tx bun.Tx, kind string, orgID uuid.UUID) error {
+	if _, err := tx.ExecContext(ctx, fmt.Sprintf("SET LOCAL lock_timeout = %d", assembleWait.Milliseconds())); err != nil {
+		return fmt.Errorf("sourcemap: lock timeout: %w", err)
+	}
+	if _, err := tx.NewRaw(`SELECT pg_advisory_xact_lock(hashtextextended(?, 0))`, kind+":"+orgID.String()).Exec(ctx); err != nil {
+		if strings.Contains(err.Error(), "55P03") || strings.Contains(err.Error(), "lock timeout") {
+			return domain.NewError(domain.ErrConflict, "upload_busy", "another upload of this organisation is being put together; try again in a minute")
+		}
+		return fmt.Errorf("sourcemap: lock: %w", err)
+	}
+	return nil
+}
+
+// assembleWait bounds the wait for the organisation's assemble lock.
+const assembleWait = 60 * time.Second
+
+func (m *Service) assemble(ctx context.Context, p *domain.Principal, req AssembleRequest) (AssembleResult, error) {
 	projects := make([]*domain.Project, 0, len(req.Projects))
 	for _, slug := range req.Projects {
 		pr, err := m.projectBySlug(ctx, p.OrgID, slug)
@@ -224,15 +273,19 @@ func (m *Service) Assemble(ctx context.Context, p *domain.Principal, orgSlug str
 		m.dropChunks(ctx, p.OrgID, req.Chunks)
 		return AssembleResult{}, tooLarge("bundle_too_large", "the bundle holds %d bytes; at most %d (ANVIL_SOURCEMAP_MAX_BUNDLE)", total, m.Limits.Bundle)
 	}
-	data, err := m.concat(ctx, p.OrgID, req.Chunks, total)
+	spool, err := m.spool(ctx, p.OrgID, req.Chunks)
 	if err != nil {
 		return AssembleResult{}, err
 	}
-	if got := sha1Hex(data); got != req.Checksum {
+	defer func() {
+		_ = spool.f.Close()
+		_ = os.Remove(spool.f.Name())
+	}()
+	if spool.sum != req.Checksum {
 		m.dropChunks(ctx, p.OrgID, req.Chunks)
-		return AssembleResult{}, invalid("bundle_checksum_mismatch", "the chunks put together hash to %s, not the bundle's checksum %s; nothing was stored", got, req.Checksum)
+		return AssembleResult{}, invalid("bundle_checksum_mismatch", "the chunks put together hash to %s, not the bundle's checksum %s; nothing was stored", spool.sum, req.Checksum)
 	}
-	b, err := ReadBundle(data, m.Limits)
+	b, err := ReadBundleAt(spool.f, spool.size, m.Limits)
 	if err != nil {
 		m.dropChunks(ctx, p.OrgID, req.Chunks)
 		return AssembleResult{}, err
@@ -260,29 +313,43 @@ func projectIDs(ps []*domain.Project) []uuid.UUID {
 	return out
 }
 
-// concat reads the chunks in order into one buffer.
-func (m *Service) concat(ctx context.Context, orgID uuid.UUID, chunks []string, total int64) ([]byte, error) {
-	var rows []struct {
-		Checksum string `bun:"checksum"`
-		Data     []byte `bun:"data"`
+// spooled is an assembled bundle in a temporary file, with its SHA-1.
+type spooled struct {
+	f    *os.File
+	size int64
+	sum  string
+}
+
+// spool writes the chunks in order to a temporary file, one chunk in
+// memory at a time, hashing them on the way: a bundle is never held whole.
+func (m *Service) spool(ctx context.Context, orgID uuid.UUID, chunks []string) (*spooled, error) {
+	f, err := os.CreateTemp("", "anvil-bundle-*.zip")
+	if err != nil {
+		return nil, fmt.Errorf("sourcemap: spool: %w", err)
 	}
-	if err := m.s.DB.NewRaw(`SELECT checksum, data FROM sourcemap_chunks WHERE org_id = ? AND checksum IN (?)`,
-		orgID, bun.List(chunks)).Scan(ctx, &rows); err != nil {
-		return nil, fmt.Errorf("sourcemap: read chunks: %w", err)
-	}
-	by := make(map[string][]byte, len(rows))
-	for _, r := range rows {
-		by[r.Checksum] = r.Data
-	}
-	buf := bytes.NewBuffer(make([]byte, 0, total))
+	sp := &spooled{f: f}
+	h := sha1.New() //nolint:gosec // see the import
+	w := io.MultiWriter(f, h)
 	for _, c := range chunks {
-		d, ok := by[c]
-		if !ok {
-			return nil, invalid("missing_chunks", "chunk %s went away while the bundle was assembled; upload again", c)
+		var data []byte
+		if err := m.s.DB.NewRaw(`SELECT data FROM sourcemap_chunks WHERE org_id = ? AND checksum = ?`, orgID, c).Scan(ctx, &data); err != nil {
+			_ = f.Close()
+			_ = os.Remove(f.Name())
+			if strings.Contains(err.Error(), "no rows") {
+				return nil, invalid("missing_chunks", "chunk %s went away while the bundle was assembled; upload again", c)
+			}
+			return nil, fmt.Errorf("sourcemap: read chunk: %w", err)
 		}
-		buf.Write(d)
+		n, err := w.Write(data)
+		if err != nil {
+			_ = f.Close()
+			_ = os.Remove(f.Name())
+			return nil, fmt.Errorf("sourcemap: spool: %w", err)
+		}
+		sp.size += int64(n)
 	}
-	return buf.Bytes(), nil
+	sp.sum = hex.EncodeToString(h.Sum(nil))
+	return sp, nil
 }
 
 // dropChunks removes the chunks an assemble call took (or refused). A
@@ -386,6 +453,13 @@ func (m *Service) store(ctx context.Context, p *domain.Principal, projectID uuid
 		var used int64
 		if err := tx.NewRaw(`SELECT coalesce(sum(size), 0) FROM sourcemap_blobs WHERE project_id = ?`, projectID).Scan(ctx, &used); err != nil {
 			return fmt.Errorf("sourcemap: usage: %w", err)
+		}
+		var rows int
+		if err := tx.NewRaw(`SELECT count(*) FROM sourcemap_files WHERE project_id = ?`, projectID).Scan(ctx, &rows); err != nil {
+			return fmt.Errorf("sourcemap: file rows: %w", err)
+		}
+		if rows+len(b.Files) > m.Limits.Files {
+			return tooLarge("project_over_files", "project %s would name %d files in its uploads; at most %d; older releases' uploads are removed by retention", pr.Slug, rows+len(b.Files), m.Limits.Files)
 		}
 		if used+added > m.Limits.Project {
 			return tooLarge("project_over_limit", "project %s would hold %d bytes of source maps and bundles; at most %d (ANVIL_SOURCEMAP_MAX_PROJECT); older releases' uploads are removed by retention", pr.Slug, used+added, m.Limits.Project)

@@ -2,6 +2,7 @@ package sourcemap
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/url"
 	"path"
@@ -23,6 +24,51 @@ const contextLines = 5
 // maxLineChars bounds one context line (the feed's context_code bound).
 const maxLineChars = event.MaxContextCodeChars
 
+// The bounds of symbolication (docs/sourcemap.md, "Bounded and fast").
+const (
+	// DefaultBudget is how long one event's frames may take to map; the
+	// frames not mapped by then leave the whole event as it came.
+	DefaultBudget = 200 * time.Millisecond
+	// loadWait bounds how long an event waits for a map being read and
+	// parsed (once, for every event that needs it); the parse itself goes
+	// on and fills the cache for the events after it.
+	loadWait = 5 * time.Second
+	// headerWindow is how much text before a `{` is read for a function's
+	// header; walkLimit is how much source is walked back per frame.
+	headerWindow = 200
+	walkLimit    = 64 << 10
+)
+
+// Why a frame stayed as it came (event.Symbolication.UnmappedCode): the
+// incident page says what to do about each.
+const (
+	UnmappedNoUploads  = "no_uploads"
+	UnmappedNoRelease  = "no_release"
+	UnmappedNoMap      = "no_map"
+	UnmappedRefused    = "map_refused"
+	UnmappedOutside    = "outside_map"
+	UnmappedTransient  = "transient"
+	transientNote      = "; the event is kept as it came, so it groups as every event whose maps could not be reached"
+	storeUnreadableWhy = "the source map store could not be read"
+)
+
+// Stats are counters of the symbolication work of this process.
+type Stats struct {
+	// Parses is how many maps were parsed (cache misses that parsed).
+	Parses int64
+	// Walked is how many source bytes were walked back to name functions.
+	Walked int64
+	// CacheBytes is what the parsed maps' cache holds, charged.
+	CacheBytes int64
+	// OverBudget counts the events whose frames ran out of time.
+	OverBudget int64
+}
+
+// Stats reads the counters.
+func (m *Service) Stats() Stats {
+	return Stats{Parses: m.cache.parses.Load(), Walked: m.walked.Load(), CacheBytes: m.cache.Bytes(), OverBudget: m.overBudget.Load()}
+}
+
 // Symbolicate maps the event's minified frames back to their original
 // source, in place, before the feed fingerprints it (docs/sourcemap.md,
 // "Symbolication"). A frame is minified when it has a column; it is
@@ -31,35 +77,62 @@ const maxLineChars = event.MaxContextCodeChars
 // frame that cannot be mapped stays as it came, with the reason. It never
 // fails: a fault in a map, the store or the library leaves the event as
 // it came.
+//
+// Grouping never depends on a transient outcome (docs/sourcemap.md,
+// "Transient failures"): the work runs detached from the request's
+// cancellation, a store error or the budget running out is never cached,
+// and when any frame could not be mapped for such a reason the whole
+// event stays as it came — the raw fingerprint, the one every event gets
+// whose maps could not be reached, never a mix of mapped and raw frames.
 func (m *Service) Symbolicate(ctx context.Context, projectID uuid.UUID, ev *event.Event) {
 	if ev == nil || ev.Exception == nil || len(ev.Exception.Stacktrace) == 0 {
 		return
 	}
 	frames := ev.Exception.Stacktrace
-	minified := false
+	minified := 0
 	for i := range frames {
-		if frames[i].Colno > 0 && frames[i].Line > 0 && frames[i].Symbolication == nil {
-			minified = true
-			break
+		if isMinified(&frames[i]) {
+			minified++
 		}
 	}
-	if !minified {
+	if minified == 0 {
 		return
 	}
 	orig := make([]event.Frame, len(frames))
 	copy(orig, frames)
+	origTitle := ev.Title
 	defer func() {
 		if r := recover(); r != nil {
 			copy(frames, orig)
+			ev.Title = origTitle
 			m.s.Log.Error("sourcemap: symbolication panicked; the event is kept as it came", "project_id", projectID, "panic", fmt.Sprint(r))
 		}
 	}()
-	now := time.Now()
+	// A client hanging up must not change how its event is mapped; the
+	// store's answers are bounded by loadWait instead.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), loadWait)
+	defer cancel()
+	budget := m.Budget
+	if budget <= 0 {
+		budget = DefaultBudget
+	}
+	now := m.s.Now()
+	// transient leaves every minified frame as it came, with why.
+	transient := func(why string) {
+		copy(frames, orig)
+		ev.Title = origTitle
+		for i := range frames {
+			if isMinified(&frames[i]) {
+				frames[i].Symbolication = &event.Symbolication{Unmapped: why + transientNote, UnmappedCode: UnmappedTransient}
+			}
+		}
+	}
 	has, known := m.look.hasAny(projectID, now)
 	if !known {
 		var n int
 		if err := m.s.DB.NewRaw(`SELECT count(*) FROM (SELECT 1 FROM sourcemap_bundles WHERE project_id = ? LIMIT 1) x`, projectID).Scan(ctx, &n); err != nil {
 			m.s.Log.Warn("sourcemap: lookup failed; frames left as they came", "project_id", projectID, "error", err.Error())
+			transient(storeUnreadableWhy)
 			return
 		}
 		has = n > 0
@@ -67,6 +140,14 @@ func (m *Service) Symbolicate(ctx context.Context, projectID uuid.UUID, ev *even
 	}
 	if !has && ev.DebugMeta == nil {
 		return // a project without uploads: nothing to say about its frames
+	}
+	// The budget bounds the work on the frames; the store's answers are
+	// bounded by their own timeout and not charged to it, so a busy
+	// database does not turn mapped events into raw ones.
+	deadline := time.Now().Add(budget)
+	overBudget := func(done int) {
+		m.overBudget.Add(1)
+		transient(fmt.Sprintf("symbolication stopped after %s with %d of the event's %d minified frames looked at", budget, done, minified))
 	}
 
 	type mapped struct {
@@ -78,24 +159,44 @@ func (m *Service) Symbolicate(ctx context.Context, projectID uuid.UUID, ev *even
 		label string
 	}
 	res := make([]*mapped, len(frames))
+	done := 0
 	for i := range frames {
 		f := &frames[i]
-		if f.Colno <= 0 || f.Line <= 0 || f.Symbolication != nil {
+		if !isMinified(f) {
 			continue
 		}
+		if time.Now().After(deadline) {
+			overBudget(done)
+			return
+		}
+		done++
+		t0 := time.Now()
 		r := m.resolve(ctx, projectID, ev, f, has, now)
+		deadline = deadline.Add(time.Since(t0))
+		if r.transient {
+			transient(r.why)
+			return
+		}
 		if r.blob == "" {
-			f.Symbolication = &event.Symbolication{Unmapped: r.why}
+			f.Symbolication = &event.Symbolication{Unmapped: r.why, UnmappedCode: r.code}
 			continue
 		}
-		pm, why := m.load(ctx, projectID, r.blob)
+		// Waiting for a map's one parse is bounded by loadWait, not the
+		// event's budget: the first events of a release pay for it.
+		t0 = time.Now()
+		pm, why, code := m.load(ctx, projectID, r.blob)
+		deadline = deadline.Add(time.Since(t0))
+		if code == UnmappedTransient {
+			transient(why)
+			return
+		}
 		if pm == nil {
-			f.Symbolication = &event.Symbolication{Unmapped: why}
+			f.Symbolication = &event.Symbolication{Unmapped: why, UnmappedCode: code}
 			continue
 		}
 		src, name, line, col, ok := lookup(pm.c, f.Line, f.Colno-1)
 		if !ok || src == "" || line <= 0 {
-			f.Symbolication = &event.Symbolication{Unmapped: fmt.Sprintf("line %d column %d is outside the map %s", f.Line, f.Colno, r.label)}
+			f.Symbolication = &event.Symbolication{Unmapped: fmt.Sprintf("line %d column %d is outside the map %s", f.Line, f.Colno, r.label), UnmappedCode: UnmappedOutside}
 			continue
 		}
 		res[i] = &mapped{pm: pm, src: src, name: name, line: line, col: col, label: r.label}
@@ -109,6 +210,10 @@ func (m *Service) Symbolicate(ctx context.Context, projectID uuid.UUID, ev *even
 		if r == nil {
 			continue
 		}
+		if time.Now().After(deadline) {
+			overBudget(done)
+			return
+		}
 		f := &frames[i]
 		lines := r.pm.sourceLines(r.src)
 		fn := ""
@@ -118,7 +223,9 @@ func (m *Service) Symbolicate(ctx context.Context, projectID uuid.UUID, ev *even
 			fn = res[i+1].name
 		}
 		if fn == "" {
-			fn = enclosingFunction(lines, r.line, r.col)
+			var walked int
+			fn, walked = enclosingFunction(lines, r.line, r.col)
+			m.walked.Add(int64(walked))
 		}
 		if fn == "" {
 			fn = f.Function
@@ -161,6 +268,11 @@ func (m *Service) Symbolicate(ctx context.Context, projectID uuid.UUID, ev *even
 	}
 }
 
+// isMinified: a frame with a column that was not mapped yet.
+func isMinified(f *event.Frame) bool {
+	return f.Colno > 0 && f.Line > 0 && f.Symbolication == nil
+}
+
 // lookup asks the library for the original position, holding its panics
 // (a map whose mappings point past its sources) to "not mapped".
 func lookup(c *gosourcemap.Consumer, line, col int) (src, name string, oline, ocol int, ok bool) {
@@ -190,21 +302,25 @@ func (m *Service) resolve(ctx context.Context, projectID uuid.UUID, ev *event.Ev
 			return r
 		}
 		r := m.byDebugID(ctx, projectID, debugID)
-		m.look.set(key, r, now)
+		if !r.transient {
+			m.look.set(key, r, now)
+		}
 		return r
 	}
 	if !has {
-		return resolution{why: "no source map has been uploaded to this project; events after an upload are mapped"}
+		return resolution{why: "no source map has been uploaded to this project; events after an upload are mapped", code: UnmappedNoUploads}
 	}
 	if ev.Release == "" {
-		return resolution{why: "the event names no release and its SDK sent no debug id for " + clipLine(frameURL(f), 200)}
+		return resolution{why: "the event names no release and its SDK sent no debug id for " + clipLine(frameURL(f), 200), code: UnmappedNoRelease}
 	}
 	key := projectID.String() + "|r|" + ev.Release + "|" + distOf(ev) + "|" + frameURL(f)
 	if r, ok := m.look.get(key, now); ok {
 		return r
 	}
 	r := m.byRelease(ctx, projectID, ev.Release, distOf(ev), frameURL(f))
-	m.look.set(key, r, now)
+	if !r.transient {
+		m.look.set(key, r, now)
+	}
 	return r
 }
 
@@ -246,14 +362,14 @@ func (m *Service) byDebugID(ctx context.Context, projectID uuid.UUID, debugID st
 	if err := m.s.DB.NewRaw(`SELECT f.url, f.kind, f.debug_id, f.sourcemap, f.blob, f.bundle_id, b.release, b.via, b.created_at
 		FROM sourcemap_files f JOIN sourcemap_bundles b ON b.id = f.bundle_id
 		WHERE f.project_id = ? AND f.debug_id = ? ORDER BY b.created_at DESC LIMIT 8`, projectID, debugID).Scan(ctx, &rows); err != nil {
-		return resolution{why: "the source map store could not be read; the frame is kept as it came"}
+		return resolution{why: storeUnreadableWhy, transient: true}
 	}
 	for _, r := range rows {
 		if r.Kind == KindMap {
 			return resolution{blob: r.Blob, bundleID: r.BundleID, label: r.label()}
 		}
 	}
-	return resolution{why: "no source map for debug id " + debugID}
+	return resolution{why: "no source map for debug id " + debugID, code: UnmappedNoMap}
 }
 
 // candidates are the names a frame's URL may have been uploaded under:
@@ -287,7 +403,7 @@ func (m *Service) byRelease(ctx context.Context, projectID uuid.UUID, release, d
 		WHERE f.project_id = ? AND b.release = ? AND b.dist = ? AND f.url IN (?) ORDER BY b.created_at DESC LIMIT 16`
 	mapNames := make([]string, 0, 2*len(cands))
 	if err := m.s.DB.NewRaw(q, projectID, release, dist, inList(cands)).Scan(ctx, &rows); err != nil {
-		return resolution{why: "the source map store could not be read; the frame is kept as it came"}
+		return resolution{why: storeUnreadableWhy, transient: true}
 	}
 	// The minified file names its map (its sourceMappingURL, relative to
 	// it); without it, the map is the file's name with .map.
@@ -299,7 +415,7 @@ func (m *Service) byRelease(ctx context.Context, projectID uuid.UUID, release, d
 			mapNames = append(mapNames, resolveRef(r.URL, r.SourceMap))
 		}
 		if r.DebugID != "" {
-			if res := m.byDebugID(ctx, projectID, r.DebugID); res.blob != "" {
+			if res := m.byDebugID(ctx, projectID, r.DebugID); res.blob != "" || res.transient {
 				return res
 			}
 		}
@@ -309,7 +425,7 @@ func (m *Service) byRelease(ctx context.Context, projectID uuid.UUID, release, d
 	}
 	var maps []fileRow
 	if err := m.s.DB.NewRaw(q, projectID, release, dist, inList(mapNames)).Scan(ctx, &maps); err != nil {
-		return resolution{why: "the source map store could not be read; the frame is kept as it came"}
+		return resolution{why: storeUnreadableWhy, transient: true}
 	}
 	for _, want := range mapNames {
 		for _, r := range maps {
@@ -322,7 +438,7 @@ func (m *Service) byRelease(ctx context.Context, projectID uuid.UUID, release, d
 	if dist != "" {
 		d = " dist " + dist
 	}
-	return resolution{why: fmt.Sprintf("no source map for %s in release %s%s", clipLine(cands[len(cands)-1], 200), clipLine(release, 100), d)}
+	return resolution{why: fmt.Sprintf("no source map for %s in release %s%s", clipLine(cands[len(cands)-1], 200), clipLine(release, 100), d), code: UnmappedNoMap}
 }
 
 // resolveRef resolves a sourceMappingURL against the URL of its file.
@@ -356,25 +472,65 @@ func inList(ss []string) any {
 	return bunIn(ss)
 }
 
-// load returns the parsed map of a stored blob, from the cache or parsed
-// now.
-func (m *Service) load(ctx context.Context, projectID uuid.UUID, blob string) (*parsedMap, string) {
+// load returns the parsed map of a stored blob, from the cache or read and
+// parsed now — once, however many events miss it together (their waits
+// end after loadWait; the parse goes on for the events after them). A map that would hold more than the whole cache
+// once parsed is refused before it is parsed.
+func (m *Service) load(ctx context.Context, projectID uuid.UUID, blob string) (*parsedMap, string, string) {
 	key := projectID.String() + "|" + blob
 	if pm := m.cache.get(key); pm != nil {
-		return pm, ""
+		return pm, "", ""
 	}
-	var data []byte
-	if err := m.s.DB.NewRaw(`SELECT data FROM sourcemap_blobs WHERE project_id = ? AND checksum = ?`, projectID, blob).Scan(ctx, &data); err != nil {
-		return nil, "the source map could not be read from the store; the frame is kept as it came"
+	ch := m.cache.flight.DoChan(key, func() (any, error) {
+		if pm := m.cache.get(key); pm != nil {
+			return pm, nil
+		}
+		lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 4*loadWait)
+		defer cancel()
+		var data []byte
+		if err := m.s.DB.NewRaw(`SELECT data FROM sourcemap_blobs WHERE project_id = ? AND checksum = ?`, projectID, blob).Scan(lctx, &data); err != nil {
+			return nil, errTransient
+		}
+		sh := shapeOf(data)
+		if sh.sparse() {
+			return nil, refusal(fmt.Sprintf("the source map is refused: its mappings hold %d separators for %d positions", sh.separators, sh.segments))
+		}
+		cost := mapCost(data, sh)
+		if cost > m.cache.max {
+			return nil, refusal(fmt.Sprintf("the source map is refused: it would hold %d bytes once parsed, more than the whole cache of parsed maps (%d bytes, ANVIL_SOURCEMAP_CACHE)", cost, m.cache.max))
+		}
+		m.cache.parses.Add(1)
+		c, err := parse(data)
+		if err != nil {
+			return nil, refusal("the source map cannot be read: " + clipLine(err.Error(), 200))
+		}
+		pm := &parsedMap{c: c, cost: cost}
+		m.cache.put(key, pm)
+		return pm, nil
+	})
+	wait := time.NewTimer(loadWait)
+	defer wait.Stop()
+	select {
+	case r := <-ch:
+		if r.Err != nil {
+			if rf, ok := r.Err.(refusal); ok {
+				return nil, string(rf), UnmappedRefused
+			}
+			return nil, "the source map could not be read from the store", UnmappedTransient
+		}
+		return r.Val.(*parsedMap), "", ""
+	case <-wait.C:
+		return nil, "the source map was still being read and parsed", UnmappedTransient
 	}
-	c, err := parse(data)
-	if err != nil {
-		return nil, "the source map cannot be read: " + clipLine(err.Error(), 200)
-	}
-	pm := &parsedMap{c: c, cost: 3 * int64(len(data))}
-	m.cache.put(key, pm)
-	return pm, ""
 }
+
+// refusal is why a stored map is not used (the same for every event).
+type refusal string
+
+func (r refusal) Error() string { return string(r) }
+
+// errTransient is a store failure while a map was read.
+var errTransient = errors.New("sourcemap: the map could not be read")
 
 // parse parses a map, holding the library's panics to an error.
 func parse(data []byte) (c *gosourcemap.Consumer, err error) {
@@ -430,10 +586,13 @@ var (
 // enclosingFunction names the function whose body holds the original
 // position, read from the source (where the map has no name for it): walk
 // back to each unclosed `{` and read the header before it. Strings and
-// comments are not parsed; the walk gives up after 400 lines.
-func enclosingFunction(lines []string, line, col int) string {
+// comments are not parsed. The work is bounded whatever the source: the
+// walk stops after walkLimit bytes (or 400 lines), and a header is read
+// from the headerWindow bytes before its brace — never the whole prefix of
+// a long line for each brace. walked is the bytes looked at.
+func enclosingFunction(lines []string, line, col int) (name string, walked int) {
 	if line < 1 || line > len(lines) {
-		return ""
+		return "", 0
 	}
 	depth := 0
 	for l := line - 1; l >= 0 && l >= line-400; l-- {
@@ -443,6 +602,10 @@ func enclosingFunction(lines []string, line, col int) string {
 			end = max(col, 0)
 		}
 		for i := end - 1; i >= 0; i-- {
+			if walked >= walkLimit {
+				return "", walked
+			}
+			walked++
 			switch text[i] {
 			case '}':
 				depth++
@@ -451,17 +614,19 @@ func enclosingFunction(lines []string, line, col int) string {
 					depth--
 					continue
 				}
-				head := text[:i]
-				if l > 0 && strings.TrimSpace(head) == "" {
-					head = lines[l-1]
+				head := text[max(0, i-headerWindow):i]
+				if l > 0 && strings.TrimSpace(head) == "" && i < headerWindow {
+					prev := lines[l-1]
+					head = prev[max(0, len(prev)-headerWindow):]
 				}
+				walked += len(head)
 				if name := headerName(head); name != "" {
-					return name
+					return name, walked
 				}
 			}
 		}
 	}
-	return ""
+	return "", walked
 }
 
 func headerName(head string) string {
