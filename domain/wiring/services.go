@@ -136,6 +136,7 @@ func NewServices(d *db.DB, keys *secret.Keyring, log *slog.Logger, o Options) *S
 	sv.Retention.ExpireArtifacts = sv.SourceMaps.Expire
 	sv.Releases = release.New(s)
 	sv.Fixes = release.NewFixes(s, sv.Incidents)
+	sv.Fixes.AllowHTTPLinks = o.CheckoutPolicy.AllowLocal
 	sv.Webhooks.OnDelivered = sv.Fixes.FromDelivery
 	sv.Network = network.New(s)
 	sv.Network.AllowPrivate = o.RunsAllowPrivate
