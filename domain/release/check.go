@@ -100,6 +100,9 @@ const MaxCandidates = 50
 // answers, oldest fix first; the rest wait for the next run.
 const MaxQuestions = 200
 
+// unknownTTL is how long an "unknown" ancestry answer stands.
+const unknownTTL = time.Hour
+
 // CheckResult counts what one pass did (for logs and the bench).
 type CheckResult struct {
 	Watched, Shipped, Recurred, Judged, Verified, Waiting, Questions int
@@ -167,7 +170,10 @@ func (f *Fixes) Check(ctx context.Context) (CheckResult, error) {
 		Rel       string    `bun:"release_sha"`
 		Answer    string    `bun:"answer"`
 	}
-	if err := f.s.DB.NewRaw(`SELECT project_id, fix_sha, release_sha, answer FROM release_ancestry WHERE project_id IN (?)`, bun.List(ids)).Scan(ctx, &anc); err != nil {
+	// An "unknown" (a commit the mirror lacked after its fetch) is asked
+	// again after unknownTTL: the commit may have been pushed since.
+	if err := f.s.DB.NewRaw(`SELECT project_id, fix_sha, release_sha, answer FROM release_ancestry
+		WHERE project_id IN (?) AND (answer <> 'unknown' OR checked_at > ?)`, bun.List(ids), now.Add(-unknownTTL)).Scan(ctx, &anc); err != nil {
 		return res, fmt.Errorf("fix check: ancestry: %w", err)
 	}
 	answers := map[ancKey]string{}

@@ -135,6 +135,7 @@ func NewServices(d *db.DB, keys *secret.Keyring, log *slog.Logger, o Options) *S
 	sv.Feed.Symbolicate = sv.SourceMaps.Symbolicate
 	sv.Retention.ExpireArtifacts = sv.SourceMaps.Expire
 	sv.Releases = release.New(s)
+	sv.Retention.ExpireReleases = sv.Releases.Expire
 	sv.Fixes = release.NewFixes(s, sv.Incidents)
 	sv.Fixes.AllowHTTPLinks = o.CheckoutPolicy.AllowLocal
 	sv.Webhooks.OnDelivered = sv.Fixes.FromDelivery
