@@ -54,8 +54,11 @@ func (w *CheckAncestryWorker) Timeout(*river.Job[domain.CheckAncestryArgs]) time
 // Work answers the questions.
 func (w *CheckAncestryWorker) Work(ctx context.Context, job *river.Job[domain.CheckAncestryArgs]) error {
 	dir := MirrorDir(w.workRoot, job.Args.ProjectID)
+	// One fetch per run, whatever the number of questions
+	// (docs/releases.md, "Shipped").
+	fetched := false
 	_, err := w.fixes.AnswerQuestions(ctx, job.Args.ProjectID, func(ctx context.Context, p *domain.Project, token, fix, rel string) (string, error) {
-		return w.git.Ancestry(ctx, p.RepoURL, token, dir, fix, rel)
+		return w.git.AncestryFetched(ctx, p.RepoURL, token, dir, fix, rel, &fetched)
 	})
 	return err
 }

@@ -126,7 +126,7 @@ func TestFixChainTimelineAndVerifyingFilter(t *testing.T) {
 		t.Fatalf("merged: %d %v", n, err)
 	}
 	incID := uuid.MustParse(id)
-	if err := in.FixShipped(ctx, incID, sha, "shop@2.5.0+473d70e", now, time.Hour, 1); err != nil {
+	if err := in.FixShipped(ctx, incID, sha, "shop@2.5.0+473d70e", "seen from a server connection", now, time.Hour, 1); err != nil {
 		t.Fatal(err)
 	}
 	if err := in.FixJudged(ctx, incID, sha, "shop@2.4.0", 3, now); err != nil {

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"anvil/internal/anviltest"
 )
@@ -89,6 +90,9 @@ func TestRepairPullRequestClosedAndMerged(t *testing.T) {
 	push["ref"] = "refs/heads/main"
 	commits := push["commits"].([]any)
 	commits[0].(map[string]any)["message"] = "Guard the cart\n\nFixes SHOP-1"
+	// A commit newer than the merge above (the capture's is older, and an
+	// older commit never replaces a newer fix).
+	commits[0].(map[string]any)["timestamp"] = time.Now().UTC().Format(time.RFC3339)
 	body, _ := json.Marshal(push)
 	if a := b.send(t, hooks["github"], delivery{event: "push", id: "push-fixes", body: body, sign: true}); a.status != 200 {
 		t.Fatalf("push: %d %v", a.status, a.body)

@@ -149,7 +149,7 @@ func (p *batchPlan) trackStmt(created []*group) (dbutil.Stmt, bool) {
 	for _, g := range created {
 		p.rel.Created(g.id, g.env, g.first)
 	}
-	return release.TrackStmt(p.snd.ProjectID, &p.rel, p.now), true
+	return release.TrackStmt(p.snd.ProjectID, &p.rel, p.now, p.snd.Browser), true
 }
 
 // split is the groups that gained events: existing incidents to update and

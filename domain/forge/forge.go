@@ -21,6 +21,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"time"
 )
 
 // Sentinel errors. Callers match them with [errors.Is]; the wrapped message
@@ -122,6 +123,10 @@ type Payload struct {
 type Commit struct {
 	SHA     string `json:"sha"`
 	Message string `json:"message"`
+	// Timestamp is the commit's time as the forge sent it (zero when it
+	// sent none or none that parses): a fix chain orders fixes by it, so a
+	// delivery replayed late never replaces a newer fix (docs/releases.md).
+	Timestamp time.Time `json:"timestamp,omitzero"`
 }
 
 // A push's commits as the payload keeps them: GitHub sends at most 2048,
@@ -150,6 +155,9 @@ type PullRequest struct {
 	MergeCommitSHA string `json:"mergeCommitSha,omitempty"`
 	// URL is the pull request's web page.
 	URL string `json:"url,omitempty"`
+	// MergedAt is when it was merged, as GitHub and Gitea send it (zero
+	// otherwise).
+	MergedAt time.Time `json:"mergedAt,omitzero"`
 }
 
 // secretBytes is the entropy of generated secrets: 256 bits, the strength of

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"time"
 )
 
 // Header names used for delivery ids and event names.
@@ -167,8 +168,9 @@ type pushBody struct {
 	// commit that says "Fixes SHOP-12" marks an incident's fix
 	// (docs/releases.md).
 	Commits []struct {
-		ID      string `json:"id"`
-		Message string `json:"message"`
+		ID        string `json:"id"`
+		Message   string `json:"message"`
+		Timestamp string `json:"timestamp"`
 	} `json:"commits"`
 }
 
@@ -232,7 +234,7 @@ func applyPush(out *Payload, b pushBody, deleted bool) {
 			if len(msg) > maxCommitMessage {
 				msg = msg[:maxCommitMessage]
 			}
-			out.Commits = append(out.Commits, Commit{SHA: sha, Message: msg})
+			out.Commits = append(out.Commits, Commit{SHA: sha, Message: msg, Timestamp: forgeTime(c.Timestamp)})
 		}
 	}
 	switch {
@@ -374,4 +376,17 @@ func firstNonEmpty(vs ...string) string {
 		}
 	}
 	return ""
+}
+
+// forgeTime reads a time a forge sent (RFC 3339, as all three send their
+// commits' and merges' times); zero when it is absent or does not parse.
+func forgeTime(s string) time.Time {
+	if len(s) > 64 {
+		return time.Time{}
+	}
+	t, err := time.Parse(time.RFC3339, s)
+	if err != nil {
+		return time.Time{}
+	}
+	return t.UTC()
 }

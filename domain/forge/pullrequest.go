@@ -24,6 +24,7 @@ type ghPullBody struct {
 		HTMLURL        string    `json:"html_url"`
 		Merged         bool      `json:"merged"`
 		MergeCommitSHA *string   `json:"merge_commit_sha"`
+		MergedAt       string    `json:"merged_at"`
 	} `json:"pull_request"`
 	Repository repoURLs `json:"repository"`
 }
@@ -94,6 +95,9 @@ func normalizeGitHubPull(out *Payload, body []byte) error {
 		Fork:       head.repoID() == 0 || head.repoID() != base.repoID(),
 		NewCommits: b.Action == "opened" || b.Action == "synchronize" || b.Action == "reopened"}, head.Ref, head.SHA)
 	closing(out.PullRequest, b.Action == "closed", b.PullRequest.Merged, b.PullRequest.MergeCommitSHA, b.PullRequest.HTMLURL)
+	if out.PullRequest.Merged {
+		out.PullRequest.MergedAt = forgeTime(b.PullRequest.MergedAt)
+	}
 	return nil
 }
 
@@ -108,6 +112,9 @@ func normalizeGiteaPull(out *Payload, body []byte) error {
 		Fork:       head.repoID() == 0 || head.repoID() != base.repoID(),
 		NewCommits: b.Action == "opened" || b.Action == "synchronized" || b.Action == "reopened"}, head.Ref, head.SHA)
 	closing(out.PullRequest, b.Action == "closed", b.PullRequest.Merged, b.PullRequest.MergeCommitSHA, b.PullRequest.HTMLURL)
+	if out.PullRequest.Merged {
+		out.PullRequest.MergedAt = forgeTime(b.PullRequest.MergedAt)
+	}
 	return nil
 }
 

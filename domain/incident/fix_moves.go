@@ -86,7 +86,7 @@ func (in *Incidents) FixMerged(ctx context.Context, projectID uuid.UUID, number 
 		return 0, err
 	}
 	return len(ids), in.onProject(ctx, ids, func(ctx context.Context, tx bun.Tx, _ *domain.Project, inc *Incident) error {
-		if inc.Fix.CommitSHA == sha {
+		if inc.Fix.CommitSHA == sha || inc.Fix.newerThan(at) {
 			return nil
 		}
 		inc.Fix = Fix{CommitSHA: sha, Source: "merge", PRNumber: number, PRURL: firstOf(url, inc.PRURL), MergedAt: &at,
@@ -125,13 +125,20 @@ func (in *Incidents) FixCommitted(ctx context.Context, projectID uuid.UUID, numb
 		return false, fmt.Errorf("incidents: by number %d: %w", number, err)
 	}
 	return true, in.onProject(ctx, []uuid.UUID{id}, func(ctx context.Context, tx bun.Tx, p *domain.Project, inc *Incident) error {
-		if inc.Fix.CommitSHA == sha {
+		if inc.Fix.CommitSHA == sha || inc.Fix.newerThan(at) {
 			return nil
 		}
 		inc.Fix = Fix{CommitSHA: sha, Source: "push", MergedAt: &at, ClosedRelease: inc.Fix.ClosedRelease}
 		return in.note(ctx, tx, inc, "forge:"+forge, fmt.Sprintf("fix committed in %s (%q %s), waiting for a release", short(sha), keyword,
 			ShortID(p.Slug, number)))
 	})
+}
+
+// newerThan reports whether the incident's fix is newer than a fix made
+// at at: an older commit, or a delivery replayed after a newer fix was
+// recorded, never replaces it (docs/releases.md).
+func (f Fix) newerThan(at time.Time) bool {
+	return f.CommitSHA != "" && f.MergedAt != nil && f.MergedAt.After(at)
 }
 
 func firstOf(a, b string) string {
@@ -162,8 +169,9 @@ func (in *Incidents) withFix(ctx context.Context, id uuid.UUID, sha string, fn f
 // FixShipped records that release, which contains the fix sha, served its
 // first event at at: the verification window starts (until at+window).
 // base is the release's event count when this was seen, so that the
-// evidence counts the events it served since.
-func (in *Incidents) FixShipped(ctx context.Context, id uuid.UUID, sha, release string, at time.Time, window time.Duration, base int64) error {
+// evidence counts the events it served since; source says where the
+// release came from ("declared by a member" …), as the evidence names it.
+func (in *Incidents) FixShipped(ctx context.Context, id uuid.UUID, sha, release, source string, at time.Time, window time.Duration, base int64) error {
 	return in.withFix(ctx, id, sha, func(ctx context.Context, tx bun.Tx, inc *Incident) error {
 		if inc.Fix.ShippedAt != nil {
 			return nil
@@ -171,8 +179,8 @@ func (in *Incidents) FixShipped(ctx context.Context, id uuid.UUID, sha, release 
 		until := at.Add(window)
 		inc.Fix.Release, inc.Fix.ShippedAt, inc.Fix.VerifyUntil, inc.Fix.ReleaseBase, inc.Fix.Waiting = release, &at, &until, base, ""
 		inc.Fix.RecurredIn, inc.Fix.RecurredAt, inc.Fix.VerifiedAt = "", nil, nil
-		return in.note(ctx, tx, inc, ActorAnvil, fmt.Sprintf("fix from %s shipped in %s at %s; verifying until %s",
-			FixRef(inc.Fix.PRNumber, sha), release, at.UTC().Format(time.RFC3339), until.UTC().Format(time.RFC3339)))
+		return in.note(ctx, tx, inc, ActorAnvil, fmt.Sprintf("fix from %s shipped in %s (%s) at %s; verifying until %s",
+			FixRef(inc.Fix.PRNumber, sha), release, source, at.UTC().Format(time.RFC3339), until.UTC().Format(time.RFC3339)))
 	})
 }
 

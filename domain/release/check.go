@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/uptrace/bun"
+	"github.com/uptrace/bun/dialect/pgdialect"
 
 	"anvil/domain"
 	"anvil/domain/incident"
@@ -46,7 +47,10 @@ type fixRow struct {
 	Base        int64      `bun:"fix_release_base"`
 	Closed      string     `bun:"closed_release"`
 	ClosedAt    *time.Time `bun:"closed_first_seen"`
-	Window      int64      `bun:"window"`
+	// ClosedTrusted: the release it was closed in was declared or seen
+	// from a server; one seen from browsers only guards nothing.
+	ClosedTrusted bool  `bun:"closed_trusted"`
+	Window        int64 `bun:"window"`
 	// Done: verified or recurred already; only its new events are judged.
 	Done bool `bun:"done"`
 }
@@ -60,7 +64,12 @@ type relRow struct {
 	FirstSeen   time.Time `bun:"first_seen"`
 	LastSeen    time.Time `bun:"last_seen"`
 	Events      int64     `bun:"event_count"`
+	Source      string    `bun:"source"`
 }
+
+// trusted: the release may ship the fix and prove it (docs/releases.md,
+// "Sources and trust").
+func (r relRow) trusted() bool { return trusted(r.Source) }
 
 func (r relRow) commit() string {
 	if r.Declared != nil && *r.Declared != "" {
@@ -81,6 +90,19 @@ type ancKey struct {
 	fix, rel string
 }
 
+// MaxCandidates is how many releases of an environment, the latest first
+// seen, a pass considers for shipping and proving a fix: a project that
+// names a release per build must not make every pass ask git about its
+// whole history.
+const MaxCandidates = 50
+
+// MaxQuestions is how many ancestry questions one check_ancestry run
+// answers, oldest fix first; the rest wait for the next run.
+const MaxQuestions = 200
+
+// unknownTTL is how long an "unknown" ancestry answer stands.
+const unknownTTL = time.Hour
+
 // CheckResult counts what one pass did (for logs and the bench).
 type CheckResult struct {
 	Watched, Shipped, Recurred, Judged, Verified, Waiting, Questions int
@@ -93,6 +115,8 @@ func (f *Fixes) Check(ctx context.Context) (CheckResult, error) {
 	var fixes []fixRow
 	err := f.s.DB.NewRaw(`SELECT i.id, i.project_id, i.environment, i.status, i.fix_commit_sha, i.fix_pr_number, i.fix_merged_at,
 			i.fix_release, i.fix_shipped_at, i.fix_verify_until, i.fix_release_base, i.closed_release, cr.first_seen AS closed_first_seen,
+			(cr.declared_by <> '' OR cr.seen_server OR EXISTS (SELECT 1 FROM releases ca WHERE ca.project_id = i.project_id
+				AND ca.environment = '' AND ca.version = i.closed_release AND ca.declared_by <> '')) IS TRUE AS closed_trusted,
 			p.fix_verification_window AS window, false AS done
 		FROM incidents i JOIN `+domain.LiveProjects+` p ON p.id = i.project_id
 		LEFT JOIN releases cr ON cr.project_id = i.project_id AND cr.environment = i.environment AND cr.version = i.closed_release
@@ -100,7 +124,7 @@ func (f *Fixes) Check(ctx context.Context) (CheckResult, error) {
 			AND i.fix_verified_at IS NULL AND i.fix_recurred_at IS NULL
 		UNION ALL
 		SELECT i.id, i.project_id, i.environment, i.status, i.fix_commit_sha, i.fix_pr_number, i.fix_merged_at,
-			i.fix_release, i.fix_shipped_at, i.fix_verify_until, i.fix_release_base, i.closed_release, NULL, p.fix_verification_window, true
+			i.fix_release, i.fix_shipped_at, i.fix_verify_until, i.fix_release_base, i.closed_release, NULL, false, p.fix_verification_window, true
 		FROM incidents i JOIN `+domain.LiveProjects+` p ON p.id = i.project_id
 		WHERE i.fix_commit_sha <> '' AND i.status = 'CLOSED' AND (i.fix_verified_at IS NOT NULL OR i.fix_recurred_at IS NOT NULL)
 			AND i.last_seen > COALESCE(i.fix_judged_at, '-infinity')`).Scan(ctx, &fixes)
@@ -119,11 +143,18 @@ func (f *Fixes) Check(ctx context.Context) (CheckResult, error) {
 	for id := range projects {
 		ids = append(ids, id)
 	}
+	// The candidates: each environment's latest trusted releases that
+	// served events. A release seen from browsers only is not one, however
+	// many there are (docs/releases.md, "Sources and trust").
 	var rels []relRow
-	if err := f.s.DB.NewRaw(`SELECT r.project_id, r.environment, r.version, COALESCE(r.commit_sha, a.commit_sha) AS commit_sha,
-			r.first_seen, r.last_seen, r.event_count
-		FROM releases r LEFT JOIN releases a ON a.project_id = r.project_id AND a.environment = '' AND a.version = r.version
-		WHERE r.project_id IN (?) AND r.environment <> '' AND r.first_seen IS NOT NULL`, bun.List(ids)).Scan(ctx, &rels); err != nil {
+	if err := f.s.DB.NewRaw(`SELECT project_id, environment, version, commit_sha, first_seen, last_seen, event_count, source FROM (
+			SELECT r.project_id, r.environment, r.version, COALESCE(r.commit_sha, a.commit_sha) AS commit_sha,
+				r.first_seen, r.last_seen, r.event_count, `+sourceSQL+` AS source,
+				row_number() OVER (PARTITION BY r.project_id, r.environment ORDER BY r.first_seen DESC, r.version) AS n
+			FROM releases r LEFT JOIN releases a ON a.project_id = r.project_id AND a.environment = '' AND a.version = r.version
+			WHERE r.project_id IN (?) AND r.environment <> '' AND r.first_seen IS NOT NULL
+				AND (r.declared_by <> '' OR r.seen_server OR COALESCE(a.declared_by, '') <> '')) c
+		WHERE n <= ?`, bun.List(ids), MaxCandidates).Scan(ctx, &rels); err != nil {
 		return res, fmt.Errorf("fix check: releases: %w", err)
 	}
 	byEnv := map[[2]any][]relRow{}
@@ -139,25 +170,38 @@ func (f *Fixes) Check(ctx context.Context) (CheckResult, error) {
 		Rel       string    `bun:"release_sha"`
 		Answer    string    `bun:"answer"`
 	}
-	if err := f.s.DB.NewRaw(`SELECT project_id, fix_sha, release_sha, answer FROM release_ancestry WHERE project_id IN (?)`, bun.List(ids)).Scan(ctx, &anc); err != nil {
+	// An "unknown" (a commit the mirror lacked after its fetch) is asked
+	// again after unknownTTL: the commit may have been pushed since.
+	if err := f.s.DB.NewRaw(`SELECT project_id, fix_sha, release_sha, answer FROM release_ancestry
+		WHERE project_id IN (?) AND (answer <> 'unknown' OR checked_at > ?)`, bun.List(ids), now.Add(-unknownTTL)).Scan(ctx, &anc); err != nil {
 		return res, fmt.Errorf("fix check: ancestry: %w", err)
 	}
 	answers := map[ancKey]string{}
 	for _, a := range anc {
 		answers[ancKey{a.ProjectID, a.Fix, a.Rel}] = a.Answer
 	}
-	ask := map[uuid.UUID]bool{}
+	// The questions the cache cannot answer are gathered and asked in one
+	// statement at the end of the pass, each with its fix's time so that
+	// the oldest fix is answered first.
+	fixAt := map[string]time.Time{}
+	for _, r := range fixes {
+		if r.MergedAt != nil && r.Commit != "" {
+			fixAt[r.Commit] = *r.MergedAt
+		}
+	}
+	questions := map[ancKey]time.Time{}
 	contains := func(project uuid.UUID, fix string, r relRow) string {
 		c := r.commit()
-		if c == "" {
+		if c == "" || !r.trusted() {
 			return ""
 		}
 		a, ok := answers[ancKey{project, fix, c}]
 		if !ok {
-			if _, err := f.s.DB.NewRaw(`INSERT INTO release_ancestry_questions (project_id, fix_sha, release_sha) VALUES (?, ?, ?)
-				ON CONFLICT DO NOTHING`, project, fix, c).Exec(ctx); err == nil {
-				ask[project] = true
+			at, known := fixAt[fix]
+			if !known {
+				at = now
 			}
+			questions[ancKey{project, fix, c}] = at
 			return "?"
 		}
 		return a
@@ -179,7 +223,7 @@ func (f *Fixes) Check(ctx context.Context) (CheckResult, error) {
 			if r.MergedAt != nil && r.MergedAt.After(at) {
 				at = *r.MergedAt
 			}
-			if err := f.incidents.FixShipped(ctx, r.ID, r.Commit, c.Version, at, windowOf(r.Window), c.Events); err != nil {
+			if err := f.incidents.FixShipped(ctx, r.ID, r.Commit, c.Version, SourceWords(c.Source), at, windowOf(r.Window), c.Events); err != nil {
 				return res, err
 			}
 			r.Release, r.ShippedAt, r.Base = c.Version, &at, c.Events
@@ -206,7 +250,7 @@ func (f *Fixes) Check(ctx context.Context) (CheckResult, error) {
 			if c.LastSeen.Before(*r.ShippedAt) || contains(r.ProjectID, r.Commit, c) != "yes" {
 				continue
 			}
-			withFix = append(withFix, c.Version)
+			withFix = append(withFix, c.Version+" ("+SourceWords(c.Source)+")")
 			n := c.Events
 			if c.Version == r.Release {
 				n -= r.Base
@@ -231,15 +275,36 @@ func (f *Fixes) Check(ctx context.Context) (CheckResult, error) {
 		}
 		res.Verified++
 	}
-	for project := range ask {
-		res.Questions++
-		if err := f.s.InTx(ctx, func(ctx context.Context, tx bun.Tx) error {
-			return f.s.InsertJob(ctx, tx, domain.CheckAncestryArgs{ProjectID: project})
-		}); err != nil {
-			return res, err
-		}
+	return res, f.ask(ctx, questions, &res)
+}
+
+// ask stores a pass's open questions in one statement and asks each of
+// their projects' check_ancestry jobs to answer them (unique per project).
+func (f *Fixes) ask(ctx context.Context, questions map[ancKey]time.Time, res *CheckResult) error {
+	if len(questions) == 0 {
+		return nil
 	}
-	return res, nil
+	var projects, fixes, rels []string
+	var ats []time.Time
+	ask := map[uuid.UUID]bool{}
+	for k, at := range questions {
+		projects, fixes, rels, ats = append(projects, k.project.String()), append(fixes, k.fix), append(rels, k.rel), append(ats, at)
+		ask[k.project] = true
+	}
+	return f.s.InTx(ctx, func(ctx context.Context, tx bun.Tx) error {
+		if _, err := tx.NewRaw(`INSERT INTO release_ancestry_questions (project_id, fix_sha, release_sha, fix_at)
+			SELECT * FROM unnest(?::uuid[], ?::text[], ?::text[], ?::timestamptz[]) ON CONFLICT DO NOTHING`,
+			pgdialect.Array(projects), pgdialect.Array(fixes), pgdialect.Array(rels), pgdialect.Array(ats)).Exec(ctx); err != nil {
+			return fmt.Errorf("fix check: ask: %w", err)
+		}
+		for project := range ask {
+			res.Questions++
+			if err := f.s.InsertJob(ctx, tx, domain.CheckAncestryArgs{ProjectID: project}); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 }
 
 func windowOf(secs int64) time.Duration {
@@ -280,6 +345,35 @@ func (f *Fixes) judge(ctx context.Context, fixes []fixRow, relBy map[relKey]relR
 		GROUP BY 1, 2 ORDER BY 1, 4`, bun.List(ids)).Scan(ctx, &evs); err != nil {
 		return fmt.Errorf("fix check: events: %w", err)
 	}
+	// The releases the events name that are not candidates (older ones,
+	// or seen from browsers only) are read too, once: they are judged by
+	// their first event, never by a commit they claim.
+	var missing [3][]string
+	for _, e := range evs {
+		r := byID[e.Incident]
+		if _, ok := relBy[relKey{r.ProjectID, r.Environment, e.Release}]; !ok && e.Release != "" {
+			missing[0], missing[1], missing[2] = append(missing[0], r.ProjectID.String()), append(missing[1], r.Environment), append(missing[2], e.Release)
+		}
+	}
+	if len(missing[0]) > 0 {
+		var more []relRow
+		if err := f.s.DB.NewRaw(`SELECT r.project_id, r.environment, r.version, COALESCE(r.commit_sha, a.commit_sha) AS commit_sha,
+				r.first_seen, r.last_seen, r.event_count, `+sourceSQL+` AS source
+			FROM unnest(?::uuid[], ?::text[], ?::text[]) AS u(p, e, v)
+			JOIN releases r ON r.project_id = u.p AND r.environment = u.e AND r.version = u.v AND r.first_seen IS NOT NULL
+			LEFT JOIN releases a ON a.project_id = r.project_id AND a.environment = '' AND a.version = r.version`,
+			pgdialect.Array(missing[0]), pgdialect.Array(missing[1]), pgdialect.Array(missing[2])).Scan(ctx, &more); err != nil {
+			return fmt.Errorf("fix check: releases of events: %w", err)
+		}
+		all := make(map[relKey]relRow, len(relBy)+len(more))
+		for k, v := range relBy {
+			all[k] = v
+		}
+		for _, r := range more {
+			all[relKey{r.ProjectID, r.Environment, r.Version}] = r
+		}
+		relBy = all
+	}
 	for i := 0; i < len(evs); {
 		r := byID[evs[i].Incident]
 		j := i
@@ -305,7 +399,7 @@ func (f *Fixes) judgeOne(ctx context.Context, r *fixRow, evs []struct {
 		rel, seen := relBy[relKey{r.ProjectID, r.Environment, e.Release}]
 		verdict := "old"
 		switch {
-		case r.Commit != "" && seen && rel.commit() != "":
+		case r.Commit != "" && seen && rel.trusted() && rel.commit() != "":
 			switch contains(r.ProjectID, r.Commit, rel) {
 			case "yes":
 				verdict = "recurred"
@@ -313,7 +407,8 @@ func (f *Fixes) judgeOne(ctx context.Context, r *fixRow, evs []struct {
 				verdict = "wait"
 			}
 		case r.Commit != "" && seen:
-			// A release without a commit: ordered by first seen against
+			// A release without a commit, or one seen from browsers only
+			// (its commit is anyone's claim): ordered by first seen against
 			// the fix's shipping (or its merge).
 			ref := r.ShippedAt
 			if ref == nil {
@@ -324,7 +419,9 @@ func (f *Fixes) judgeOne(ctx context.Context, r *fixRow, evs []struct {
 			}
 		case r.Commit == "" && r.Closed != "":
 			// Closed in the current release: older releases do not reopen.
-			if !seen || r.ClosedAt == nil || !rel.FirstSeen.Before(*r.ClosedAt) {
+			// A release seen from browsers only is no current release: it
+			// guards nothing.
+			if !seen || !r.ClosedTrusted || r.ClosedAt == nil || !rel.FirstSeen.Before(*r.ClosedAt) {
 				verdict = "recurred"
 			}
 		case r.Commit == "":
@@ -368,7 +465,8 @@ func (f *Fixes) AnswerQuestions(ctx context.Context, projectID uuid.UUID, check 
 		Fix string `bun:"fix_sha"`
 		Rel string `bun:"release_sha"`
 	}
-	if err := f.s.DB.NewRaw(`SELECT fix_sha, release_sha FROM release_ancestry_questions WHERE project_id = ?`, projectID).Scan(ctx, &qs); err != nil {
+	if err := f.s.DB.NewRaw(`SELECT fix_sha, release_sha FROM release_ancestry_questions WHERE project_id = ?
+		ORDER BY fix_at, fix_sha, release_sha LIMIT ?`, projectID, MaxQuestions).Scan(ctx, &qs); err != nil {
 		return 0, fmt.Errorf("ancestry: questions of %s: %w", projectID, err)
 	}
 	if len(qs) == 0 {

@@ -2,6 +2,7 @@ package release_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"os"
 	"os/exec"
@@ -12,6 +13,7 @@ import (
 
 	"anvil/domain"
 	"anvil/domain/alert"
+	"anvil/domain/feed"
 	"anvil/domain/forge"
 	"anvil/domain/release"
 )
@@ -218,5 +220,112 @@ func TestClosedInCurrentRelease(t *testing.T) {
 	}
 	if got := b.Incident(t, inc.ID); got.Status != domain.IncidentTriaged {
 		t.Fatalf("a newer release did not reopen it: %s %+v", got.Status, got.Fix)
+	}
+}
+
+// gitRepo is a repository whose main branch merged a repair: the commit
+// before it, the merge, and a commit on top of the merge.
+func gitRepo(t *testing.T) (repo, old, merge, later string) {
+	t.Helper()
+	repo = t.TempDir()
+	git(t, repo, "init", "-q", "-b", "main")
+	old = commitFile(t, repo, "a")
+	git(t, repo, "checkout", "-q", "-b", "anvil/repair/x")
+	commitFile(t, repo, "fix")
+	git(t, repo, "checkout", "-q", "main")
+	git(t, repo, "merge", "-q", "--no-ff", "-m", "Merge pull request #62", "anvil/repair/x")
+	merge = git(t, repo, "rev-parse", "HEAD")
+	later = commitFile(t, repo, "later")
+	return repo, old, merge, later
+}
+
+// answerer answers a project's ancestry questions with git in repo, as the
+// check_ancestry job does in its mirror.
+func answerer(t *testing.T, fx *release.Fixes, b *testBundle, repo string) func() int {
+	return func() int {
+		t.Helper()
+		n, err := fx.AnswerQuestions(context.Background(), b.Proj.ID, func(ctx context.Context, p *domain.Project, token, fix, rel string) (string, error) {
+			cmd := exec.CommandContext(ctx, "git", "merge-base", "--is-ancestor", fix, rel)
+			cmd.Dir = repo
+			err := cmd.Run()
+			var ee *exec.ExitError
+			switch {
+			case err == nil:
+				return "yes", nil
+			case errors.As(err, &ee) && ee.ExitCode() == 1:
+				return "no", nil
+			}
+			return "unknown", nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+}
+
+// A browser key is public: events it sends from a release that names a
+// commit containing the merged fix ship nothing — no ancestry question is
+// even asked — and the release is listed as seen from browsers only. The
+// same release seen from a server connection ships the fix, and the
+// evidence names where the release came from.
+func TestBrowserReleaseShipsNoFix(t *testing.T) {
+	t.Parallel()
+	b := setup(t, domain.PolicyObserve)
+	ctx := context.Background()
+	fx := release.NewFixes(b.Store, b.Incidents)
+	repo, _, merge, later := gitRepo(t)
+	answer := answerer(t, fx, b, repo)
+	_, tok, err := b.Feed.CreateConnectionOf(ctx, b.Owner, b.Proj.ID, feed.ConnectionSpec{Name: "web", Kind: feed.KindBrowser,
+		AllowedOrigins: []string{"https://shop.example"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	browser, err := b.Feed.Authenticate(ctx, tok)
+	if err != nil || !browser.Browser {
+		t.Fatalf("browser sender: %v %+v", err, browser)
+	}
+
+	inc := b.prOpen(t, "Checkout", "https://github.com/acme/shop/pull/62")
+	if err := fx.FromDelivery(ctx, b.Proj.ID, forge.Payload{Provider: forge.GitHub, Kind: forge.KindPullRequest,
+		PullRequest: &forge.PullRequest{Number: 62, Closed: true, Merged: true, MergeCommitSHA: merge, URL: "https://github.com/acme/shop/pull/62"}}); err != nil {
+		t.Fatal(err)
+	}
+	b.Clock.Advance(time.Second)
+	fixed := "shop@2.5.0+" + later[:12]
+	if res, err := b.Feed.Ingest(ctx, browser, "127.0.0.1", []json.RawMessage{event("Other", fixed)}); err != nil || len(res.Accepted) != 1 {
+		t.Fatalf("browser ingest: %v %+v", err, res)
+	}
+	res, err := fx.Check(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Shipped != 0 || res.Questions != 0 || answer() != 0 {
+		t.Fatalf("a browser-only release was a candidate: %+v", res)
+	}
+	if res, err := fx.Check(ctx); err != nil || res.Shipped != 0 {
+		t.Fatalf("shipped from a browser-only release: %v %+v", err, res)
+	}
+	if got := b.Incident(t, inc.ID); got.Fix.ShippedAt != nil {
+		t.Fatalf("shipped: %+v", got.Fix)
+	}
+	if r := b.list(t)["production/"+fixed]; r.Source != release.SourceBrowser || r.Trusted {
+		t.Fatalf("browser release listed as %+v", r)
+	}
+
+	// The same release from the server: trusted, it ships the fix.
+	b.send(t, event("Other", fixed))
+	if r := b.list(t)["production/"+fixed]; r.Source != release.SourceServer || !r.Trusted {
+		t.Fatalf("server release listed as %+v", r)
+	}
+	if _, err := fx.Check(ctx); err != nil {
+		t.Fatal(err)
+	}
+	answer()
+	if res, err := fx.Check(ctx); err != nil || res.Shipped != 1 {
+		t.Fatalf("not shipped from the server's release: %v %+v", err, res)
+	}
+	if _, _, _, _, reason := b.LastTransition(t, inc.ID); !strings.Contains(reason, "shipped in "+fixed+" (seen from a server connection)") {
+		t.Fatalf("evidence does not name the source: %q", reason)
 	}
 }

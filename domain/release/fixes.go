@@ -5,11 +5,13 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"time"
 
 	"github.com/google/uuid"
 
 	"anvil/domain"
 	"anvil/domain/forge"
+	"anvil/domain/forgeapi"
 	"anvil/domain/incident"
 	"anvil/domain/project"
 )
@@ -21,6 +23,10 @@ type Fixes struct {
 	s         *domain.Store
 	incidents *incident.Incidents
 	projects  *project.Projects
+	// AllowHTTPLinks lets a merged pull request's address be http:// (a
+	// forge on the operator's network), as the repair's own may be when
+	// the checkout policy allows local forges; the wiring sets it.
+	AllowHTTPLinks bool
 }
 
 // NewFixes builds the service.
@@ -35,6 +41,15 @@ func (f *Fixes) token(p *domain.Project) (string, error) { return f.projects.Pro
 // keywords (fix, fixes, fixed, close, closes, closed, resolve, resolves,
 // resolved), any case, an optional colon, then a short id.
 var fixesRE = regexp.MustCompile(`(?i)\b(fix(?:e[sd])?|close[sd]?|resolve[sd]?)\b:?\s+([a-z0-9][a-z0-9-]*-[0-9]+)\b`)
+
+// IsRevert reports whether a commit message is a revert's ("Revert "…"",
+// as git revert and the forges' revert buttons write it): a revert undoes
+// a change, and the fix it quotes is never its own (docs/releases.md,
+// "Merged and closed repairs").
+func IsRevert(message string) bool {
+	m := strings.TrimLeft(message, " \t\r\n")
+	return strings.HasPrefix(m, `Revert "`) || strings.HasPrefix(m, "Revert '") || strings.Contains(message, "\nThis reverts commit ")
+}
 
 // FixRef is one "Fixes SHOP-12" of a commit message.
 type FixRef struct {
@@ -65,12 +80,16 @@ func (f *Fixes) FromDelivery(ctx context.Context, projectID uuid.UUID, pl forge.
 	switch {
 	case pl.Kind == forge.KindPullRequest && pl.PullRequest != nil && pl.PullRequest.Closed:
 		pr := pl.PullRequest
+		// The pull request's address is the forge's data: it becomes a
+		// link on the incident page only through the check the repair's
+		// own address passes (forgeapi.WebURL).
+		url := forgeapi.WebURL(pr.URL, f.AllowHTTPLinks)
 		if pr.Merged && pr.MergeCommitSHA != "" {
-			_, err := f.incidents.FixMerged(ctx, projectID, pr.Number, pr.URL, pr.MergeCommitSHA, string(pl.Provider), f.s.Now())
+			_, err := f.incidents.FixMerged(ctx, projectID, pr.Number, url, pr.MergeCommitSHA, string(pl.Provider), f.at(pr.MergedAt))
 			return err
 		}
 		if !pr.Merged {
-			_, err := f.incidents.FixPRClosed(ctx, projectID, pr.Number, pr.URL, string(pl.Provider))
+			_, err := f.incidents.FixPRClosed(ctx, projectID, pr.Number, url, string(pl.Provider))
 			return err
 		}
 	case pl.Kind == forge.KindPush && len(pl.Commits) > 0:
@@ -82,15 +101,29 @@ func (f *Fixes) FromDelivery(ctx context.Context, projectID uuid.UUID, pl forge.
 			return nil
 		}
 		for _, c := range pl.Commits {
+			if IsRevert(c.Message) {
+				continue
+			}
 			for _, ref := range FixesIn(c.Message) {
 				if ref.Slug != p.Slug {
 					continue
 				}
-				if _, err := f.incidents.FixCommitted(ctx, projectID, ref.Number, c.SHA, ref.Keyword, string(pl.Provider), f.s.Now()); err != nil {
+				if _, err := f.incidents.FixCommitted(ctx, projectID, ref.Number, c.SHA, ref.Keyword, string(pl.Provider), f.at(c.Timestamp)); err != nil {
 					return err
 				}
 			}
 		}
 	}
 	return nil
+}
+
+// at is a fix's time: the forge's own (the merge's, the commit's), never
+// later than now, else now. Fixes are ordered by it, so that a delivery
+// replayed late, or an older commit, never replaces a newer fix.
+func (f *Fixes) at(forgeTime time.Time) time.Time {
+	now := f.s.Now()
+	if forgeTime.IsZero() || forgeTime.After(now) {
+		return now
+	}
+	return forgeTime
 }

@@ -2,7 +2,10 @@ package release_test
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"testing"
+	"time"
 
 	"anvil/domain"
 	"anvil/domain/forge"
@@ -106,5 +109,65 @@ func TestFixFromDeliveries(t *testing.T) {
 	}
 	if _, _, _, _, reason := b.LastTransition(t, pushed.ID); reason != `fix committed in abcdef1 ("Fixes" SHOP-3), waiting for a release` {
 		t.Fatalf("push transition %q", reason)
+	}
+}
+
+// A fix is never replaced by an older one: not by an older commit pushed
+// later, not by a delivery the forge sends again after a newer fix was
+// recorded. A revert ("Revert "…"") never becomes the fix, whatever it
+// quotes. A merged pull request's address becomes the fix's link only
+// through the check the repair's own address passes.
+func TestFixOrderRevertsAndLinks(t *testing.T) {
+	t.Parallel()
+	b := setup(t, domain.PolicyObserve)
+	ctx := context.Background()
+	fx := release.NewFixes(b.Store, b.Incidents)
+	inc := b.Send(t, "Cart")
+	ref := fmt.Sprintf("SHOP-%d", inc.Number)
+	now := b.Clock.Now()
+	push := func(sha, message string, at time.Time) {
+		t.Helper()
+		if err := fx.FromDelivery(ctx, b.Proj.ID, forge.Payload{Provider: forge.GitHub, Kind: forge.KindPush, Branch: "main",
+			Commits: []forge.Commit{{SHA: sha, Message: message, Timestamp: at}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fix := func() string { t.Helper(); return b.Incident(t, inc.ID).Fix.CommitSHA }
+	a := strings.Repeat("a", 40)
+	push(a, "Guard the cart\n\nFixes "+ref, now.Add(-time.Hour))
+	if fix() != a {
+		t.Fatalf("fix %q, want %q", fix(), a)
+	}
+	// An older commit pushed later: the newer fix stays.
+	push(strings.Repeat("b", 40), "Guard the cart sooner\n\nFixes "+ref, now.Add(-2*time.Hour))
+	if fix() != a {
+		t.Fatalf("an older commit replaced the fix: %q", fix())
+	}
+	// A newer commit replaces it; the first delivery, sent again, does not.
+	c := strings.Repeat("c", 40)
+	push(c, "Guard the cart for real\n\nFixes "+ref, now.Add(-time.Minute))
+	if fix() != c {
+		t.Fatalf("a newer commit did not replace the fix: %q", fix())
+	}
+	n := b.transitions(t, inc.ID)
+	push(a, "Guard the cart\n\nFixes "+ref, now.Add(-time.Hour))
+	if fix() != c || b.transitions(t, inc.ID) != n {
+		t.Fatalf("a replayed delivery replaced the fix: %q", fix())
+	}
+	// Reverts, the newest commits of all: never the fix.
+	push(strings.Repeat("d", 40), "Revert \"Guard the cart for real\"\n\nThis reverts commit "+c+".\n\nFixes "+ref, now)
+	push(strings.Repeat("e", 40), "Revert \"Fixes "+ref+"\"", now)
+	if fix() != c || b.transitions(t, inc.ID) != n {
+		t.Fatalf("a revert became the fix: %q", fix())
+	}
+
+	// A merged pull request whose address is not a web page's.
+	pr := b.prOpen(t, "Checkout", "https://github.com/acme/shop/pull/7")
+	if err := fx.FromDelivery(ctx, b.Proj.ID, forge.Payload{Provider: forge.GitHub, Kind: forge.KindPullRequest, PullRequest: &forge.PullRequest{
+		Number: 7, Closed: true, Merged: true, MergeCommitSHA: strings.Repeat("f", 40), URL: "javascript:alert(document.cookie)//pull/7"}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := b.Incident(t, pr.ID); got.Fix.CommitSHA != strings.Repeat("f", 40) || got.Fix.PRURL != "https://github.com/acme/shop/pull/7" {
+		t.Fatalf("merged fix link: %+v", got.Fix)
 	}
 }

@@ -36,7 +36,49 @@ type Release struct {
 	EventCount   int64      `json:"event_count"`
 	NewIncidents int64      `json:"new_incidents"`
 	DeployedAt   *time.Time `json:"deployed_at"`
+	// Source is where the release came from (docs/releases.md, "Sources
+	// and trust"): "member", "api", "sentry_cli" (declared), "server" or
+	// "browser" (seen from a connection of that kind only).
+	Source string `json:"source"`
+	// Trusted: the release may ship a fix and count as the current one;
+	// a release seen from browsers only may not.
+	Trusted bool `json:"trusted"`
 }
+
+// The sources of a release, most trusted first.
+const (
+	SourceMember    = "member"
+	SourceAPI       = "api"
+	SourceSentryCLI = "sentry_cli"
+	SourceServer    = "server"
+	SourceBrowser   = "browser"
+)
+
+// SourceWords says where a release came from, as the evidence and the
+// Releases page name it.
+func SourceWords(source string) string {
+	switch source {
+	case SourceMember:
+		return "declared by a member"
+	case SourceAPI:
+		return "declared with an API token"
+	case SourceSentryCLI:
+		return "declared by sentry-cli"
+	case SourceServer:
+		return "seen from a server connection"
+	case SourceBrowser:
+		return "seen from browsers only"
+	}
+	return "source unknown"
+}
+
+// sourceSQL reads a release row r's source, a declaration for every
+// environment (a) standing for the rows of its version.
+const sourceSQL = `CASE WHEN r.declared_by <> '' THEN r.declared_by WHEN COALESCE(a.declared_by, '') <> '' THEN a.declared_by
+	WHEN r.seen_server THEN 'server' WHEN r.seen_browser THEN 'browser' ELSE '' END`
+
+// trusted reports whether a source may ship a fix.
+func trusted(source string) bool { return source != "" && source != SourceBrowser }
 
 type releaseRow struct {
 	Environment  string     `bun:"environment"`
@@ -47,11 +89,12 @@ type releaseRow struct {
 	NewIncidents int64      `bun:"new_incidents"`
 	CommitSHA    *string    `bun:"commit_sha"`
 	DeployedAt   *time.Time `bun:"deployed_at"`
+	Source       string     `bun:"source"`
 }
 
 func (r releaseRow) view() Release {
 	out := Release{Version: r.Version, Environment: r.Environment, FirstSeen: utc(r.FirstSeen), LastSeen: utc(r.LastSeen),
-		EventCount: r.EventCount, NewIncidents: r.NewIncidents, DeployedAt: utc(r.DeployedAt)}
+		EventCount: r.EventCount, NewIncidents: r.NewIncidents, DeployedAt: utc(r.DeployedAt), Source: r.Source, Trusted: trusted(r.Source)}
 	if r.CommitSHA != nil && *r.CommitSHA != "" {
 		out.CommitSHA, out.CommitFrom = *r.CommitSHA, "declared"
 	} else if sha, ok := CommitOf(r.Version); ok {
@@ -81,7 +124,7 @@ func (rs *Releases) List(ctx context.Context, pr *domain.Principal, projectID uu
 	}
 	var rows []releaseRow
 	err := rs.s.DB.NewRaw(`SELECT r.environment, r.version, r.first_seen, r.last_seen, r.event_count, r.new_incidents,
-			COALESCE(r.commit_sha, a.commit_sha) AS commit_sha, COALESCE(r.deployed_at, a.deployed_at) AS deployed_at
+			COALESCE(r.commit_sha, a.commit_sha) AS commit_sha, COALESCE(r.deployed_at, a.deployed_at) AS deployed_at, `+sourceSQL+` AS source
 		FROM releases r LEFT JOIN releases a ON a.project_id = r.project_id AND a.environment = '' AND a.version = r.version AND r.environment <> ''
 		WHERE r.project_id = ? AND NOT (r.environment = '' AND EXISTS (
 			SELECT 1 FROM releases o WHERE o.project_id = r.project_id AND o.version = r.version AND o.environment <> ''))
@@ -113,6 +156,9 @@ type Declaration struct {
 	CommitSHA   string     `json:"commit_sha"`
 	Environment string     `json:"environment"`
 	DeployedAt  *time.Time `json:"deployed_at"`
+	// Source is the declaration's door (SourceMember, SourceAPI,
+	// SourceSentryCLI); Declare reads it from the principal when empty.
+	Source string `json:"-"`
 }
 
 // maxVersion bounds a version (Sentry's own limit is 200 characters).
@@ -164,14 +210,22 @@ func (rs *Releases) Declare(ctx context.Context, pr *domain.Principal, projectID
 			sha = &d.CommitSHA
 		}
 		now := rs.s.Now()
+		source := d.Source
+		if source == "" {
+			source = SourceAPI
+			if pr.SessionID != nil {
+				source = SourceMember
+			}
+		}
 		var row releaseRow
-		err := tx.NewRaw(`INSERT INTO releases AS r (project_id, environment, version, commit_sha, deployed_at, declared_at)
-			VALUES (?, ?, ?, ?, ?, ?)
+		err := tx.NewRaw(`INSERT INTO releases AS r (project_id, environment, version, commit_sha, deployed_at, declared_at, declared_by)
+			VALUES (?, ?, ?, ?, ?, ?, ?)
 			ON CONFLICT (project_id, environment, version) DO UPDATE SET
 				commit_sha = COALESCE(EXCLUDED.commit_sha, r.commit_sha),
-				deployed_at = COALESCE(EXCLUDED.deployed_at, r.deployed_at), declared_at = EXCLUDED.declared_at
-			RETURNING environment, version, first_seen, last_seen, event_count, new_incidents, commit_sha, deployed_at`,
-			projectID, d.Environment, d.Version, sha, d.DeployedAt, now).Scan(ctx, &row)
+				deployed_at = COALESCE(EXCLUDED.deployed_at, r.deployed_at), declared_at = EXCLUDED.declared_at,
+				declared_by = EXCLUDED.declared_by
+			RETURNING environment, version, first_seen, last_seen, event_count, new_incidents, commit_sha, deployed_at, declared_by AS source`,
+			projectID, d.Environment, d.Version, sha, d.DeployedAt, now, source).Scan(ctx, &row)
 		if err != nil {
 			return fmt.Errorf("releases: declare %s: %w", d.Version, err)
 		}

@@ -262,7 +262,7 @@ func (rs *Releases) sentryDeclare(ctx context.Context, pr *domain.Principal, ps,
 	out := SentryRelease{Version: strings.TrimSpace(version), URL: in.URL, DateCreated: rs.s.Now().UTC(), DateReleased: in.DateReleased,
 		Projects: []SentryProject{}}
 	for _, p := range targets {
-		r, err := rs.Declare(ctx, pr, p.ID, Declaration{Version: version, CommitSHA: commits[p.ID]})
+		r, err := rs.Declare(ctx, pr, p.ID, Declaration{Version: version, CommitSHA: commits[p.ID], Source: SourceSentryCLI})
 		if err != nil {
 			return SentryRelease{}, err
 		}
@@ -334,7 +334,7 @@ func (rs *Releases) SentryNewDeploy(ctx context.Context, pr *domain.Principal, o
 		at = in.DateFinished.UTC()
 	}
 	for _, p := range targets {
-		if _, err := rs.Declare(ctx, pr, p.ID, Declaration{Version: version, Environment: in.Environment, DeployedAt: &at}); err != nil {
+		if _, err := rs.Declare(ctx, pr, p.ID, Declaration{Version: version, Environment: in.Environment, DeployedAt: &at, Source: SourceSentryCLI}); err != nil {
 			return SentryDeploy{}, err
 		}
 	}

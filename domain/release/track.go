@@ -59,8 +59,11 @@ func (t *Tally) Created(id uuid.UUID, env, version string) {
 func (t *Tally) Empty() bool { return len(t.Events) == 0 }
 
 // TrackStmt upserts the tally's releases of projectID, seen at now, and
-// records the release each created incident was first seen in.
-func TrackStmt(projectID uuid.UUID, t *Tally, now time.Time) dbutil.Stmt {
+// records the release each created incident was first seen in. browser
+// says the events came from a browser connection (an anv_pub_ key): a
+// release seen only from browsers is recorded as such and ships no fix
+// (docs/releases.md, "Sources and trust").
+func TrackStmt(projectID uuid.UUID, t *Tally, now time.Time, browser bool) dbutil.Stmt {
 	keys := make([]Key, 0, len(t.Events))
 	for k := range t.Events {
 		keys = append(keys, k)
@@ -82,14 +85,16 @@ func TrackStmt(projectID uuid.UUID, t *Tally, now time.Time) dbutil.Stmt {
 		created, createdIn = []pgtype.UUID{}, []string{}
 	}
 	return dbutil.Stmt{SQL: `WITH r AS (
-		INSERT INTO releases AS r (project_id, environment, version, first_seen, last_seen, event_count, new_incidents)
-		SELECT $1, u.e, u.v, $2, $2, u.n, u.c FROM unnest($3::text[], $4::text[], $5::bigint[], $6::bigint[]) AS u(e, v, n, c)
+		INSERT INTO releases AS r (project_id, environment, version, first_seen, last_seen, event_count, new_incidents, seen_server, seen_browser)
+		SELECT $1, u.e, u.v, $2, $2, u.n, u.c, NOT $9::boolean, $9::boolean FROM unnest($3::text[], $4::text[], $5::bigint[], $6::bigint[]) AS u(e, v, n, c)
 		ON CONFLICT (project_id, environment, version) DO UPDATE SET
 			first_seen = COALESCE(r.first_seen, EXCLUDED.first_seen),
+			seen_server = r.seen_server OR EXCLUDED.seen_server,
+			seen_browser = r.seen_browser OR EXCLUDED.seen_browser,
 			last_seen = GREATEST(COALESCE(r.last_seen, EXCLUDED.last_seen), EXCLUDED.last_seen),
 			event_count = r.event_count + EXCLUDED.event_count,
 			new_incidents = r.new_incidents + EXCLUDED.new_incidents
 		RETURNING 1)
 		UPDATE incidents AS i SET first_release = u.v FROM unnest($7::uuid[], $8::text[]) AS u(id, v) WHERE i.id = u.id`,
-		Args: []any{dbutil.PgUUID(projectID), now, envs, vers, counts, news, created, createdIn}}
+		Args: []any{dbutil.PgUUID(projectID), now, envs, vers, counts, news, created, createdIn, browser}}
 }

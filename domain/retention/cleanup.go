@@ -331,6 +331,11 @@ func (r *Service) cleanProject(ctx context.Context, orgID, projectID uuid.UUID, 
 			return Removed{}, fmt.Errorf("retention: source maps: %w", err)
 		}
 	}
+	if r.ExpireReleases != nil {
+		if err := r.ExpireReleases(ctx, projectID, now.Add(-pol.Events)); err != nil {
+			return Removed{}, fmt.Errorf("retention: releases: %w", err)
+		}
+	}
 	return r.finish(ctx, sc, &bound, &pol)
 }
 

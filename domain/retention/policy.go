@@ -115,6 +115,10 @@ type Service struct {
 	// a project's source-map uploads whose release has sent no event since
 	// cutoff — the project's events retention (docs/sourcemap.md).
 	ExpireArtifacts func(ctx context.Context, projectID uuid.UUID, cutoff time.Time) error
+	// ExpireReleases, when set (wiring: release.Releases.Expire), removes a
+	// project's releases and the fix chain's ancestry rows older than
+	// cutoff — the project's events retention (docs/releases.md).
+	ExpireReleases func(ctx context.Context, projectID uuid.UUID, cutoff time.Time) error
 
 	budget *Budget
 	// afterBatch, when set (tests), runs after every committed batch.

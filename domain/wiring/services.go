@@ -140,7 +140,9 @@ func NewServices(d *db.DB, keys *secret.Keyring, log *slog.Logger, o Options) *S
 	sv.Feed.Symbolicate = sv.SourceMaps.Symbolicate
 	sv.Retention.ExpireArtifacts = sv.SourceMaps.Expire
 	sv.Releases = release.New(s)
+	sv.Retention.ExpireReleases = sv.Releases.Expire
 	sv.Fixes = release.NewFixes(s, sv.Incidents)
+	sv.Fixes.AllowHTTPLinks = o.CheckoutPolicy.AllowLocal
 	sv.Webhooks.OnDelivered = sv.Fixes.FromDelivery
 	sv.Network = network.New(s)
 	sv.Network.AllowPrivate = o.RunsAllowPrivate

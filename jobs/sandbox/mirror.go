@@ -41,6 +41,15 @@ func validSHA(s string) bool {
 // dropped is still judged by its own history — and a commit still missing
 // after that is AncestryUnknown: never a guess.
 func (g *Git) Ancestry(ctx context.Context, repoURL, token, dir, fix, release string) (string, error) {
+	return g.AncestryFetched(ctx, repoURL, token, dir, fix, release, new(bool))
+}
+
+// AncestryFetched is Ancestry for one of several questions asked in a row
+// (a check_ancestry run): the mirror is fetched at most once for all of
+// them — *fetched says whether it was, and is set when this call fetches —
+// so that a run of many questions costs one fetch, and a commit still
+// missing after the run's fetch is AncestryUnknown at once.
+func (g *Git) AncestryFetched(ctx context.Context, repoURL, token, dir, fix, release string, fetched *bool) (string, error) {
 	fix, release = strings.ToLower(fix), strings.ToLower(release)
 	if !validSHA(fix) || !validSHA(release) {
 		return AncestryUnknown, nil
@@ -101,9 +110,13 @@ func (g *Git) Ancestry(ctx context.Context, repoURL, token, dir, fix, release st
 		return "", err
 	}
 	if !ok {
+		if *fetched {
+			return AncestryUnknown, nil
+		}
 		if _, err := r.git(ctx, false, "fetch", "--quiet", "--no-tags", "origin", "+refs/heads/*:refs/heads/*"); err != nil {
 			return "", err
 		}
+		*fetched = true
 		if ok, err = have(); err != nil {
 			return "", err
 		}

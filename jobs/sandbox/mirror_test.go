@@ -120,3 +120,33 @@ func TestAncestryConfined(t *testing.T) {
 		}
 	}
 }
+
+// A check_ancestry run fetches the mirror at most once, however many of its
+// questions name commits the mirror lacks: after the run's fetch, a
+// missing commit is unknown at once; the next run fetches again.
+func TestAncestryFetchesOncePerRun(t *testing.T) {
+	t.Parallel()
+	repo := t.TempDir()
+	gitIn(t, repo, "init", "-q", "-b", "main")
+	fix := commit(t, repo, "fix")
+	first := commit(t, repo, "a")
+	g, err := sandbox.NewGit(false, repourl.Policy{AllowLocal: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mirror := filepath.Join(t.TempDir(), "mirror")
+	ctx := context.Background()
+	fetched := false
+	if got, err := g.AncestryFetched(ctx, repo, "", mirror, fix, first, &fetched); err != nil || got != sandbox.AncestryYes || !fetched {
+		t.Fatalf("first question: %q %v fetched=%v", got, err, fetched)
+	}
+	// Pushed after the run's fetch: this run does not fetch again.
+	second := commit(t, repo, "b")
+	if got, err := g.AncestryFetched(ctx, repo, "", mirror, fix, second, &fetched); err != nil || got != sandbox.AncestryUnknown {
+		t.Fatalf("second question in the same run: %q %v", got, err)
+	}
+	next := false
+	if got, err := g.AncestryFetched(ctx, repo, "", mirror, fix, second, &next); err != nil || got != sandbox.AncestryYes || !next {
+		t.Fatalf("the next run: %q %v", got, err)
+	}
+}
