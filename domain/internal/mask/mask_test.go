@@ -2,12 +2,12 @@ package mask
 
 import (
 	"bytes"
-	"time"
 	"encoding/base64"
 	"net/url"
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 )
 
 const secret = "hunter2-s3cr3t/&+ value"
