@@ -56,9 +56,13 @@ func (s *Server) apiConnectionList(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	pr, err := s.Projects.Get(c.Request().Context(), principal(c).OrgID, id)
+	if err != nil {
+		return err
+	}
 	out := make([]connectionJSON, len(cs))
 	for i := range cs {
-		if out[i], err = s.connectionJSON(c, &cs[i]); err != nil {
+		if out[i], err = s.connectionJSON(&cs[i], pr.Number); err != nil {
 			return err
 		}
 	}

@@ -19,7 +19,10 @@ type connectionJSON struct {
 	DSN   string `json:"dsn,omitempty"`
 }
 
-func (s *Server) connectionJSON(c echo.Context, conn *feed.FeedConnection) (connectionJSON, error) {
+// connectionJSON is conn as listed; projectNumber is its project's number
+// (the DSN's last part), read once by the caller for all of a project's
+// connections rather than once for each.
+func (s *Server) connectionJSON(conn *feed.FeedConnection, projectNumber int64) (connectionJSON, error) {
 	out := connectionJSON{FeedConnection: conn}
 	if conn.Kind != feed.KindBrowser || conn.RevokedAt != nil {
 		return out, nil
@@ -28,9 +31,8 @@ func (s *Server) connectionJSON(c echo.Context, conn *feed.FeedConnection) (conn
 	if err != nil {
 		return out, err
 	}
-	out.Token = tok
-	out.DSN, err = s.connectionDSN(c, conn.ProjectID, tok)
-	return out, err
+	out.Token, out.DSN = tok, sentryDSN(s.opts.PublicURL, tok, projectNumber)
+	return out, nil
 }
 
 // apiConnectionPatch: PATCH /api/private/projects/:projectId/connections/:connectionId
@@ -54,7 +56,11 @@ func (s *Server) apiConnectionPatch(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	out, err := s.connectionJSON(c, conn)
+	pr, err := s.Projects.Get(c.Request().Context(), principal(c).OrgID, projectID)
+	if err != nil {
+		return err
+	}
+	out, err := s.connectionJSON(conn, pr.Number)
 	if err != nil {
 		return err
 	}

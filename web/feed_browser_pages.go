@@ -12,12 +12,13 @@ import (
 // The Feed page's browser connections: the DSN shown whenever
 // asked, the allowed-origins editor, the setup snippets.
 
-// browserRow fills a browser connection's token and DSN into its row.
-func (s *Server) browserRow(c echo.Context, cn *feed.FeedConnection, row *views.FeedConnectionRow) error {
+// browserRow fills a browser connection's token and DSN into its row;
+// projectNumber is its project's, read once for the page.
+func (s *Server) browserRow(cn *feed.FeedConnection, projectNumber int64, row *views.FeedConnectionRow) error {
 	if cn.Kind != feed.KindBrowser || cn.RevokedAt != nil {
 		return nil
 	}
-	j, err := s.connectionJSON(c, cn)
+	j, err := s.connectionJSON(cn, projectNumber)
 	if err != nil {
 		return err
 	}

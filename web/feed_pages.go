@@ -43,7 +43,7 @@ func (s *Server) feedProps(c echo.Context) (views.FeedProps, error) {
 	for i, cn := range cs {
 		row := views.FeedConnectionRow{ID: cn.ID.String(), Name: cn.Name, Prefix: cn.Prefix, CreatedAt: cn.CreatedAt, Revoked: cn.RevokedAt != nil,
 			Outcome: outcomes[cn.ID], Kind: cn.Kind, AllowedOrigins: cn.AllowedOrigins}
-		if err := s.browserRow(c, &cs[i], &row); err != nil {
+		if err := s.browserRow(&cs[i], pr.Number, &row); err != nil {
 			return views.FeedProps{}, err
 		}
 		if cn.LastUsedAt != nil {

@@ -123,7 +123,7 @@ func (s *Server) incidentDiagnosis(c echo.Context, props *views.IncidentProps) e
 		return err
 	}
 	props.Spread = views.SpreadProps{Level: sp.Level, Releases: sp.Releases, Users: sp.Users,
-		FirstRelease: sp.FirstSeenRelease, LastRelease: sp.LastSeenRelease}
+		FirstRelease: sp.FirstSeenRelease, LastRelease: sp.LastSeenRelease, Sampled: sp.Sampled, Events: props.Incident.EventCount}
 	for _, t := range sp.Tags {
 		tr := views.TagSpread{Key: t.Key, Total: t.Total}
 		for _, v := range t.Values {

@@ -20,7 +20,8 @@ func incidentRow(v incident.IncidentView) views.IncidentRow {
 	return views.IncidentRow{ID: v.ID.String(), ProjectID: v.ProjectID.String(), ProjectName: v.ProjectName, Title: v.Title,
 		ExceptionType: v.ExceptionType, Status: v.Status, Environment: v.Environment, EventCount: v.EventCount,
 		FirstSeen: v.FirstSeen, LastSeen: v.LastSeen, Release: v.Release, PRURL: v.PRURL,
-		NeedsHumanReason: v.NeedsHumanReason, Decisions: incident.DecisionsFor(v.Status), ShortID: v.ShortID, FixNote: incident.FixNote(v.Fix)}
+		NeedsHumanReason: v.NeedsHumanReason, Decisions: incident.DecisionsFor(v.Status), ShortID: v.ShortID, FixNote: incident.FixNote(v.Fix),
+		Level: v.Level, Culprit: v.Culprit}
 }
 
 // inboxProps reads one inbox page for the request's filters.
@@ -31,14 +32,20 @@ func (s *Server) inboxProps(c echo.Context) (views.InboxProps, error) {
 	if err != nil {
 		return views.InboxProps{}, err
 	}
+	// The inbox opens on what is unresolved; closed and ignored incidents
+	// wait behind their own filters, and ?status=ALL shows every one.
+	shown := strings.ToUpper(strings.TrimSpace(f.Status))
+	if shown == "" {
+		f.Status = incident.FilterUnresolved
+	}
 	pg, err := s.Incidents.List(ctx, p.OrgID, f)
 	if err != nil {
 		return views.InboxProps{}, err
 	}
 	statuses := append(append([]string{}, domain.IncidentStatuses...), incident.FilterVerifying)
-	props := views.InboxProps{Page: s.page(c, "Inbox", "inbox"), Statuses: statuses, Counts: pg.Counts,
+	props := views.InboxProps{Page: s.page(c, "Inbox", "inbox"), Statuses: statuses, Counts: pg.Counts, Unresolved: pg.Unresolved,
 		Environments: pg.Environments, HasMore: pg.HasMore, CanWrite: p.CanWrite(),
-		Filter: views.InboxFilter{Status: strings.ToUpper(f.Status), Environment: strings.ToLower(f.Environment), Page: f.Page,
+		Filter: views.InboxFilter{Status: shown, Environment: strings.ToLower(f.Environment), Page: f.Page,
 			Text: strings.TrimSpace(f.Query), Level: strings.ToLower(strings.TrimSpace(f.Level)), Release: strings.TrimSpace(f.Release)}}
 	if f.ProjectID != uuid.Nil {
 		props.Filter.ProjectID = f.ProjectID.String()

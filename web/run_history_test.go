@@ -199,3 +199,44 @@ func TestAuditDetailInWords(t *testing.T) {
 		t.Fatalf("audit page: %s", body)
 	}
 }
+
+// TestRunHistoryFormerMember: a member who started a run and has since
+// left the organisation is "a former member" in the history and on the
+// run's page; their address is no longer shown, though their account
+// lives on.
+func TestRunHistoryFormerMember(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	_, p := b.api(t, b.owner.Token, "POST", "/api/private/projects", validProject("shop"))
+	pid := p["id"].(string)
+	tok, _ := b.person(t, "member")
+	status, out := b.api(t, tok, "POST", "/api/private/projects/"+pid+"/runs", map[string]any{})
+	if status != http.StatusAccepted {
+		t.Fatalf("trigger: %d %v", status, out)
+	}
+	runID := out["run_id"].(string)
+	actor := func() string {
+		_, h := b.api(t, b.owner.Token, "GET", "/api/private/projects/"+pid+"/runs", nil)
+		return h["runs"].([]any)[0].(map[string]any)["actor"].(string)
+	}
+	if a := actor(); a != "member@acme.test" {
+		t.Fatalf("actor while a member: %q", a)
+	}
+	if st, _ := b.api(t, b.owner.Token, "DELETE", "/api/private/members/"+memberID(t, b, b.owner.Token, "member@acme.test"), nil); st != http.StatusNoContent {
+		t.Fatalf("remove: %d", st)
+	}
+	if b.count(t, "users", "email = 'member@acme.test'") != 1 {
+		t.Fatal("the account went with the membership")
+	}
+	if a := actor(); a != "a former member" {
+		t.Fatalf("actor after leaving: %q", a)
+	}
+	br := b.browser(t)
+	br.login("owner@acme.test", testPassword)
+	for _, path := range []string{"/projects/shop/runs", "/runs/" + runID} {
+		res, body := br.get(path)
+		if res.StatusCode != http.StatusOK || strings.Contains(body, "member@acme.test") || !strings.Contains(body, "a former member") {
+			t.Fatalf("%s: %d, former member named or missing", path, res.StatusCode)
+		}
+	}
+}

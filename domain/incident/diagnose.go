@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -165,7 +164,10 @@ func parseEventCursor(s string) (time.Time, string, bool) {
 
 // Spread is how an incident's events spread: the level of its latest event,
 // its top tags with their values' shares, how many releases and users it
-// touched, and the releases it was first and last seen in.
+// touched, and the releases it was first and last seen in. The level,
+// tags, releases and users are read from the newest SpreadSample events
+// (Sampled says how many there were); the first and last releases are the
+// incident's own, kept by the ingest over all its events.
 type Spread struct {
 	Level            string     `json:"level"`
 	Tags             []TagCount `json:"top_tags"`
@@ -173,6 +175,7 @@ type Spread struct {
 	Users            int        `json:"users_affected"`
 	FirstSeenRelease string     `json:"first_seen_release"`
 	LastSeenRelease  string     `json:"last_seen_release"`
+	Sampled          int        `json:"sampled_events"`
 }
 
 // TagCount is one tag key and its most frequent values.
@@ -194,23 +197,48 @@ const (
 	spreadValues = 4
 )
 
-// Spread reads how an incident's stored events spread. Users are told apart
-// by their id, else by the pseudonymous address hash the ingest computed.
+// SpreadSample is how many of an incident's newest events its spread is
+// read from: the page costs the same for an incident of ten events or of a
+// million, and the newest events say best how it spreads now
+// (docs/architecture.md, "Incidents and cards").
+const SpreadSample = 1000
+
+// spreadSQL reads the sample through feed_events_incident_idx (the
+// incident's events, newest first) and counts in it; spreadTagsSQL does
+// the top keys and their top values in the same sample, in SQL, so no
+// more than spreadKeys × spreadValues rows leave the database.
+const (
+	spreadSQL = `WITH sample AS (
+			SELECT payload FROM feed_events WHERE incident_id = ?0 ORDER BY received_at DESC LIMIT ?1)
+		SELECT
+			COALESCE((SELECT payload->>'level' FROM sample LIMIT 1), '') AS level,
+			(SELECT count(DISTINCT NULLIF(payload->>'release', '')) FROM sample) AS releases,
+			(SELECT count(DISTINCT COALESCE(NULLIF(payload->'user'->>'id', ''), NULLIF(payload->'user'->>'ip_hash', ''))) FROM sample) AS users,
+			(SELECT count(*) FROM sample) AS sampled`
+	spreadTagsSQL = `WITH sample AS (
+			SELECT payload FROM feed_events WHERE incident_id = ?0 ORDER BY received_at DESC LIMIT ?1),
+		pairs AS (
+			SELECT t.key, t.value, count(*) AS n
+			FROM sample, jsonb_each_text(COALESCE(sample.payload->'tags', '{}'::jsonb)) AS t(key, value)
+			GROUP BY t.key, t.value),
+		top_keys AS (
+			SELECT key, sum(n)::int AS total FROM pairs GROUP BY key ORDER BY total DESC, key LIMIT ?2),
+		ranked AS (
+			SELECT p.key, p.value, p.n, k.total, row_number() OVER (PARTITION BY p.key ORDER BY p.n DESC, p.value) AS rank
+			FROM pairs p JOIN top_keys k ON k.key = p.key)
+		SELECT key, value, n, total FROM ranked WHERE rank <= ?3 ORDER BY total DESC, key, n DESC, value`
+)
+
+// Spread reads how an incident's newest stored events spread. Users are
+// told apart by their id, else by the pseudonymous address hash the ingest
+// computed.
 func (in *Incidents) Spread(ctx context.Context, orgID, incidentID uuid.UUID) (*Spread, error) {
-	if _, err := in.Get(ctx, orgID, incidentID); err != nil {
+	inc, err := in.Get(ctx, orgID, incidentID)
+	if err != nil {
 		return nil, err
 	}
-	sp := &Spread{Tags: []TagCount{}}
-	err := in.s.DB.NewRaw(`SELECT
-		COALESCE((SELECT payload->>'level' FROM feed_events WHERE incident_id = ?0 ORDER BY received_at DESC LIMIT 1), '') AS level,
-		(SELECT count(DISTINCT NULLIF(payload->>'release', '')) FROM feed_events WHERE incident_id = ?0) AS releases,
-		(SELECT count(DISTINCT COALESCE(NULLIF(payload->'user'->>'id', ''), NULLIF(payload->'user'->>'ip_hash', '')))
-			FROM feed_events WHERE incident_id = ?0) AS users,
-		COALESCE((SELECT payload->>'release' FROM feed_events WHERE incident_id = ?0 AND COALESCE(payload->>'release', '') <> ''
-			ORDER BY occurred_at, received_at LIMIT 1), '') AS first_release,
-		COALESCE((SELECT payload->>'release' FROM feed_events WHERE incident_id = ?0 AND COALESCE(payload->>'release', '') <> ''
-			ORDER BY occurred_at DESC, received_at DESC LIMIT 1), '') AS last_release`, incidentID).
-		Scan(ctx, &sp.Level, &sp.Releases, &sp.Users, &sp.FirstSeenRelease, &sp.LastSeenRelease)
+	sp := &Spread{Tags: []TagCount{}, FirstSeenRelease: inc.FirstRelease, LastSeenRelease: inc.Release}
+	err = in.s.DB.NewRaw(spreadSQL, incidentID, SpreadSample).Scan(ctx, &sp.Level, &sp.Releases, &sp.Users, &sp.Sampled)
 	if err != nil {
 		return nil, fmt.Errorf("incidents: spread of %s: %w", incidentID, err)
 	}
@@ -218,42 +246,17 @@ func (in *Incidents) Spread(ctx context.Context, orgID, incidentID uuid.UUID) (*
 		Key   string `bun:"key"`
 		Value string `bun:"value"`
 		N     int    `bun:"n"`
+		Total int    `bun:"total"`
 	}
-	if err := in.s.DB.NewRaw(`SELECT t.key, t.value, count(*) AS n
-		FROM feed_events e, jsonb_each_text(COALESCE(e.payload->'tags', '{}'::jsonb)) AS t(key, value)
-		WHERE e.incident_id = ? GROUP BY t.key, t.value`, incidentID).Scan(ctx, &tags); err != nil {
+	if err := in.s.DB.NewRaw(spreadTagsSQL, incidentID, SpreadSample, spreadKeys, spreadValues).Scan(ctx, &tags); err != nil {
 		return nil, fmt.Errorf("incidents: tags of %s: %w", incidentID, err)
 	}
-	byKey := map[string]*TagCount{}
 	for _, t := range tags {
-		tc := byKey[t.Key]
-		if tc == nil {
-			tc = &TagCount{Key: t.Key}
-			byKey[t.Key] = tc
+		if n := len(sp.Tags); n == 0 || sp.Tags[n-1].Key != t.Key {
+			sp.Tags = append(sp.Tags, TagCount{Key: t.Key, Total: t.Total})
 		}
-		tc.Total += t.N
-		tc.Values = append(tc.Values, ValueCount{Value: t.Value, Count: t.N})
-	}
-	for _, tc := range byKey {
-		sort.Slice(tc.Values, func(i, j int) bool {
-			if tc.Values[i].Count != tc.Values[j].Count {
-				return tc.Values[i].Count > tc.Values[j].Count
-			}
-			return tc.Values[i].Value < tc.Values[j].Value
-		})
-		if len(tc.Values) > spreadValues {
-			tc.Values = tc.Values[:spreadValues]
-		}
-		sp.Tags = append(sp.Tags, *tc)
-	}
-	sort.Slice(sp.Tags, func(i, j int) bool {
-		if sp.Tags[i].Total != sp.Tags[j].Total {
-			return sp.Tags[i].Total > sp.Tags[j].Total
-		}
-		return sp.Tags[i].Key < sp.Tags[j].Key
-	})
-	if len(sp.Tags) > spreadKeys {
-		sp.Tags = sp.Tags[:spreadKeys]
+		last := &sp.Tags[len(sp.Tags)-1]
+		last.Values = append(last.Values, ValueCount{Value: t.Value, Count: t.N})
 	}
 	return sp, nil
 }

@@ -8,10 +8,15 @@ import (
 	"anvil/domain"
 )
 
-// The inbox's search: free text over incidents' titles and
-// their latest event's message, and filters by level (the latest event's)
-// and release. Each narrows the list and the status counts alike, so the
-// counts say what each status tab holds under the search.
+// The inbox's search: free text over what an incident keeps of its latest
+// event — title, message, culprit function and file, tag values — or its
+// short id (SHOP-12), and filters by level (the latest event's) and
+// release. Each narrows the list and the status counts alike, so the
+// counts say what each status tab holds under the search. The text is the
+// incident's own search_text column, kept by a trigger and searched
+// through a trigram index (db/migrations/20261204004000_incident_search):
+// counting a search's matches over an organisation's incidents reads the
+// index, not a stored event per incident.
 
 var searchLevels = []string{"debug", "info", "warning", "error", "fatal"}
 
@@ -48,18 +53,21 @@ func likePattern(s string) string {
 	return "%" + r.Replace(s) + "%"
 }
 
-// latestEvent is the incident's latest stored event, found by the dedupe
-// key (one index probe per incident).
-const latestEvent = `SELECT e.payload FROM feed_events e WHERE e.org_id = i.org_id AND e.event_id_key = lower(i.latest_event_id)`
-
-// searchWhere narrows q (over incidents AS i) by the search.
+// searchWhere narrows q (over incidents AS i) by the search. A query that
+// reads as a short id also finds that incident (of the project with that
+// slug, in the incident's own organisation).
 func (f *IncidentFilter) searchWhere(q *bun.SelectQuery) *bun.SelectQuery {
 	if f.Query != "" {
 		pat := likePattern(f.Query)
-		q = q.Where("(i.title ILIKE ? OR EXISTS (SELECT 1 FROM ("+latestEvent+") le WHERE le.payload->'exception'->>'message' ILIKE ?))", pat, pat)
+		if slug, n, ok := ParseShortID(f.Query); ok {
+			q = q.Where("(i.search_text ILIKE ? OR (i.number = ? AND i.project_id IN (SELECT p.id FROM "+domain.AllProjects+
+				" p WHERE p.org_id = i.org_id AND p.slug = ?)))", pat, n, slug)
+		} else {
+			q = q.Where("i.search_text ILIKE ?", pat)
+		}
 	}
 	if f.Level != "" {
-		q = q.Where("EXISTS (SELECT 1 FROM ("+latestEvent+") le WHERE le.payload->>'level' = ?)", f.Level)
+		q = q.Where("i.level = ?", f.Level)
 	}
 	if f.Release != "" {
 		q = q.Where("i.release = ?", f.Release)

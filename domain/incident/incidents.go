@@ -64,6 +64,13 @@ type Incident struct {
 	Number int64 `bun:"number,nullzero"`
 	// FirstRelease is the release its first events came from.
 	FirstRelease string `bun:"first_release"`
+	// Level, Culprit and SearchText follow the latest stored event (a
+	// trigger keeps them: db/migrations/20261204004000_incident_search):
+	// its level, its culprit frame ("charge (CheckoutService.java:88)"),
+	// and the lower-cased text the inbox's search reads.
+	Level      string `bun:"level"`
+	Culprit    string `bun:"culprit"`
+	SearchText string `bun:"search_text"`
 	// ProjectSlug is read with the incident where its short id is shown.
 	ProjectSlug string `bun:"project_slug,scanonly"`
 	Fix
@@ -85,6 +92,9 @@ type IncidentView struct {
 	PRURL            string     `json:"pr_url"`
 	RepairRunID      *uuid.UUID `json:"repair_run_id"`
 	NeedsHumanReason string     `json:"needs_human_reason"`
+	// Level and Culprit are the latest event's level and culprit frame.
+	Level   string `json:"level"`
+	Culprit string `json:"culprit"`
 	// ShortID is "<SLUG>-<number>" (SHOP-12), accepted wherever an id is.
 	ShortID string `json:"short_id"`
 	Number  int64  `json:"number"`
@@ -121,7 +131,7 @@ func (i *Incident) View() IncidentView {
 	return IncidentView{ID: i.ID, ProjectID: i.ProjectID, Status: i.Status, Title: i.Title, ExceptionType: i.ExceptionType,
 		Environment: i.Environment, EventCount: i.EventCount, FirstSeen: i.FirstSeen.UTC(), LastSeen: i.LastSeen.UTC(),
 		Release: i.Release, PRURL: i.PRURL, RepairRunID: i.RepairRunID, NeedsHumanReason: i.NeedsHumanReason,
-		ShortID: ShortID(i.ProjectSlug, i.Number), Number: i.Number, Fix: i.Fix.view()}
+		ShortID: ShortID(i.ProjectSlug, i.Number), Number: i.Number, Fix: i.Fix.view(), Level: i.Level, Culprit: i.Culprit}
 }
 
 func validIncidentStatus(s string) bool {
@@ -137,6 +147,17 @@ func validIncidentStatus(s string) bool {
 // shipped and whose window is open or waiting (docs/releases.md). It is a
 // filter, not a status: the nine statuses are seed 004's.
 const FilterVerifying = "VERIFYING"
+
+// FilterUnresolved is the inbox's "unresolved" filter, where the inbox
+// opens: every status but CLOSED and IGNORED, which wait behind their own
+// filters. FilterAll is every status.
+const (
+	FilterUnresolved = "UNRESOLVED"
+	FilterAll        = "ALL"
+)
+
+// unresolvedSQL selects the unresolved incidents.
+const unresolvedSQL = "i.status NOT IN ('CLOSED', 'IGNORED')"
 
 // verifyingSQL selects the verifying incidents.
 const verifyingSQL = "i.fix_commit_sha <> '' AND i.fix_shipped_at IS NOT NULL AND i.fix_verified_at IS NULL AND i.fix_recurred_at IS NULL AND i.status NOT IN ('CLOSED', 'IGNORED')"
@@ -163,7 +184,9 @@ type IncidentPage struct {
 	Incidents []IncidentView
 	// Counts are per status under the project and environment filters
 	// (not the status filter, so the tabs show what each would hold).
-	Counts       map[string]int
+	Counts map[string]int
+	// Unresolved is how many of them are neither CLOSED nor IGNORED.
+	Unresolved   int
 	Environments []string
 	HasMore      bool
 }
@@ -171,8 +194,12 @@ type IncidentPage struct {
 // normalize validates f; bad values are specific 422s.
 func (f *IncidentFilter) normalize() error {
 	f.Status = strings.ToUpper(strings.TrimSpace(f.Status))
-	if f.Status != "" && f.Status != FilterVerifying && !validIncidentStatus(f.Status) {
-		return domain.Invalid("invalid_status", "status must be one of %s, or %s", strings.Join(domain.IncidentStatuses, ", "), FilterVerifying)
+	if f.Status == FilterAll {
+		f.Status = ""
+	}
+	if f.Status != "" && f.Status != FilterVerifying && f.Status != FilterUnresolved && !validIncidentStatus(f.Status) {
+		return domain.Invalid("invalid_status", "status must be one of %s, %s, %s or %s", strings.Join(domain.IncidentStatuses, ", "),
+			FilterUnresolved, FilterVerifying, FilterAll)
 	}
 	f.Environment = strings.ToLower(strings.TrimSpace(f.Environment))
 	if f.Environment != "" && !domain.ValidEnvironment(f.Environment) {
@@ -225,6 +252,8 @@ func (in *Incidents) List(ctx context.Context, orgID uuid.UUID, f IncidentFilter
 		switch {
 		case withStatus && f.Status == FilterVerifying:
 			q = q.Where(verifyingSQL)
+		case withStatus && f.Status == FilterUnresolved:
+			q = q.Where(unresolvedSQL)
 		case withStatus && f.Status != "":
 			q = q.Where("i.status = ?", f.Status)
 		}
@@ -267,6 +296,11 @@ func (in *Incidents) List(ctx context.Context, orgID uuid.UUID, f IncidentFilter
 	}
 	if verifying > 0 {
 		out.Counts[FilterVerifying] = verifying
+	}
+	for _, c := range counts {
+		if c.Status != domain.IncidentClosed && c.Status != domain.IncidentIgnored {
+			out.Unresolved += c.N
+		}
 	}
 	// The environments for the filter: a loose index scan over the group
 	// key would be faster still, but DISTINCT over one org stays small.

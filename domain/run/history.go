@@ -131,7 +131,7 @@ func (q *Queue) History(ctx context.Context, orgID, projectID uuid.UUID, f Histo
 		rows = rows[:limit]
 		h.NextBefore = rows[limit-1].Number
 	}
-	emails, err := q.emailsOf(ctx, rows)
+	emails, err := q.emailsOf(ctx, orgID, rows)
 	if err != nil {
 		return History{}, err
 	}
@@ -149,8 +149,11 @@ func (q *Queue) History(ctx context.Context, orgID, projectID uuid.UUID, f Histo
 	return h, nil
 }
 
-// emailsOf reads the emails of the members who started rows' runs.
-func (q *Queue) emailsOf(ctx context.Context, rows []Run) (map[uuid.UUID]string, error) {
+// emailsOf reads the emails of the members who started rows' runs. Only
+// the organisation's present members are named: someone who has left it
+// keeps an account (and perhaps other organisations) but is "a former
+// member" here, and their address is no longer this organisation's to show.
+func (q *Queue) emailsOf(ctx context.Context, orgID uuid.UUID, rows []Run) (map[uuid.UUID]string, error) {
 	var ids []uuid.UUID
 	for _, r := range rows {
 		if r.TriggeredBy != nil {
@@ -165,7 +168,8 @@ func (q *Queue) emailsOf(ctx context.Context, rows []Run) (map[uuid.UUID]string,
 		ID    uuid.UUID `bun:"id,type:uuid"`
 		Email string    `bun:"email"`
 	}
-	if err := q.s.DB.NewRaw(`SELECT id, email FROM users WHERE id = ANY(?)`, pgdialect.Array(ids)).Scan(ctx, &users); err != nil {
+	if err := q.s.DB.NewRaw(`SELECT u.id, u.email FROM users u
+		JOIN memberships m ON m.user_id = u.id AND m.org_id = ? WHERE u.id = ANY(?)`, orgID, pgdialect.Array(ids)).Scan(ctx, &users); err != nil {
 		return nil, fmt.Errorf("run history: who started: %w", err)
 	}
 	for _, u := range users {

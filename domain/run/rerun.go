@@ -61,16 +61,19 @@ type RunStory struct {
 	Place         int   // while queued: 1 for the next run to start
 }
 
-// Story reads what the run page says about r.
+// Story reads what the run page says about r. People are named only while
+// they are members of the run's organisation (emailsOf says why).
 func (q *Queue) Story(ctx context.Context, r *Run) (RunStory, error) {
 	var st RunStory
 	err := q.s.DB.NewRaw(`SELECT
-			COALESCE((SELECT email FROM users WHERE id = ?), '') AS triggered_by,
-			COALESCE((SELECT email FROM users WHERE id = ?), '') AS canceled_by,
+			COALESCE((SELECT u.email FROM users u JOIN memberships m ON m.user_id = u.id
+				AND m.org_id = (SELECT org_id FROM projects WHERE id = ?) WHERE u.id = ?), '') AS triggered_by,
+			COALESCE((SELECT u.email FROM users u JOIN memberships m ON m.user_id = u.id
+				AND m.org_id = (SELECT org_id FROM projects WHERE id = ?) WHERE u.id = ?), '') AS canceled_by,
 			COALESCE((SELECT number FROM project_runs WHERE id = ?), 0) AS rerun_of_number,
 			CASE WHEN ?::bigint IS NULL THEN 0 ELSE (SELECT count(*) FROM project_runs
 				WHERE project_id = ? AND position IS NOT NULL AND position <= ?) END AS place`,
-		r.TriggeredBy, r.CanceledBy, r.RerunOf, r.Position, r.ProjectID, r.Position).
+		r.ProjectID, r.TriggeredBy, r.ProjectID, r.CanceledBy, r.RerunOf, r.Position, r.ProjectID, r.Position).
 		Scan(ctx, &st.TriggeredBy, &st.CanceledBy, &st.RerunOfNumber, &st.Place)
 	return st, err
 }

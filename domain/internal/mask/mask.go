@@ -18,6 +18,20 @@
 // renderer keeps, tracked with the same escape-sequence grammar across
 // writes — and replaces the shown characters of a match with *** while
 // keeping the hidden bytes between them (so colours stay balanced).
+//
+// What the shown pass holds back is bounded: fewer than the longest form's
+// length of shown bytes, and at most MaxHeldHidden hidden bytes after the
+// first of them. A possible value whose shown bytes are spread over more
+// hidden bytes than that is given up and its bytes flow on, so a stream of
+// escape sequences after a value's first character cannot hold the log
+// back (and its memory up) for as long as the run lasts. Giving up there
+// is safe for what the shown pass is for: the tools that split a value by
+// colour (git diff --color-words, grep --color, a hyperlink) put a few to a
+// few dozen bytes between two characters of one word, far below the cap;
+// output that hides a value under more than that is writing it to be
+// unreadable on purpose, and such a writer can as well print the value
+// reversed — the raw pass, which holds back fewer than the longest form's
+// bytes and nothing else, still masks every value written whole.
 package mask
 
 import (
@@ -34,6 +48,11 @@ const Replacement = "***"
 // MinLen is the shortest value that can be masked: a shorter one would hide
 // ordinary text everywhere in a log.
 const MinLen = 4
+
+// MaxHeldHidden bounds the hidden bytes the shown pass holds back behind a
+// possible value's first shown byte (see the package comment for why
+// flushing past it is safe).
+const MaxHeldHidden = 1024
 
 // minEncoded is the shortest encoded form worth masking: a base64 fragment
 // of a value at an awkward alignment can be a few characters only, and
@@ -175,7 +194,8 @@ func (m *Masker) writeShown(p []byte, final bool) []byte {
 // scanShown masks data, matching values in its shown bytes (vis) only: a
 // match's shown bytes become ***, the hidden ones between them are kept.
 // Unless final, it stops before a shown tail that is a proper prefix of a
-// value and returns where that tail starts in data.
+// value and returns where that tail starts in data; a tail carrying more
+// than MaxHeldHidden hidden bytes is not held, its first byte flows on.
 func (m *Masker) scanShown(data []byte, vis []bool, final bool) (out []byte, rest int) {
 	idx := make([]int, 0, len(data)) // the shown bytes' places in data
 	shown := make([]byte, 0, len(data))
@@ -193,7 +213,8 @@ func (m *Masker) scanShown(data []byte, vis []bool, final bool) (out []byte, res
 			continue
 		}
 		tail := shown[i:]
-		if !final && len(tail) < m.maxLen && m.couldStart(tail) {
+		hidden := (len(data) - idx[i]) - len(tail)
+		if !final && len(tail) < m.maxLen && hidden <= MaxHeldHidden && m.couldStart(tail) {
 			return append(out, data[r:idx[i]]...), idx[i]
 		}
 		matched := false
@@ -350,5 +371,6 @@ func (m *Masker) couldStart(tail []byte) bool {
 	return false
 }
 
-// Held reports how many bytes are held back.
+// Held reports how many bytes are held back: fewer than twice the longest
+// form's length plus MaxHeldHidden.
 func (m *Masker) Held() int { return len(m.pending) + len(m.shownPending) }

@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 )
 
 const secret = "hunter2-s3cr3t/&+ value"
@@ -197,9 +198,83 @@ func FuzzMasker(f *testing.F) {
 		if shownText(value) == value && strings.Contains(shownText(out), value) {
 			t.Fatalf("value %q shown in %q", value, shownText(out))
 		}
-		// Splitting never changes the result.
+		// Splitting never changes the result, while the hidden bytes are
+		// too few to reach the cap on what is held back.
+		if len(in) > MaxHeldHidden {
+			return
+		}
 		if whole := run(New([]string{value}), in); whole != out {
 			t.Fatalf("split at %d: %q, whole: %q", cut, out, whole)
 		}
 	})
 }
+
+// TestHiddenBytesCannotHoldTheLogOpen: a value's first character followed
+// by an endless stream of colour codes is held back only up to the cap;
+// past it the stream flows, and a value written whole after it is still
+// masked.
+func TestHiddenBytesCannotHoldTheLogOpen(t *testing.T) {
+	t.Parallel()
+	m := New([]string{secret})
+	bound := 2*m.maxLen + MaxHeldHidden
+	var out bytes.Buffer
+	out.Write(m.Write([]byte("x " + secret[:1])))
+	written := 3
+	for range 100_000 {
+		out.Write(m.Write([]byte("\x1b[m")))
+		written += 3
+		if m.Held() > bound {
+			t.Fatalf("held %d bytes after %d written, bound %d", m.Held(), written, bound)
+		}
+	}
+	if out.Len() < written-bound {
+		t.Fatalf("emitted %d of %d bytes", out.Len(), written)
+	}
+	out.Write(m.Write([]byte(" " + secret + "\n")))
+	out.Write(m.Flush())
+	if strings.Contains(out.String(), secret) || !strings.HasSuffix(out.String(), " ***\n") {
+		t.Fatalf("value after the flood not masked: %q", out.String()[out.Len()-40:])
+	}
+	// Under the cap, a value spread over colour codes is still masked.
+	spread := secret[:1] + strings.Repeat("\x1b[m", MaxHeldHidden/3-1) + secret[1:] + "\n"
+	if got := run(New([]string{secret}), spread[:10], spread[10:]); shownText(got) != "***\n" {
+		t.Fatalf("spread value under the cap shown as %q", shownText(got))
+	}
+}
+
+// FuzzMaskerHoldsLittle: whatever follows a value's prefix, in writes of
+// any size, the masker holds back at most the bound and each write costs
+// time in proportion to what is held, not to what came before.
+func FuzzMaskerHoldsLittle(f *testing.F) {
+	f.Add(secret, 1, "\x1b[m", 5000)
+	f.Add(secret, 6, "\x1b]8;;", 3000)
+	f.Add(secret, 3, "\x00", 9000)
+	f.Add("abcdabcd", 4, "\x1b[1ma", 2000)
+	f.Fuzz(func(t *testing.T, value string, prefix int, chunk string, n int) {
+		if len(value) < MinLen || len(value) > 256 || len(chunk) == 0 || len(chunk) > 64 {
+			return
+		}
+		prefix = max(1, min(len(value)-1, abs(prefix)))
+		n = abs(n) % 20_000
+		m := New([]string{value})
+		bound := 2*m.maxLen + MaxHeldHidden
+		start := time.Now()
+		in, out := prefix, len(m.Write([]byte(value[:prefix])))
+		for range n {
+			out += len(m.Write([]byte(chunk)))
+			in += len(chunk)
+			if m.Held() > bound {
+				t.Fatalf("held %d bytes after %d written, bound %d", m.Held(), in, bound)
+			}
+		}
+		out += len(m.Flush())
+		if m.Held() != 0 || out == 0 {
+			t.Fatalf("held %d after Flush, emitted %d", m.Held(), out)
+		}
+		if d := time.Since(start); d > 5*time.Second {
+			t.Fatalf("%d writes of %d bytes took %s", n, len(chunk), d)
+		}
+	})
+}
+
+func abs(n int) int { return int(uint(n) % (1 << 30)) }
