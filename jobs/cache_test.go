@@ -13,8 +13,8 @@ import (
 	"github.com/uptrace/bun"
 
 	"anvil/domain"
-	"anvil/domain/runcache"
 	runs "anvil/domain/run"
+	"anvil/domain/runcache"
 	"anvil/internal/anviltest"
 	"anvil/jobs/jobstest"
 )
