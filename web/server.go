@@ -124,6 +124,7 @@ func New(d Deps) *echo.Echo {
 	s.registerProjects(e, pages, api)
 	s.registerRuns(e, pages, api)
 	s.registerRunSecrets(e, pages, api)
+	s.registerRunCaches(e, pages, api)
 	s.registerWebhooks(e, pages, api)
 	s.registerFeed(e, pages, api)
 	s.registerIncidents(e, pages, api)
