@@ -200,3 +200,38 @@ func TestClearErasesTheCache(t *testing.T) {
 		t.Fatalf("the run after a clear found the old cache:\n%s", log)
 	}
 }
+
+// Deleting a project removes its cache from the worker (with its go-mod
+// entry's read-only files, as the go command leaves them) and its row;
+// another project's cache stays.
+func TestDeletingAProjectRemovesItsCache(t *testing.T) {
+	t.Parallel()
+	b := setup(t, options{cacheBytes: 64 << 20})
+	repo, _, _ := gitRepo(t)
+	cmd := `mkdir -p "$GOMODCACHE/m@v1" && : > "$GOMODCACHE/m@v1/a.go" && chmod -R a-w "$GOMODCACHE/m@v1"`
+	doomed := b.project(t, "doomed", repo, cmd, 0)
+	kept := b.project(t, "kept", repo, cmd, 0)
+	for _, p := range []*domain.Project{doomed, kept} {
+		if r := b.waitTerminal(t, accept(t, b, p).ID, 60*time.Second); r.Status() != runs.StatusPassed {
+			t.Fatalf("run:\n%s", b.logText(t, r.ID))
+		}
+	}
+	ctx := context.Background()
+	if _, err := b.services.Erasure.DeleteProject(ctx, b.owner, doomed.ID, "doomed"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 60*time.Second, "the deleted project's cache to be removed", func() bool {
+		_, err := os.Stat(filepath.Join(b.caches.Root, doomed.ID.String()))
+		return os.IsNotExist(err)
+	})
+	if _, err := os.Stat(b.cacheData(kept, "go-mod", "m@v1", "a.go")); err != nil {
+		t.Fatalf("the live project's cache: %v", err)
+	}
+	waitFor(t, 60*time.Second, "the deleted project's cache row to be erased", func() bool {
+		var n int
+		if err := b.db.Bun.NewRaw(`SELECT count(*) FROM run_caches WHERE project_id = ?`, doomed.ID).Scan(ctx, &n); err != nil {
+			t.Fatal(err)
+		}
+		return n == 0
+	})
+}
