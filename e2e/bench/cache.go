@@ -106,7 +106,7 @@ func benchCache(ctx context.Context, env *benchEnv) (err error) {
 	// The bridge is anvil's own binary, where the sandbox's uid reaches it.
 	bridge := filepath.Join(dir, "anvil-bridge")
 	if out, err := exec.Command("cp", env.Binary, bridge).CombinedOutput(); err != nil {
-		return fmt.Errorf("copy the bridge: %v: %s", err, out)
+		return fmt.Errorf("copy the bridge: %w: %s", err, out)
 	}
 	if err := os.Chmod(bridge, 0o755); err != nil {
 		return err
@@ -139,7 +139,7 @@ func benchCache(ctx context.Context, env *benchEnv) (err error) {
 		if err != nil {
 			return 0, err
 		}
-		defer cleanup()
+		defer func() { _ = cleanup() }()
 		for name, body := range files {
 			p := filepath.Join(ws, name)
 			if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
@@ -155,7 +155,7 @@ func benchCache(ctx context.Context, env *benchEnv) (err error) {
 		if err != nil {
 			return 0, err
 		}
-		defer l.Release()
+		defer func() { _, _ = l.Release() }()
 		var out syncBuffer
 		t0 := time.Now()
 		res, err := exe.Run(ctx, sandbox.Spec{Workspace: ws, Command: command, Limits: limits, Cache: l.Cache,

@@ -236,7 +236,7 @@ func (l *Lease) makeScratch(path, from string) error {
 	if err != nil {
 		_ = removeAll(path)
 		l.scratch, l.Cache = "", nil
-		return fmt.Errorf("sandbox: copy the cache: %v: %s", err, strings.TrimSpace(string(out)))
+		return fmt.Errorf("sandbox: copy the cache: %w: %s", err, strings.TrimSpace(string(out)))
 	}
 	return nil
 }
