@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"runtime/debug"
 	"strings"
 	"time"
@@ -137,7 +138,13 @@ func newApp(ctx context.Context, cfg *Config, logOut io.Writer, withWorkers bool
 		limits.TmpBytes = uint64(cfg.SandboxTmpMax)
 		log.Info("run executor ready", "executor", exec.Name(), "sandboxed", exec.Sandboxed(), "checkout_confined", git.Confined(),
 			"checkout_allow_local", cfg.CheckoutAllowLocal, "tmp_max", cfg.SandboxTmpMax, "workspaces", root)
-		jobs.Register(workers, jobs.Deps{Services: a.Services, Executor: exec, Git: git, Limits: limits, WorkRoot: root, Log: log,
+		var caches *sandbox.Caches
+		if cfg.RunCacheMB > 0 {
+			// Beside the processes' own folders, shared by them: a cache
+			// outlives the worker process that wrote it (docs/caches.md).
+			caches = &sandbox.Caches{Root: filepath.Join(cfg.WorkDir, "caches"), MaxBytes: int64(cfg.RunCacheMB) << 20}
+		}
+		jobs.Register(workers, jobs.Deps{Services: a.Services, Executor: exec, Git: git, Limits: limits, WorkRoot: root, Caches: caches, Log: log,
 			Reporter: forgestatus.NewReporter(a.Store, a.Projects, cfg.PublicURL)})
 		rcfg.Workers = workers
 		rcfg.Queues = wiring.Queues(cfg.RunConcurrency)
@@ -184,7 +191,7 @@ func (a *app) deps() web.Deps {
 		Metrics: a.metrics, Options: web.Options{PublicURL: a.cfg.PublicURL, SecureCookies: isHTTPS(a.cfg.PublicURL),
 			FeedArmed: a.cfg.FeedArmed, FeedMaxBody: a.cfg.FeedMaxBody, FeedMaxEnvelope: a.cfg.FeedMaxEnvelope, FeedMaxBatch: a.cfg.FeedMaxBatch,
 			FeedRatePerMin: a.cfg.FeedRatePerMin, TrustedProxies: a.cfg.TrustedProxies, BodyTimeout: a.cfg.BodyTimeout,
-			FeedBrowserRatePerMin: a.cfg.FeedBrowserRatePerMin}}
+			FeedBrowserRatePerMin: a.cfg.FeedBrowserRatePerMin, RunCacheMaxBytes: int64(a.cfg.RunCacheMB) << 20}}
 }
 
 func isHTTPS(u string) bool { return len(u) >= 8 && u[:8] == "https://" }

@@ -42,6 +42,9 @@ type Config struct {
 	CheckoutAllowLocal bool
 	// SandboxTmpMax bounds a sandbox's private /tmp, in bytes.
 	SandboxTmpMax int64
+	// RunCacheMB bounds each project's cache between runs, in MiB; 0 gives
+	// runs no cache (docs/caches.md).
+	RunCacheMB int
 	// AlertsPerMinute is how many alerts one destination receives in a
 	// minute before the rest fold into a digest.
 	AlertsPerMinute int
@@ -125,6 +128,9 @@ func loadConfig(getenv func(string) string) (*Config, error) {
 		RunConcurrency:  integer("ANVIL_RUN_CONCURRENCY", 8, 1, 256),
 		LogMaxBytes:     int64(integer("ANVIL_LOG_MAX_BYTES", 10<<20, 4096, 1<<30)),
 	}
+	// Each project's cache between runs (docs/caches.md): 2 GiB holds the
+	// dependencies of a large npm or Go project; 0 turns caches off.
+	c.RunCacheMB = integer("ANVIL_RUN_CACHE_MB", 2048, 0, 1<<20)
 	// The Sentry door's bound on a body after decompression.
 	c.FeedMaxEnvelope = integer("ANVIL_FEED_MAX_ENVELOPE", 1<<20, 1024, 64<<20)
 	// A browser connection's events per client address per minute.

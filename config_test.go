@@ -60,3 +60,23 @@ func TestRunsAllowPrivate(t *testing.T) {
 		t.Fatalf("sometimes: %v", err)
 	}
 }
+
+func TestRunCacheMB(t *testing.T) {
+	t.Parallel()
+	env := func(v string) func(string) string {
+		return func(k string) string { return map[string]string{"ANVIL_RUN_CACHE_MB": v}[k] }
+	}
+	if cfg, err := loadConfig(env("")); err != nil || cfg.RunCacheMB != 2048 {
+		t.Fatalf("default: %v, %v", cfg.RunCacheMB, err)
+	}
+	for v, want := range map[string]int{"0": 0, "512": 512, "1048576": 1 << 20} {
+		if cfg, err := loadConfig(env(v)); err != nil || cfg.RunCacheMB != want {
+			t.Fatalf("%s: %v, %v", v, cfg.RunCacheMB, err)
+		}
+	}
+	for _, bad := range []string{"-1", "1048577", "2GiB", "lots"} {
+		if _, err := loadConfig(env(bad)); err == nil || !strings.Contains(err.Error(), "ANVIL_RUN_CACHE_MB must be a whole number between 0 and 1048576") {
+			t.Errorf("ANVIL_RUN_CACHE_MB=%s: %v", bad, err)
+		}
+	}
+}

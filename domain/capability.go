@@ -9,5 +9,9 @@ const (
 	AuditRunSecretDeleted = "run_secret.deleted"
 )
 
+// AuditRunCacheCleared is the audit kind of a project's cache cleared
+// (domain/runcache).
+const AuditRunCacheCleared = "run_cache.cleared"
+
 // RecordAudit (domain/audit.go) writes an audit entry in the change's
 // transaction for them, and RequireRole (domain/roles.go) checks the role.

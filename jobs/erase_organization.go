@@ -16,8 +16,9 @@ type EraseOrganizationWorker struct {
 	river.WorkerDefaults[erasure.EraseOrganizationArgs]
 	erasure *erasure.Service
 	log     *slog.Logger
-	// mirrors prunes the repository mirrors of projects that are gone.
-	mirrors func(context.Context)
+	// prune removes the repository mirrors and caches of projects that
+	// are gone.
+	prune func(context.Context)
 }
 
 // Timeout bounds one attempt beyond the erasure's own budget per pass.
@@ -28,8 +29,8 @@ func (w *EraseOrganizationWorker) Timeout(*river.Job[erasure.EraseOrganizationAr
 // Work runs one pass and snoozes until the organisation is gone.
 func (w *EraseOrganizationWorker) Work(ctx context.Context, job *river.Job[erasure.EraseOrganizationArgs]) error {
 	rep, err := w.erasure.EraseOrganization(ctx, job.Args.OrgID)
-	if w.mirrors != nil {
-		w.mirrors(ctx) // its projects are tombstoned by now
+	if w.prune != nil {
+		w.prune(ctx) // its projects are tombstoned by now
 	}
 	return eraseOutcome(w.log, "organization", job.Args.OrgID.String(), rep, err, erasure.ErrLiveOrganization)
 }

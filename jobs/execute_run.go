@@ -19,6 +19,7 @@ import (
 	"anvil/domain/network"
 	"anvil/domain/project"
 	runs "anvil/domain/run"
+	"anvil/domain/runcache"
 	"anvil/jobs/sandbox"
 )
 
@@ -64,6 +65,10 @@ type ExecuteRunWorker struct {
 	// sandboxes run (run_network.go).
 	Network *network.Service
 	Bridge  func() (string, error)
+	// Caches keeps the projects' caches on this worker, CacheState their
+	// generations and figures (run_cache.go); nil Caches: no cache.
+	Caches     *sandbox.Caches
+	CacheState *runcache.Service
 }
 
 // Timeout disables River's job timeout: a run is bounded by its project's
@@ -206,6 +211,17 @@ func (w *ExecuteRunWorker) execute(ctx context.Context, run *runs.Run, proj *dom
 		}
 		defer stopNetwork()
 		afterRun = stopNetwork
+	}
+
+	if w.Caches != nil {
+		releaseCache, err := w.startCache(ctx, run, ws, &spec, logw)
+		if err != nil {
+			logw.Printf("could not prepare the project's cache: %v", err)
+			return failed(runs.ReasonSandbox, nil)
+		}
+		defer releaseCache()
+		stopNetwork := afterRun
+		afterRun = func() { stopNetwork(); releaseCache() }
 	}
 
 	state, err := w.start(ctx, run.ID, backfill)

@@ -49,6 +49,7 @@ type testBundle struct {
 	sweeper  *jobs.LostRunnerSweeper
 	owner    *domain.Principal
 	workRoot string // this "process's" work folder
+	caches   *sandbox.Caches
 }
 
 type options struct {
@@ -68,6 +69,9 @@ type options struct {
 	// network, when set, shapes the runs' network service before anything
 	// starts (the private switch, the test's own names).
 	network func(*network.Service)
+	// cacheBytes, when set, gives runs their project's cache, bounded so
+	// (b.caches, beside the process folders as ANVIL_WORK_DIR/caches is).
+	cacheBytes int64
 }
 
 // setup starts a real River client working every job kind against a fresh
@@ -119,7 +123,10 @@ func setup(t *testing.T, o options) *testBundle {
 	if err != nil {
 		t.Fatal(err)
 	}
-	jobs.Register(workers, jobs.Deps{Services: sv, Executor: exe, Git: git, WorkRoot: root, Log: o.log})
+	if o.cacheBytes > 0 {
+		b.caches = &sandbox.Caches{Root: filepath.Join(filepath.Dir(root), "caches"), MaxBytes: o.cacheBytes}
+	}
+	jobs.Register(workers, jobs.Deps{Services: sv, Executor: exe, Git: git, WorkRoot: root, Caches: b.caches, Log: o.log})
 	client, err := sv.Start(ctx, &river.Config{
 		Workers: workers, Queues: wiring.Queues(4),
 		PeriodicJobs: jobs.Periodic(o.heartbeatTimeout), FetchCooldown: 5 * time.Millisecond, FetchPollInterval: 50 * time.Millisecond,

@@ -15,6 +15,7 @@ import (
 	"anvil/domain/forgestatus"
 	"anvil/domain/monitor"
 	"anvil/domain/retention"
+	"anvil/domain/runcache"
 	"anvil/domain/runsecret"
 	"anvil/domain/wiring"
 	"anvil/jobs/sandbox"
@@ -29,7 +30,10 @@ type Deps struct {
 	Git      *sandbox.Git
 	Limits   sandbox.Limits // of every run's command (zero: sandbox.DefaultLimits)
 	WorkRoot string
-	Log      *slog.Logger
+	// Caches keeps the projects' caches between runs (docs/caches.md); nil:
+	// runs get none.
+	Caches *sandbox.Caches
+	Log    *slog.Logger
 	// Reporter posts commit statuses (default: one built on Services with
 	// no public URL, so links are relative).
 	Reporter *forgestatus.Reporter
@@ -54,9 +58,10 @@ func Register(w *river.Workers, d Deps) {
 	river.AddWorker(w, &RefreshCardAgainWorker{cards: d.Cards})
 	river.AddWorker(w, &DispatchRepairWorker{incidents: d.Incidents})
 	river.AddWorker(w, &CardSweepWorker{cards: d.Cards, log: d.Log})
-	mirrors := mirrorPruner(d.Store, d.WorkRoot, d.Log)
-	river.AddWorker(w, &EraseProjectWorker{erasure: d.Erasure, log: d.Log, mirrors: mirrors})
-	river.AddWorker(w, &EraseOrganizationWorker{erasure: d.Erasure, log: d.Log, mirrors: mirrors})
+	prune := gonePruner(d.Store, d.WorkRoot, d.Caches, d.Log)
+	river.AddWorker(w, &EraseProjectWorker{erasure: d.Erasure, log: d.Log, prune: prune})
+	river.AddWorker(w, &EraseOrganizationWorker{erasure: d.Erasure, log: d.Log, prune: prune})
+	river.AddWorker(w, &ClearRunCacheWorker{caches: d.Caches})
 	river.AddWorker(w, &EraseSweepWorker{erasure: d.Erasure, log: d.Log})
 	river.AddWorker(w, &DeliverAlertWorker{alerts: d.Alerts})
 	river.AddWorker(w, &FixCheckWorker{fixes: d.Fixes, log: d.Log})
@@ -66,7 +71,15 @@ func Register(w *river.Workers, d Deps) {
 	river.AddWorker(w, &ExecuteRunWorker{Queue: d.Queue, Projects: d.Projects, Logs: d.Logs, Hub: d.Hub,
 		Executor: d.Executor, Git: d.Git, Limits: d.Limits, WorkRoot: d.WorkRoot, Repair: NewRepair(d.Incidents, d.Projects, d.Git.Policy), Log: d.Log,
 		Heartbeat: heartbeatInterval(d.Queue.HeartbeatTimeout()), ID: ExecutorID(),
-		Secrets: runsecret.New(d.Store).ForRun, Network: d.Network, Bridge: installBridge(d)})
+		Secrets: runsecret.New(d.Store).ForRun, Network: d.Network, Bridge: installBridge(d),
+		Caches: d.Caches, CacheState: runcache.New(d.Store, cacheMax(d.Caches))})
+}
+
+func cacheMax(c *sandbox.Caches) int64 {
+	if c == nil {
+		return 0
+	}
+	return c.MaxBytes
 }
 
 // installBridge returns what puts the network bridge where bwrap

@@ -46,16 +46,13 @@ func pruneMirrors(ctx context.Context, s *domain.Store, workRoot string) (int, e
 	if len(ids) == 0 {
 		return 0, nil
 	}
-	var live []uuid.UUID
-	if err := s.DB.NewRaw(`SELECT id FROM `+domain.LiveProjects+` p WHERE id IN (?)`, bun.List(ids)).Scan(ctx, &live); err != nil {
-		return 0, fmt.Errorf("mirrors: live projects: %w", err)
-	}
-	for _, id := range live {
-		delete(byID, id)
+	gone, err := notLive(ctx, s, ids)
+	if err != nil {
+		return 0, fmt.Errorf("mirrors: %w", err)
 	}
 	n := 0
-	for _, ds := range byID {
-		for _, d := range ds {
+	for _, id := range gone {
+		for _, d := range byID[id] {
 			if err := removeTree(d); err != nil {
 				return n, fmt.Errorf("mirrors: remove %s: %w", d, err)
 			}
@@ -63,4 +60,26 @@ func pruneMirrors(ctx context.Context, s *domain.Store, workRoot string) (int, e
 		}
 	}
 	return n, nil
+}
+
+// notLive returns those of ids that are not live projects.
+func notLive(ctx context.Context, s *domain.Store, ids []uuid.UUID) ([]uuid.UUID, error) {
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	var live []uuid.UUID
+	if err := s.DB.NewRaw(`SELECT id FROM `+domain.LiveProjects+` p WHERE id IN (?)`, bun.List(ids)).Scan(ctx, &live); err != nil {
+		return nil, fmt.Errorf("live projects: %w", err)
+	}
+	isLive := make(map[uuid.UUID]bool, len(live))
+	for _, id := range live {
+		isLive[id] = true
+	}
+	var gone []uuid.UUID
+	for _, id := range ids {
+		if !isLive[id] {
+			gone = append(gone, id)
+		}
+	}
+	return gone, nil
 }

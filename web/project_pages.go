@@ -241,8 +241,12 @@ func (s *Server) projectPage(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	cache, err := s.caches().Status(c.Request().Context(), principal(c), p.ID)
+	if err != nil {
+		return err
+	}
 	props := views.ProjectProps{Page: s.page(c, p.Name, "projects"), CanWrite: principal(c).CanWrite(), CanEdit: principal(c).AtLeast(domain.RoleAdmin), Queue: q,
 		Project:    views.ProjectRow{ID: p.ID.String(), Slug: p.Slug, Name: p.Name, RepoURL: p.RepoURL, DefaultBranch: p.DefaultBranch, UpdatedAt: p.UpdatedAt},
-		RunCommand: p.RunCommand}
+		RunCommand: p.RunCommand, Cache: s.cacheProps(c, cache, p.Slug)}
 	return Render(c, http.StatusOK, views.ProjectPage(props))
 }

@@ -54,6 +54,7 @@ var flashes = map[string]string{
 	"project_created": "Project created.",
 	"project_saved":   "Project saved.",
 	"token_revoked":   "Token revoked.",
+	"cache_cleared":   "Cache cleared: the project's next run starts without it.",
 }
 
 func (s *Server) flash(c echo.Context, key string) { s.setCookie(c, "anvil_flash", key, 60) }

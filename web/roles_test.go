@@ -48,6 +48,8 @@ var wantRoles = map[string]string{
 	"POST /api/private/incidents/:incidentId/decisions":                             domain.RoleMember,
 	"POST /projects/:projectId/webhooks/:provider/deliveries/:deliveryId/redeliver": domain.RoleMember,
 	"POST /api/private/projects/:projectId/webhooks/:provider/deliveries/:deliveryId/redeliver": domain.RoleMember,
+	"POST /projects/:projectId/cache/clear":                                                     domain.RoleMember,
+	"DELETE /api/private/projects/:projectId/cache":                                             domain.RoleMember,
 
 	"POST /projects":                                                         domain.RoleAdmin,
 	"POST /projects/:projectId/edit":                                         domain.RoleAdmin,

@@ -37,6 +37,9 @@ type Options struct {
 	// FeedBrowserRatePerMin bounds a browser connection's events per client
 	// address per fixed 60 s window (60 when zero; feed_browser_doors.go).
 	FeedBrowserRatePerMin int
+	// RunCacheMaxBytes is the bound of each project's cache, shown on its
+	// page (ANVIL_RUN_CACHE_MB; docs/caches.md). 0: caches are off.
+	RunCacheMaxBytes int64
 }
 
 // Server holds the dependencies of every handler.
@@ -121,6 +124,7 @@ func New(d Deps) *echo.Echo {
 	s.registerProjects(e, pages, api)
 	s.registerRuns(e, pages, api)
 	s.registerRunSecrets(e, pages, api)
+	s.registerRunCaches(e, pages, api)
 	s.registerWebhooks(e, pages, api)
 	s.registerFeed(e, pages, api)
 	s.registerIncidents(e, pages, api)

@@ -325,6 +325,11 @@ var projectSteps = []eraseStep{
 	byCTID("feed_bindings", "project_id"),
 	byCTID("project_webhooks", "project_id"),
 	byCTID("run_secrets", "project_id"),
+	// What the project page shows of its cache (docs/caches.md); the
+	// directories on the workers go with the erase job (jobs/run_cache.go).
+	{table: "run_caches", sql: `WITH gone AS (DELETE FROM run_caches WHERE project_id = $1 AND $2 > 0 RETURNING 1),
+		jobs AS (DELETE FROM river_job j WHERE j.kind = 'clear_run_cache' AND j.state IN ` + pendingJobStates + ` AND j.args->>'project_id' = $1::text)
+		SELECT count(*) FROM gone`},
 	byCTID("alert_rules", "project_id"),
 	byCTID("project_cards", "project_id"),
 	byCTID("card_changes", "project_id"),

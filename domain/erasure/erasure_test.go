@@ -24,6 +24,7 @@ import (
 	"anvil/domain/project"
 	"anvil/domain/retention"
 	"anvil/domain/run"
+	"anvil/domain/runcache"
 	"anvil/domain/runsecret"
 	"anvil/domain/secret"
 	"anvil/domain/sourcemap"
@@ -78,7 +79,7 @@ type populated struct {
 
 // populate builds a project of pr's organisation with rows in every table
 // that holds a project's data: runs (finished, queued, a repair) with logs
-// and a forge report, the run index, secrets, a webhook with its ledger and
+// and a forge report, the run index, secrets, its cache's row, a webhook with its ledger and
 // refusals, a feed connection with bindings, events, incidents and their
 // transitions and outcomes, its card, alert rules — and the pending jobs
 // all of it inserted.
@@ -92,6 +93,10 @@ func (b *erasureBundle) populate(t *testing.T, pr *domain.Principal, slug string
 		t.Fatal(err)
 	}
 	if _, _, err := runsecret.New(sv.Store).Put(ctx, pr, p.ID, "API_KEY", "s3cret-value"); err != nil {
+		t.Fatal(err)
+	}
+	// Its cache, cleared once: the row and the pending clear job.
+	if _, err := runcache.New(sv.Store, 0).Clear(ctx, pr, p.ID); err != nil {
 		t.Fatal(err)
 	}
 	// A webhook delivery: the ledger and a run, which then runs and fails.

@@ -42,6 +42,8 @@ var etcFiles = []string{
 //   - Spec.ExtraReadOnly bound read-only at the same paths;
 //   - with a Spec.Network, the proxy's Unix socket and the bridge bound at
 //     /run/anvil, and the bridge started first (network.go);
+//   - with a Spec.Cache, the project's cache bound read-write at /cache
+//     (cache.go);
 //   - only the allowlisted variables, as bwrap's own environment (never
 //     --setenv, which would put their values into argv);
 //   - bwrap itself started as SandboxUID/SandboxGID when the host process is
@@ -169,7 +171,7 @@ func (b *bwrapExecutor) Run(ctx context.Context, spec Spec, out io.Writer) (Resu
 	if err := spec.Network.validate(true); err != nil {
 		return Result{}, err
 	}
-	spec.Env = withNetwork(spec.Env, spec.Network, proxyURL(BridgeAddr))
+	spec.Env = withNetwork(withCache(spec.Env, spec.Cache, CacheMount), spec.Network, proxyURL(BridgeAddr))
 	env := spec.environ()
 
 	args := baseBwrapArgs(int64(spec.Limits.TmpBytes))
@@ -178,6 +180,7 @@ func (b *bwrapExecutor) Run(ctx context.Context, spec Spec, out io.Writer) (Resu
 		args = append(args, "--ro-bind", p, p)
 	}
 	args = append(args, spec.Network.bwrapArgs()...)
+	args = append(args, spec.Cache.bwrapArgs()...)
 	// The environment is bwrap's own (cmd.Env below), which bwrap hands to
 	// the command unchanged: never argv, where --setenv would put every run
 	// secret into /proc/PID/cmdline for the whole run, readable by any local

@@ -47,6 +47,9 @@ func (e *processExecutor) Run(ctx context.Context, spec Spec, out io.Writer) (Re
 	if err := spec.Network.validate(false); err != nil {
 		return Result{}, err
 	}
+	if spec.Cache != nil {
+		spec.Env = withCache(spec.Env, spec.Cache, spec.Cache.Dir)
+	}
 	if spec.Network != nil {
 		spec.Env = withNetwork(spec.Env, spec.Network, proxyURL(spec.Network.Addr))
 	}

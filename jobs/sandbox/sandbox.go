@@ -149,6 +149,9 @@ type Spec struct {
 	// Network is the run's way out through its egress proxy (network.go,
 	// docs/network.md); nil: offline.
 	Network *Network
+	// Cache is the run's cache directory (cache.go, docs/caches.md); nil:
+	// none.
+	Cache *Cache
 }
 
 // Result of a run.
@@ -273,7 +276,7 @@ func (s *Spec) validate() error {
 			return fmt.Errorf("sandbox: extra read-only path: %w", err)
 		}
 	}
-	return nil
+	return s.Cache.validate()
 }
 
 // prlimitArgs returns the prlimit(1) options for l, clamped to the host
