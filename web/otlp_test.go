@@ -6,6 +6,8 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"net/url"
+	"regexp"
 	"runtime/debug"
 	"strings"
 	"testing"
@@ -299,4 +301,28 @@ func mustProto(t *testing.T, js string) []byte {
 	}
 	b, _ := proto.Marshal(req)
 	return b
+}
+
+// The Feed page shows a new server connection's OpenTelemetry environment,
+// with its token and a bound environment.
+func TestOTLPSnippetOnFeedPage(t *testing.T) {
+	t.Parallel()
+	f := newFeedFix(t, setup(t))
+	br := f.browser(t)
+	br.login("owner@acme.test", testPassword)
+	tok := br.csrf("/projects/" + f.projectID + "/feed")
+	res, page := br.post("/projects/"+f.projectID+"/feed/connections", url.Values{"_csrf": {tok}, "name": {"otel-service"}})
+	if res.StatusCode == http.StatusSeeOther {
+		_, page = br.get(res.Header.Get("Location"))
+	}
+	token := regexp.MustCompile(`anv_srv_[0-9A-Za-z]{32}`).FindString(page)
+	want := "OTEL_EXPORTER_OTLP_ENDPOINT=http://anvil.test/api/otlp\nOTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf\n" +
+		"OTEL_EXPORTER_OTLP_HEADERS=authorization=Bearer%20" + token + "\nOTEL_RESOURCE_ATTRIBUTES=deployment.environment=production"
+	if token == "" || !strings.Contains(page, `data-testid="otel-env"`) || !strings.Contains(page, want) {
+		t.Fatalf("no OpenTelemetry snippet with the token %q", token)
+	}
+	// Shown once, like the token.
+	if _, again := br.get("/projects/" + f.projectID + "/feed"); strings.Contains(again, `data-testid="otel-env"`) {
+		t.Fatal("the snippet was shown twice")
+	}
 }
