@@ -11,6 +11,7 @@ import (
 	"runtime/debug"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/klauspost/compress/gzip"
 	"go.opentelemetry.io/otel/attribute"
@@ -324,5 +325,37 @@ func TestOTLPSnippetOnFeedPage(t *testing.T) {
 	// Shown once, like the token.
 	if _, again := br.get("/projects/" + f.projectID + "/feed"); strings.Contains(again, `data-testid="otel-env"`) {
 		t.Fatal("the snippet was shown twice")
+	}
+}
+
+// The OpenTelemetry door's answers are counted per reason on the Feed
+// page, with the connection's other doors.
+func TestOTLPOutcomesOnFeedPage(t *testing.T) {
+	t.Parallel()
+	f := newFeedFix(t, setup(t))
+	url := f.srv.URL + "/api/otlp/v1/traces"
+	if st, _, out := otlpPost(t, url, "application/json", f.token, []byte(strings.ReplaceAll(otlpSpanJSON, "ENV", "production"))); st != 200 {
+		t.Fatal(st, string(out))
+	}
+	if st, _, out := otlpPost(t, url, "application/json", f.token, []byte(strings.ReplaceAll(strings.ReplaceAll(otlpSpanJSON, "ENV", "qa"), "eee19b7ec3c1b174", "eee19b7ec3c1b175"))); st != 200 {
+		t.Fatal(st, string(out))
+	}
+	if st, _, _ := otlpPost(t, url, "application/json", f.token, []byte(otlpSpanJSON), "Origin", "https://shop.example"); st != 403 {
+		t.Fatal(st)
+	}
+	br := f.browser(t)
+	br.login("owner@acme.test", testPassword)
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		_, page := br.get("/projects/" + f.projectID + "/feed")
+		row := rowOf(page, "shop-api")
+		if strings.Contains(row, ">2 accepted<") && strings.Contains(row, `data-reason="no_binding">2 no_binding<`) &&
+			strings.Contains(row, `data-reason="origin_refused">1 origin_refused<`) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("outcomes not on the page:\n%s", row)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }
