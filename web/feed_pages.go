@@ -35,7 +35,7 @@ func (s *Server) feedProps(c echo.Context) (views.FeedProps, error) {
 		return views.FeedProps{}, err
 	}
 	props := views.FeedProps{Page: s.page(c, pr.Name+" · Feed", "projects"), ProjectID: pr.ID.String(), ProjectSlug: pr.Slug, ProjectName: pr.Name,
-		IngestURL: strings.TrimRight(s.opts.PublicURL, "/") + "/api/feed/events", CanWrite: p.AtLeast(domain.RoleAdmin)}
+		IngestURL: strings.TrimRight(s.opts.PublicURL, "/") + "/api/feed/events", OTLPEndpoint: strings.TrimRight(s.opts.PublicURL, "/") + "/api/otlp", CanWrite: p.AtLeast(domain.RoleAdmin)}
 	outcomes, err := s.connectionOutcomes(ctx, cs)
 	if err != nil {
 		return views.FeedProps{}, err

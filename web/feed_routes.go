@@ -35,6 +35,7 @@ func (s *Server) registerFeed(e *echo.Echo, pages, api *echo.Group) {
 	}
 	s.startOutcomes()
 	s.registerSentry(e, lim)
+	s.registerOTLP(e, lim)
 
 	api.POST("/projects/:projectId/connections", s.apiConnectionCreate)
 	api.GET("/projects/:projectId/connections", s.apiConnectionList)

@@ -18,6 +18,9 @@ type Metrics struct {
 	reg      *prometheus.Registry
 	requests *prometheus.CounterVec
 	latency  *prometheus.HistogramVec
+	// otlp counts the OpenTelemetry door's spans and log records: those
+	// that held an exception and those dropped (docs/otlp.md).
+	otlp *prometheus.CounterVec
 }
 
 // NewMetrics builds a registry; d may be nil (no job counts then).
@@ -30,7 +33,10 @@ func NewMetrics(d *db.DB) *Metrics {
 		Name: "anvil_http_request_duration_seconds", Help: "HTTP request latency by method and route.",
 		Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5},
 	}, []string{"method", "route"})
-	m.reg.MustRegister(m.requests, m.latency,
+	m.otlp = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "anvil_otlp_items_total", Help: "OTLP spans' exception events and log records taken as events, and spans and log records dropped, by signal.",
+	}, []string{"signal", "outcome"})
+	m.reg.MustRegister(m.requests, m.latency, m.otlp,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if d != nil {
 		m.reg.MustRegister(&jobCollector{db: d})
@@ -71,4 +77,13 @@ func (j *jobCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		ch <- prometheus.MustNewConstMetric(jobsDesc, prometheus.GaugeValue, float64(n), kind, state)
 	}
+}
+
+// otlpItems counts one OTLP request's exceptions and dropped items.
+func (m *Metrics) otlpItems(signal string, events, dropped int) {
+	if m == nil {
+		return
+	}
+	m.otlp.WithLabelValues(signal, "event").Add(float64(events))
+	m.otlp.WithLabelValues(signal, "dropped").Add(float64(dropped))
 }
