@@ -31,7 +31,12 @@ func DebianRoot(ctx context.Context, cacheDir string) (string, error) {
 	if fi, err := os.Stat(tarball); err == nil && time.Since(fi.ModTime()) < 7*24*time.Hour {
 		return tarball, nil
 	}
+	// A .part an interrupted run left behind: mmdebstrap refuses to
+	// write over it.
 	tmp := tarball + ".part"
+	if err := os.RemoveAll(tmp); err != nil {
+		return "", err
+	}
 	out, err := exec.CommandContext(ctx, "mmdebstrap", "--quiet", "--variant=minbase", "--include="+RootPackages, "bookworm", tmp).CombinedOutput()
 	if err != nil {
 		os.Remove(tmp)
