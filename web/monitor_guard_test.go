@@ -3,9 +3,14 @@ package web_test
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net/http"
+	"net/http/httptest"
+	"regexp"
 	"strings"
 	"testing"
+
+	"anvil/web"
 )
 
 // checkInItem is one check_in envelope item with a monitor_config.
@@ -196,5 +201,39 @@ func TestBrowserAddrBoundBeforeConnection(t *testing.T) {
 	}
 	if st := send("203.0.113.10"); st != http.StatusTooManyRequests {
 		t.Fatalf("the connection's own bound: %d", st)
+	}
+}
+
+// The ping key is a path secret: after pings — good, with a kind, to a
+// path no route has, with a wrong key — the server's output names the
+// route, never anv_png_ and its secret.
+func TestPingKeyNotLogged(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	var out lockedBuffer
+	srv := httptest.NewServer(web.New(web.Deps{DB: b.db, Services: b.services, Keys: b.keys, Options: testOptions(),
+		Log: slog.New(slog.NewTextHandler(&out, &slog.HandlerOptions{Level: slog.LevelDebug}))}))
+	t.Cleanup(srv.Close)
+	f := &monitorFix{newSentryFix(t, b)}
+	st, m := f.api(t, f.owner.Token, "POST", "/api/private/projects/"+f.projectID+"/monitors",
+		map[string]any{"slug": "backup", "schedule": map[string]any{"type": "crontab", "value": "0 2 * * *"}})
+	if st != http.StatusCreated {
+		t.Fatalf("create: %d %v", st, m)
+	}
+	ping := strings.Replace(m["ping_url"].(string), "http://anvil.test", srv.URL, 1)
+	key := ping[strings.Index(ping, "anv_png_"):strings.LastIndex(ping, "/")]
+	for _, u := range []string{ping, ping + "/start", ping + "/fail", ping + "/0", ping + "/nope/extra", strings.Replace(ping, key, key[:20]+"x", 1)} {
+		res, err := http.Post(u, "text/plain", strings.NewReader("done"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+	}
+	logged := out.String()
+	if !strings.Contains(logged, "/api/monitors/:pingKey/:slug") {
+		t.Fatalf("the route is not logged:\n%s", logged)
+	}
+	if strings.Contains(logged, key[len("anv_png_"):len("anv_png_")+8]) || regexp.MustCompile(`anv_png_[0-9A-Za-z]`).MatchString(logged) {
+		t.Fatalf("the ping key is in the server's output:\n%s", logged)
 	}
 }
