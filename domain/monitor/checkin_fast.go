@@ -52,7 +52,7 @@ const (
 	// check-in (then monitor, run, state) lock in one order.
 	lockProjectKeySQL = `SELECT 1 FROM projects WHERE id = $1 FOR KEY SHARE`
 	fastMonitorSQL    = `SELECT ` + monitorColumns + ` FROM monitors WHERE project_id = $1 AND slug = $2 FOR UPDATE`
-	fastRunColumns = `c.id, c.monitor_id, c.environment, c.checkin_id, c.status, c.source, c.started_at, c.finished_at, c.duration_ms,
+	fastRunColumns    = `c.id, c.monitor_id, c.environment, c.checkin_id, c.status, c.source, c.started_at, c.finished_at, c.duration_ms,
 		c.expected_at, c.exit_code, c.release, c.output`
 	fastPartnerByIDSQL = `SELECT ` + fastRunColumns + ` FROM monitor_checkins c JOIN monitors m ON m.id = c.monitor_id
 		WHERE m.project_id = $1 AND m.slug = $2 AND c.checkin_id = $3 FOR UPDATE OF c`
