@@ -7,9 +7,9 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"regexp"
 	"runtime/debug"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -129,13 +129,25 @@ func (s *Server) observe(next echo.HandlerFunc) echo.HandlerFunc {
 }
 
 // loggedPath is the path to log: the route instead for paths that carry a
-// one-time token (/invite/:token, /reset/:token).
+// secret — a one-time token (/invite/:token, /reset/:token), a monitor's
+// ping key (/api/monitors/:pingKey/…) — and, on any other path, every
+// anvil key spelled in it cut to its prefix ("anv_png_…"): a ping URL sent
+// to a wrong path is as secret as one sent to the right one
+// (docs/monitors.md, "Ping URLs").
 func loggedPath(c echo.Context) string {
-	if r := routeOf(c); strings.HasSuffix(r, ":token") || strings.Contains(r, ":token/") {
-		return r
+	for _, name := range c.ParamNames() {
+		if secretParams[name] {
+			return routeOf(c)
+		}
 	}
-	return c.Request().URL.Path
+	return tokenInPath.ReplaceAllString(c.Request().URL.Path, "${1}…")
 }
+
+// secretParams are the path parameters that carry a secret.
+var secretParams = map[string]bool{"token": true, "pingKey": true}
+
+// tokenInPath is an anvil key (anv_xxx_ and its secret) in a path.
+var tokenInPath = regexp.MustCompile(`(anv_[a-z]{3}_)[0-9A-Za-z]+`)
 
 // DefaultBodyTimeout is how long a request body may take to arrive when
 // Options.BodyTimeout is not set.

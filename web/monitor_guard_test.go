@@ -3,9 +3,15 @@ package web_test
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"regexp"
 	"strings"
 	"testing"
+
+	"anvil/web"
 )
 
 // checkInItem is one check_in envelope item with a monitor_config.
@@ -196,5 +202,84 @@ func TestBrowserAddrBoundBeforeConnection(t *testing.T) {
 	}
 	if st := send("203.0.113.10"); st != http.StatusTooManyRequests {
 		t.Fatalf("the connection's own bound: %d", st)
+	}
+}
+
+// The ping key is a path secret: after pings — good, with a kind, to a
+// path no route has, with a wrong key — the server's output names the
+// route, never anv_png_ and its secret.
+func TestPingKeyNotLogged(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	var out lockedBuffer
+	srv := httptest.NewServer(web.New(web.Deps{DB: b.db, Services: b.services, Keys: b.keys, Options: testOptions(),
+		Log: slog.New(slog.NewTextHandler(&out, &slog.HandlerOptions{Level: slog.LevelDebug}))}))
+	t.Cleanup(srv.Close)
+	f := &monitorFix{newSentryFix(t, b)}
+	st, m := f.api(t, f.owner.Token, "POST", "/api/private/projects/"+f.projectID+"/monitors",
+		map[string]any{"slug": "backup", "schedule": map[string]any{"type": "crontab", "value": "0 2 * * *"}})
+	if st != http.StatusCreated {
+		t.Fatalf("create: %d %v", st, m)
+	}
+	ping := strings.Replace(m["ping_url"].(string), "http://anvil.test", srv.URL, 1)
+	key := ping[strings.Index(ping, "anv_png_"):strings.LastIndex(ping, "/")]
+	for _, u := range []string{ping, ping + "/start", ping + "/fail", ping + "/0", ping + "/nope/extra", strings.Replace(ping, key, key[:20]+"x", 1)} {
+		res, err := http.Post(u, "text/plain", strings.NewReader("done"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+	}
+	logged := out.String()
+	if !strings.Contains(logged, "/api/monitors/:pingKey/:slug") {
+		t.Fatalf("the route is not logged:\n%s", logged)
+	}
+	if strings.Contains(logged, key[len("anv_png_"):len("anv_png_")+8]) || regexp.MustCompile(`anv_png_[0-9A-Za-z]`).MatchString(logged) {
+		t.Fatalf("the ping key is in the server's output:\n%s", logged)
+	}
+}
+
+// The monitor page edits a monitor's settings and keeps its ping URL; once
+// edited there, a check-in's monitor_config no longer changes it. The page
+// shows the ping URL's usage lines.
+func TestMonitorEditFromCockpit(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	f := &monitorFix{newSentryFix(t, b)}
+	send := func(items ...string) feedResp {
+		return sentrySend(t, f.srv.URL, f.envPath(), envelope(`{}`, items...), f.auth()...)
+	}
+	if r := send(checkInItem("nightly", "0 3 * * *", 5)); r.Status != http.StatusOK {
+		t.Fatalf("create by check-in: %d %s", r.Status, r.Raw)
+	}
+	key := f.monitor(t, "nightly")["ping_key"]
+	br := b.browser(t)
+	br.login("owner@acme.test", testPassword)
+	page := "/projects/shop/monitors/nightly"
+	res, body := br.get(page)
+	if res.StatusCode != http.StatusOK || !strings.Contains(body, `data-testid="monitor-edit"`) || !strings.Contains(body, `data-testid="monitor-usage"`) ||
+		!strings.Contains(body, "curl -fsS") {
+		t.Fatalf("page: %d", res.StatusCode)
+	}
+	csrf := regexp.MustCompile(`name="_csrf" value="([^"]+)"`).FindStringSubmatch(body)
+	if csrf == nil {
+		t.Fatal("no csrf field")
+	}
+	form := url.Values{"_csrf": {csrf[1]}, "schedule_type": {"crontab"}, "schedule_value": {"15 4 * * *"}, "timezone": {"UTC"},
+		"checkin_margin": {"20"}, "max_runtime": {"30"}, "failure_threshold": {"1"}, "recovery_threshold": {"1"}}
+	if res, _ := br.post(page+"/edit", form); res.StatusCode != http.StatusSeeOther {
+		t.Fatalf("edit: %d", res.StatusCode)
+	}
+	form.Set("schedule_value", "0 2 * *")
+	if res, body := br.post(page+"/edit", form); res.StatusCode != http.StatusUnprocessableEntity || !strings.Contains(body, "monitor-edit-error") ||
+		!strings.Contains(body, `value="0 2 * *"`) {
+		t.Fatalf("bad edit: %d", res.StatusCode)
+	}
+	if r := send(checkInItem("nightly", "0 0 1 1 *", 40320)); r.Status != http.StatusOK {
+		t.Fatalf("check-in: %d %s", r.Status, r.Raw)
+	}
+	m := f.monitor(t, "nightly")
+	if s := m["schedule"].(map[string]any); s["value"] != "15 4 * * *" || m["checkin_margin"] != float64(20) || m["origin"] != "cockpit" || m["ping_key"] != key {
+		t.Fatalf("after the cockpit's edit and a check-in: %v", m)
 	}
 }

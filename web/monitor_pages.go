@@ -112,31 +112,9 @@ func (s *Server) monitorCreateSubmit(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	in := monitor.Input{}
-	str := func(name string) *string {
-		if v := strings.TrimSpace(c.FormValue(name)); v != "" {
-			return &v
-		}
-		return nil
-	}
-	var fe domain.FieldErrors
-	num := func(name string) *int {
-		v := str(name)
-		if v == nil {
-			return nil
-		}
-		n, err := strconv.Atoi(*v)
-		if err != nil {
-			fe.Add(name, "invalid_"+name, "must be a whole number")
-			return nil
-		}
-		return &n
-	}
-	in.Slug, in.Timezone, in.Environment = str("slug"), str("timezone"), str("environment")
-	in.Schedule = &monitor.Schedule{Type: c.FormValue("schedule_type"), Value: strings.TrimSpace(c.FormValue("schedule_value")), Unit: c.FormValue("schedule_unit")}
-	in.CheckinMargin, in.MaxRuntime, in.FailureThreshold, in.RecoveryThreshold = num("checkin_margin"), num("max_runtime"), num("failure_threshold"), num("recovery_threshold")
+	in, cerr := monitorFormInput(c)
+	in.Slug = formStr(c, "slug")
 	var m *monitor.Monitor
-	cerr := fe.Err()
 	if cerr == nil {
 		m, cerr = s.Monitors.Create(c.Request().Context(), principal(c), p.ID, in)
 	}
@@ -164,6 +142,70 @@ func (s *Server) monitorCreateSubmit(c echo.Context) error {
 	return redirect(c, "/projects/"+p.Slug+"/monitors")
 }
 
+// formStr is a form field, nil when blank.
+func formStr(c echo.Context, name string) *string {
+	if v := strings.TrimSpace(c.FormValue(name)); v != "" {
+		return &v
+	}
+	return nil
+}
+
+// monitorFormInput reads the settings of the create and edit forms.
+func monitorFormInput(c echo.Context) (monitor.Input, error) {
+	in := monitor.Input{}
+	var fe domain.FieldErrors
+	num := func(name string) *int {
+		v := formStr(c, name)
+		if v == nil {
+			return nil
+		}
+		n, err := strconv.Atoi(*v)
+		if err != nil {
+			fe.Add(name, "invalid_"+name, "must be a whole number")
+			return nil
+		}
+		return &n
+	}
+	in.Timezone, in.Environment = formStr(c, "timezone"), formStr(c, "environment")
+	in.Schedule = &monitor.Schedule{Type: c.FormValue("schedule_type"), Value: strings.TrimSpace(c.FormValue("schedule_value")), Unit: c.FormValue("schedule_unit")}
+	in.CheckinMargin, in.MaxRuntime, in.FailureThreshold, in.RecoveryThreshold = num("checkin_margin"), num("max_runtime"), num("failure_threshold"), num("recovery_threshold")
+	return in, fe.Err()
+}
+
+// monitorEditSubmit changes a monitor's settings from its page. The ping
+// URL stays; the settings' origin becomes the cockpit, so check-ins'
+// monitor_config no longer change them (docs/monitors.md, "What a
+// check-in may change"). A refusal shows the page again with the fields
+// as typed.
+func (s *Server) monitorEditSubmit(c echo.Context) error {
+	p, err := s.projectParam(c)
+	if err != nil {
+		return err
+	}
+	in, cerr := monitorFormInput(c)
+	in.Origin = monitor.OriginCockpit
+	if cerr == nil {
+		_, cerr = s.Monitors.Update(c.Request().Context(), principal(c), p.ID, c.Param("slug"), in)
+	}
+	var de *domain.Error
+	if cerr != nil && errors.As(cerr, &de) && errors.Is(de.Kind, domain.ErrInvalid) {
+		props, err := s.monitorProps(c, p)
+		if err != nil {
+			return err
+		}
+		props.Error = de.Message
+		props.Edit = views.MonitorForm{ScheduleType: c.FormValue("schedule_type"), ScheduleValue: c.FormValue("schedule_value"),
+			ScheduleUnit: c.FormValue("schedule_unit"), Timezone: c.FormValue("timezone"), Environment: c.FormValue("environment"),
+			CheckinMargin: c.FormValue("checkin_margin"), MaxRuntime: c.FormValue("max_runtime"),
+			FailureThreshold: c.FormValue("failure_threshold"), RecoveryThreshold: c.FormValue("recovery_threshold")}
+		return Render(c, statusOf(de.Kind), views.MonitorPage(props))
+	}
+	if cerr != nil {
+		return cerr
+	}
+	return redirect(c, "/projects/"+p.Slug+"/monitors/"+c.Param("slug"))
+}
+
 // monitorReveal is a new ping URL kept for the page that shows it once.
 type monitorReveal struct {
 	PingURL string `json:"ping_url"`
@@ -188,7 +230,11 @@ func (s *Server) monitorProps(c echo.Context, p *domain.Project) (views.MonitorP
 		strip.Runs = runs
 	}
 	props := views.MonitorProps{Page: s.page(c, m.Slug+" · Monitors · "+p.Name, "projects"), ProjectID: p.ID.String(), ProjectSlug: p.Slug,
-		ProjectName: p.Name, CSRF: s.csrfToken(pr), CanAdmin: pr.AtLeast(domain.RoleAdmin), Monitor: monitorRow(&strip)}
+		ProjectName: p.Name, CSRF: s.csrfToken(pr), CanAdmin: pr.AtLeast(domain.RoleAdmin), Monitor: monitorRow(&strip),
+		Edit: views.MonitorForm{ScheduleType: m.Schedule.Type, ScheduleValue: m.Schedule.Value, ScheduleUnit: m.Schedule.Unit, Timezone: m.Timezone,
+			Environment: m.Environment, CheckinMargin: strconv.Itoa(m.CheckinMargin), MaxRuntime: strconv.Itoa(m.MaxRuntime),
+			FailureThreshold: strconv.Itoa(m.FailureThreshold), RecoveryThreshold: strconv.Itoa(m.RecoveryThreshold)},
+		PingBase: s.opts.PublicURL + "/api/monitors/"}
 	props.Bars, props.MaxLabel = durationBars(runs)
 	for _, r := range runs {
 		row := views.MonitorRunRow{Status: r.Status, Environment: r.Environment, Started: r.StartedAt.Format("2006-01-02 15:04:05"), Source: r.Source, Output: r.Output}

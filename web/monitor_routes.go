@@ -11,6 +11,7 @@ func (s *Server) registerMonitors(e *echo.Echo, pages, api *echo.Group) {
 	pages.POST("/projects/:projectId/monitors", s.monitorCreateSubmit)
 	pages.GET("/projects/:projectId/monitors/:slug", s.monitorPage)
 	pages.POST("/projects/:projectId/monitors/:slug/pause", s.monitorPauseSubmit)
+	pages.POST("/projects/:projectId/monitors/:slug/edit", s.monitorEditSubmit)
 	pages.POST("/projects/:projectId/monitors/:slug/rotate", s.monitorRotateSubmit)
 	pages.POST("/projects/:projectId/monitors/:slug/delete", s.monitorDeleteSubmit)
 

@@ -21,9 +21,9 @@ import (
 // A check-in of a monitor that exists — almost every one — needs none of
 // the answers in between to form the next statement, so this path sends
 //
-//  1. BEGIN; lock the monitor; lock the run it closes; lock its state —
-//     the general path's locks in its order (monitor, run, state: the
-//     sweep's order too), each statement with a fresh snapshot (READ
+//  1. BEGIN; the project's key lock; lock the monitor; lock the run it
+//     closes; lock its state — the general path's locks in its order
+//     (project, monitor, run, state: the sweep's order too), each statement with a fresh snapshot (READ
 //     COMMITTED), so the reads see what they would have seen one by one;
 //  2. the writes of the same decision (apply, with a writer that queues
 //     them) and COMMIT,
@@ -45,8 +45,14 @@ var errSlowPath = errors.New("monitors: check-in needs the general path")
 // not known before its row comes back; the environment is the check-in's,
 // or the monitor's when it names none (checkInEnv).
 const (
-	fastMonitorSQL = `SELECT ` + monitorColumns + ` FROM monitors WHERE project_id = $1 AND slug = $2 FOR UPDATE`
-	fastRunColumns = `c.id, c.monitor_id, c.environment, c.checkin_id, c.status, c.source, c.started_at, c.finished_at, c.duration_ms,
+	// lockProjectKeySQL is a check-in's first lock (docs/monitors.md,
+	// "Locks"): the project's row FOR KEY SHARE, the lock its run's and
+	// state's foreign keys take anyway — taken first, not last, so that
+	// the sweep (the project's row FOR UPDATE, then runs and states) and a
+	// check-in (then monitor, run, state) lock in one order.
+	lockProjectKeySQL = `SELECT 1 FROM projects WHERE id = $1 FOR KEY SHARE`
+	fastMonitorSQL    = `SELECT ` + monitorColumns + ` FROM monitors WHERE project_id = $1 AND slug = $2 FOR UPDATE`
+	fastRunColumns    = `c.id, c.monitor_id, c.environment, c.checkin_id, c.status, c.source, c.started_at, c.finished_at, c.duration_ms,
 		c.expected_at, c.exit_code, c.release, c.output`
 	fastPartnerByIDSQL = `SELECT ` + fastRunColumns + ` FROM monitor_checkins c JOIN monitors m ON m.id = c.monitor_id
 		WHERE m.project_id = $1 AND m.slug = $2 AND c.checkin_id = $3 FOR UPDATE OF c`
@@ -88,6 +94,7 @@ func (ms *Service) tryCheckInFast(ctx context.Context, projectID uuid.UUID, in C
 	pid := dbutil.PgUUID(projectID)
 	reads := &pgx.Batch{}
 	reads.Queue("BEGIN")
+	reads.Queue(lockProjectKeySQL, pid)
 	reads.Queue(fastMonitorSQL, pid, in.Slug).Query(func(r pgx.Rows) (err error) { m, err = scanMonitor(r); return err })
 	if needsPartner(in) {
 		var q *pgx.QueuedQuery

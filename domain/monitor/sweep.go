@@ -31,6 +31,11 @@ const SweepEvery = 10 * time.Second
 // (a server down for days catches up over a few passes).
 const maxMissedPerPass = 50
 
+// maxClaimsPerProject bounds the runs timed out and the states claimed in
+// one project's pass, so that its lock is held briefly whatever is due;
+// the rest are the next pass's, SweepEvery later.
+const maxClaimsPerProject = 200
+
 // SweepReport says what one pass recorded.
 type SweepReport struct {
 	Missed   int
@@ -53,7 +58,11 @@ func (ms *Service) Sweep(ctx context.Context) (SweepReport, error) {
 		if err := ctx.Err(); err != nil {
 			return rep, err
 		}
-		missed, timedOut, err := ms.sweepProject(ctx, pid, now)
+		var missed, timedOut int
+		err := retryDeadlock(func() (err error) {
+			missed, timedOut, err = ms.sweepProject(ctx, pid, now)
+			return err
+		})
 		if err != nil {
 			return rep, err
 		}
@@ -94,7 +103,7 @@ func (ms *Service) sweepProject(ctx context.Context, projectID uuid.UUID, now ti
 		if err := tx.NewRaw(`SELECT c.id, c.monitor_id, c.environment, c.checkin_id, c.status, c.source, c.started_at, c.release, c.output
 			FROM monitor_checkins c JOIN monitors m ON m.id = c.monitor_id
 			WHERE c.project_id = ? AND c.status = 'in_progress' AND c.timeout_at <= ? AND NOT m.paused
-			ORDER BY c.started_at FOR UPDATE OF c`, projectID, now).Scan(ctx, &runs); err != nil {
+			ORDER BY c.started_at LIMIT ? FOR UPDATE OF c`, projectID, now, maxClaimsPerProject).Scan(ctx, &runs); err != nil {
 			return fmt.Errorf("monitors: sweep: claim timeouts: %w", err)
 		}
 		for _, r := range runs {
@@ -126,7 +135,7 @@ func (ms *Service) sweepProject(ctx context.Context, projectID uuid.UUID, now ti
 		var states []*state
 		if err := tx.NewRaw(`SELECT `+stateColumns+` FROM monitor_states s
 			WHERE s.project_id = ? AND s.due_at <= ? AND NOT EXISTS (SELECT 1 FROM monitors m WHERE m.id = s.monitor_id AND m.paused)
-			ORDER BY s.monitor_id, s.environment FOR UPDATE`, projectID, now).Scan(ctx, &states); err != nil {
+			ORDER BY s.monitor_id, s.environment LIMIT ? FOR UPDATE`, projectID, now, maxClaimsPerProject).Scan(ctx, &states); err != nil {
 			return fmt.Errorf("monitors: sweep: claim missed: %w", err)
 		}
 		for _, st := range states {
