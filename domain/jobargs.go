@@ -198,3 +198,21 @@ func (CheckAncestryArgs) InsertOpts() river.InsertOpts {
 		rivertype.JobStateAvailable, rivertype.JobStatePending, rivertype.JobStateRunning, rivertype.JobStateRetryable, rivertype.JobStateScheduled,
 	}}}
 }
+
+// ReprocessEventsArgs maps an incident's latest events again through the
+// source maps uploaded since they arrived (docs/sourcemap.md,
+// "Re-processing").
+type ReprocessEventsArgs struct {
+	IncidentID uuid.UUID `json:"incident_id"`
+}
+
+// Kind implements river.JobArgs.
+func (ReprocessEventsArgs) Kind() string { return "reprocess_events" }
+
+// InsertOpts keeps one re-process of an incident waiting at a time.
+func (ReprocessEventsArgs) InsertOpts() river.InsertOpts {
+	return river.InsertOpts{MaxAttempts: 3, UniqueOpts: river.UniqueOpts{ByArgs: true, ByState: []rivertype.JobState{
+		rivertype.JobStateAvailable, rivertype.JobStatePending, rivertype.JobStateRunning,
+		rivertype.JobStateRetryable, rivertype.JobStateScheduled,
+	}}}
+}

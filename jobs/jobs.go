@@ -64,6 +64,7 @@ func Register(w *river.Workers, d Deps) {
 	river.AddWorker(w, &ClearRunCacheWorker{caches: d.Caches})
 	river.AddWorker(w, &EraseSweepWorker{erasure: d.Erasure, log: d.Log})
 	river.AddWorker(w, &DeliverAlertWorker{alerts: d.Alerts})
+	river.AddWorker(w, &ReprocessEventsWorker{feed: d.Feed})
 	river.AddWorker(w, &FixCheckWorker{fixes: d.Fixes, log: d.Log})
 	river.AddWorker(w, &CheckAncestryWorker{fixes: d.Fixes, git: d.Git, workRoot: d.WorkRoot})
 	river.AddWorker(w, &AlertDigestWorker{alerts: d.Alerts})

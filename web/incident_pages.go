@@ -13,6 +13,7 @@ import (
 	"anvil/domain"
 	"anvil/domain/event"
 	"anvil/domain/incident"
+	"anvil/domain/sourcemap"
 	"anvil/views"
 )
 
@@ -179,10 +180,18 @@ func (s *Server) incidentProps(c echo.Context, id uuid.UUID) (views.IncidentProp
 		props.Service, props.UserID, props.Breadcrumbs = ev.Service, ev.User.ID, ev.Breadcrumbs
 		if ev.Exception != nil {
 			props.ExceptionMessage, props.FramesOmitted = ev.Exception.Message, ev.Exception.FramesOmitted
+			code, why, raw := "", "", false
 			for _, f := range ev.Exception.Stacktrace {
 				props.Frames = append(props.Frames, frameRow(f))
-				if sy := f.Symbolication; sy != nil && sy.Unmapped != "" {
-					props.FramesNote = "Some frames of this event could not be mapped to their source and stay as they came (the reason is beside each). Events that arrive after their source maps are uploaded are mapped."
+				if sy := f.Symbolication; sy != nil && sy.Unmapped != "" && code == "" {
+					code, why, raw = sy.UnmappedCode, sy.Unmapped, true
+				} else if sy == nil && f.Colno > 0 && f.Line > 0 {
+					raw = true
+				}
+			}
+			if raw {
+				if err := s.unmappedNote(c, &props, d.Incident.ProjectID, ev.Release, code, why); err != nil {
+					return props, err
 				}
 			}
 		}
@@ -238,10 +247,61 @@ func (s *Server) incidentPage(c echo.Context) error {
 	if c.QueryParam("fragment") == "live" {
 		return Render(c, http.StatusOK, views.IncidentLive(props))
 	}
+	props.Reprocessing = c.QueryParam("reprocess") == "queued"
 	if err := s.incidentDiagnosis(c, &props); err != nil {
 		return err
 	}
 	return Render(c, http.StatusOK, views.IncidentPage(props))
+}
+
+// unmappedNote says why the latest event's minified frames stayed as they
+// came and what to do about it (docs/sourcemap.md, "Re-processing"); once
+// the project has source maps, a member may map the latest events again.
+func (s *Server) unmappedNote(c echo.Context, props *views.IncidentProps, projectID uuid.UUID, release, code, why string) error {
+	p := principal(c)
+	bundles, err := s.SourceMaps.Bundles(c.Request().Context(), p.OrgID, projectID)
+	if err != nil {
+		return err
+	}
+	upload := "sentry-cli sourcemaps inject dist/ && sentry-cli sourcemaps upload --release " + releaseOr(release) + " dist/"
+	switch {
+	case len(bundles) == 0 || code == sourcemap.UnmappedNoUploads:
+		props.FramesNote = "These frames are minified: no source map has been uploaded to this project yet. Upload the build's maps with " + upload + " (docs/sourcemap.md); events after it are mapped, and this incident's latest events can then be mapped again."
+	case code == sourcemap.UnmappedNoRelease:
+		props.FramesNote = "These frames are minified: the event names no release and its SDK sent no debug id. Set release in Sentry.init, or run sentry-cli sourcemaps inject before you upload."
+	case code == sourcemap.UnmappedNoMap:
+		props.FramesNote = "No source map for release " + releaseOr(release) + " matches these frames (" + why + "). Upload with " + upload + "."
+	case code == sourcemap.UnmappedRefused:
+		props.FramesNote = "The source map was refused: " + why + ". Upload a map of the build as the bundler writes it."
+	case code == sourcemap.UnmappedTransient:
+		props.FramesNote = "The source maps could not be read when this event arrived (" + why + "). Map the latest events again."
+	case code == sourcemap.UnmappedOutside:
+		props.FramesNote = "The uploaded map does not cover these positions (" + why + "): it is probably the map of another build of release " + releaseOr(release) + "."
+	default:
+		props.FramesNote = "Some frames of this event could not be mapped to their source and stay as they came (the reason is beside each)."
+	}
+	props.CanReprocess = len(bundles) > 0 && p.CanWrite()
+	return nil
+}
+
+func releaseOr(r string) string {
+	if r == "" {
+		return "<release>"
+	}
+	return r
+}
+
+// incidentReprocess: POST /incidents/:id/reprocess — map the incident's
+// latest events again through the source maps uploaded since.
+func (s *Server) incidentReprocess(c echo.Context) error {
+	id, err := s.incidentParam(c)
+	if err != nil {
+		return err
+	}
+	if err := s.Feed.RequestReprocess(c.Request().Context(), principal(c), id); err != nil {
+		return err
+	}
+	return redirect(c, "/incidents/"+id.String()+"?reprocess=queued")
 }
 
 // frameRow is a stored frame as the incident page shows it, with what

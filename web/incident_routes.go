@@ -8,6 +8,7 @@ func (s *Server) registerIncidents(_ *echo.Echo, pages, api *echo.Group) {
 	pages.GET("/inbox", s.inbox)
 	pages.GET("/incidents/:incidentId", s.incidentPage)
 	pages.POST("/incidents/:incidentId/decisions", s.incidentDecisionSubmit)
+	pages.POST("/incidents/:incidentId/reprocess", s.incidentReprocess)
 	pages.GET("/incidents/:incidentId/events/:eventId", s.incidentEventPage)
 	pages.POST("/inbox/bulk", s.inboxBulkSubmit)
 

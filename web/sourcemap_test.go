@@ -10,6 +10,7 @@ import (
 	"io"
 	"mime/multipart"
 	"net/http"
+	"net/url"
 	"os"
 	"regexp"
 	"strings"
@@ -636,5 +637,50 @@ func TestUnmappedFramesKeepTheirColumn(t *testing.T) {
 	}
 	if strings.Contains(page, `app.js</span>:15</span>`) {
 		t.Error("a frame lost its column")
+	}
+}
+
+// Frames before any source map say why and how to upload; once maps
+// exist, the incident page offers to map the latest events again, which
+// a River job does, keeping the incident.
+func TestReprocessFromTheIncidentPage(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	s := newSentryFix(t, b)
+	if r := sentrySend(t, b.srv.URL, s.envPath(), envelope(`{}`, eventItem(smEvent(hexID(), "shop@1", smFrames(1, "Object.i", "n", "c"), ""))), s.auth()...); r.Status != http.StatusOK {
+		t.Fatalf("event: %d %s", r.Status, r.Raw)
+	}
+	incs := s.smIncidents(t)
+	br := b.browser(t)
+	br.login("owner@acme.test", testPassword)
+	_, page := br.get("/incidents/" + incs[0].ID)
+	if !strings.Contains(page, "no source map has been uploaded to this project yet") || !strings.Contains(page, "sentry-cli sourcemaps upload --release shop@1 dist/") ||
+		strings.Contains(page, `data-testid="reprocess"`) {
+		t.Fatal("before any upload the page does not say how to upload, or offers a re-process")
+	}
+	smUpload(t, b, b.owner.Token, "acme", "shop", "shop@1", build1Bundle(t))
+	tok := br.csrf("/incidents/" + incs[0].ID)
+	_, page = br.get("/incidents/" + incs[0].ID)
+	if !strings.Contains(page, `data-testid="reprocess"`) {
+		t.Fatal("no re-process offered once maps exist")
+	}
+	res, _ := br.post("/incidents/"+incs[0].ID+"/reprocess", url.Values{"_csrf": {tok}})
+	if res.StatusCode != http.StatusSeeOther || !strings.HasSuffix(res.Header.Get("Location"), "?reprocess=queued") {
+		t.Fatalf("reprocess: %d %s", res.StatusCode, res.Header.Get("Location"))
+	}
+	var jobs int
+	if err := b.db.Bun.NewRaw(`SELECT count(*) FROM river_job WHERE kind = 'reprocess_events'`).Scan(context.Background(), &jobs); err != nil || jobs != 1 {
+		t.Fatalf("%d jobs: %v", jobs, err)
+	}
+	// The job's work.
+	id, _ := uuid.Parse(incs[0].ID)
+	if n, err := b.feed.Reprocess(context.Background(), id); err != nil || n != 1 {
+		t.Fatalf("reprocess: %d %v", n, err)
+	}
+	if fr := s.smLatestFrames(t, incs[0].ID); len(fr) != 3 || fr[0].File != "src/cart.js" {
+		t.Fatalf("latest frames after re-processing: %+v", fr)
+	}
+	if after := s.smIncidents(t); len(after) != 1 || after[0].ID != incs[0].ID {
+		t.Fatalf("incidents after re-processing: %+v", after)
 	}
 }

@@ -324,3 +324,47 @@ func sha1Hex(b []byte) string {
 	sum := sha1.Sum(b) //nolint:gosec // sentry-cli's chunk names
 	return hex.EncodeToString(sum[:])
 }
+
+// Events that arrived before their maps are mapped again on request, and
+// stay in their incident with their fingerprint.
+func TestReprocessMapsEarlyEventsKeepingGrouping(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	svc := sourcemap.New(b.Store, sourcemap.Limits{}, 0)
+	b.Feed.Symbolicate = svc.Symbolicate
+	inc, err := b.ingest(context.Background(), t, "shop@1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fpBefore string
+	if err := b.DB.Bun.NewRaw(`SELECT fingerprint FROM feed_events WHERE incident_id = ?`, inc).Scan(context.Background(), &fpBefore); err != nil {
+		t.Fatal(err)
+	}
+	mapData, _ := os.ReadFile("testdata/build1/app.js.map")
+	b.upload(t, svc, "shop@1", mapData)
+	if err := b.Feed.RequestReprocess(context.Background(), b.Owner, inc); err != nil {
+		t.Fatal(err)
+	}
+	if n := b.Jobs(t, "reprocess_events"); n != 1 {
+		t.Fatalf("%d reprocess jobs", n)
+	}
+	n, err := b.Feed.Reprocess(context.Background(), inc)
+	if err != nil || n != 1 {
+		t.Fatalf("reprocessed %d: %v", n, err)
+	}
+	var got struct {
+		Incident    uuid.UUID `bun:"incident_id"`
+		Fingerprint string    `bun:"fingerprint"`
+		Payload     string    `bun:"payload"`
+	}
+	if err := b.DB.Bun.NewRaw(`SELECT incident_id, fingerprint, payload::text AS payload FROM feed_events`).Scan(context.Background(), &got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Incident != inc || got.Fingerprint != fpBefore || !strings.Contains(got.Payload, "src/cart.js") || strings.Contains(got.Payload, `"unmapped"`) {
+		t.Fatalf("after re-processing: %+v", got)
+	}
+	// A second pass finds nothing left to map.
+	if n, err := b.Feed.Reprocess(context.Background(), inc); err != nil || n != 0 {
+		t.Fatalf("second pass %d %v", n, err)
+	}
+}
