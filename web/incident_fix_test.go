@@ -87,3 +87,36 @@ func TestFixByHandAndReleaseFromThePages(t *testing.T) {
 		t.Fatalf("the Releases page does not show the source or label its cells")
 	}
 }
+
+// The verification window on the project's edit form (a refusal in the
+// field's words, nothing saved), and the Releases page linked from the
+// project page.
+func TestFixWindowOnTheEditForm(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	pid, _ := b.incidentProject(t)
+	br := b.browser(t)
+	br.login("owner@acme.test", testPassword)
+	if _, page := br.get("/projects/shop"); !strings.Contains(page, `href="/projects/shop/releases"`) {
+		t.Fatalf("the project page does not link its Releases page")
+	}
+	_, edit := br.get("/projects/shop/edit")
+	if !strings.Contains(edit, `name="fix_verification_window"`) || !strings.Contains(edit, `value="24h"`) {
+		t.Fatalf("the edit form lacks the window")
+	}
+	csrf := csrfRE.FindStringSubmatch(edit)[1]
+	form := func(window string) url.Values {
+		return url.Values{"_csrf": {csrf}, "slug": {"shop"}, "name": {"shop"}, "repo_url": {"https://git.example/shop.git"},
+			"default_branch": {"main"}, "run_command": {"make test"}, "repair_command": {"./fix.sh"}, "fix_verification_window": {window}}
+	}
+	res, body := br.post("/projects/shop/edit", form("30s"))
+	if res.StatusCode != http.StatusUnprocessableEntity || !strings.Contains(body, "Fix verification window") || !strings.Contains(body, "at least 1m") {
+		t.Fatalf("a window under a minute: %d", res.StatusCode)
+	}
+	if res, _ := br.post("/projects/shop/edit", form("2h")); res.StatusCode != http.StatusSeeOther {
+		t.Fatalf("save: %d", res.StatusCode)
+	}
+	if _, out := b.api(t, b.owner.Token, "GET", "/api/private/projects/"+pid, nil); out["fix_verification_window"] != "2h" {
+		t.Fatalf("window: %v", out["fix_verification_window"])
+	}
+}
