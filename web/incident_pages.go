@@ -14,6 +14,7 @@ import (
 	"anvil/domain/event"
 	"anvil/domain/incident"
 	"anvil/domain/sourcemap"
+	"anvil/domain/run"
 	"anvil/views"
 )
 
@@ -229,6 +230,20 @@ func (s *Server) incidentProps(c echo.Context, id uuid.UUID) (views.IncidentProp
 				return views.IncidentProps{}, err
 			}
 		}
+		// A repair whose forge could not open a pull request (none is
+		// configured, or it refused) kept its change as a patch: that is
+		// a result to apply, not a failure (docs/releases.md, "The cockpit").
+		if r.FailureReason != nil && *r.FailureReason == run.ReasonRepairForge {
+			patch, err := s.Logs.Patch(ctx, p.OrgID, r.RunID)
+			if err != nil {
+				return views.IncidentProps{}, err
+			}
+			if patch != nil {
+				rr.PatchReady = true
+				rr.FailureReason = "patch ready: the change is kept on the run's page — apply it, or set the project's forge so that anvil opens a pull request"
+				markPatchReady(props.FixChain)
+			}
+		}
 		props.Repair = rr
 	}
 	return props, nil
@@ -335,6 +350,15 @@ func clientRows(cs []incident.ClientCount) []views.ClientRow {
 
 // fixChain is an incident's fix timeline (docs/releases.md, "The
 // cockpit"), each step with the evidence its transition recorded.
+// markPatchReady says the repair step's result in the chain's words.
+func markPatchReady(steps []views.FixStep) {
+	for i := range steps {
+		if steps[i].Key == "repair" {
+			steps[i].Label, steps[i].Bad = "repair run: patch ready", false
+		}
+	}
+}
+
 func fixChain(d *incident.IncidentDetail) []views.FixStep {
 	v := d.Incident
 	f := v.Fix
@@ -370,8 +394,11 @@ func fixChain(d *incident.IncidentDetail) []views.FixStep {
 	ref := incident.FixRef(f.PRNumber, f.CommitSHA)
 	merged := views.FixStep{Key: "merged", Label: "fix merged in " + ref, At: f.MergedAt, Link: f.PRURL, Done: true,
 		Evidence: "commit " + f.CommitSHA}
-	if f.Source == "push" {
+	switch f.Source {
+	case "push":
 		merged.Label, merged.Evidence = "fix committed in "+ref, reason("fix committed")
+	case "manual":
+		merged.Label, merged.Evidence = "fix recorded by hand: "+ref, reason("fix recorded by hand")
 	}
 	steps = append(steps, merged)
 	shipped := views.FixStep{Key: "shipped", Label: "waiting for a release that contains " + ref}
@@ -384,12 +411,16 @@ func fixChain(d *incident.IncidentDetail) []views.FixStep {
 		steps = append(steps, views.FixStep{Key: "seen_before", Label: fmt.Sprintf("seen in %s, before the fix (%d events)", f.SeenBefore, f.SeenBeforeEvents),
 			Done: true})
 	}
+	// A recurrence after a verified fix keeps the verified step: the
+	// chain is the incident's history, and the proof held until it recurred.
+	if f.VerifiedAt != nil {
+		steps = append(steps, views.FixStep{Key: "verified", Label: "verified", At: f.VerifiedAt, Done: true, Evidence: reason("fix verified")})
+	}
 	switch {
 	case f.RecurredAt != nil:
 		steps = append(steps, views.FixStep{Key: "recurred", Label: "recurred in " + f.RecurredIn, At: f.RecurredAt, Done: true, Bad: true,
 			Evidence: reason("recurred in")})
 	case f.VerifiedAt != nil:
-		steps = append(steps, views.FixStep{Key: "verified", Label: "verified", At: f.VerifiedAt, Done: true, Evidence: reason("fix verified")})
 	case f.ShippedAt != nil:
 		st := views.FixStep{Key: "verified", Label: "verifying until " + f.VerifyUntil.UTC().Format("2006-01-02 15:04 UTC")}
 		if f.Waiting != "" {

@@ -55,6 +55,7 @@ func formInput(c echo.Context) (project.ProjectInput, views.ProjectForm) {
 		RunTimeoutMinutes: c.FormValue("run_timeout_minutes"), BranchFilters: c.FormValue("branch_filters"),
 		StatusContext: c.FormValue("status_context"),
 		NetworkAllow:  c.FormValue("network_allow"), RepairNetworkAllow: c.FormValue("repair_network_allow"),
+		FixWindow: c.FormValue("fix_verification_window"),
 	}
 	in := project.ProjectInput{Slug: &f.Slug, Name: &f.Name, RepoURL: &f.RepoURL, DefaultBranch: &f.DefaultBranch,
 		RunCommand: &f.RunCommand, RepairCommand: &f.RepairCommand, Provider: &f.Provider,
@@ -67,6 +68,11 @@ func formInput(c echo.Context) (project.ProjectInput, views.ProjectForm) {
 	// for a new project): the field's placeholder says so.
 	if strings.TrimSpace(f.StatusContext) != "" {
 		in.StatusContext = &f.StatusContext
+	}
+	// An empty window keeps the project's (24h for a new project).
+	if strings.TrimSpace(f.FixWindow) != "" {
+		w := strings.TrimSpace(f.FixWindow)
+		in.FixVerificationWindow = &w
 	}
 	if _, ok := c.Request().PostForm["branch_filters"]; ok {
 		filters := strings.Split(strings.ReplaceAll(f.BranchFilters, "\r\n", "\n"), "\n")
@@ -95,20 +101,21 @@ func formInput(c echo.Context) (project.ProjectInput, views.ProjectForm) {
 // formFields maps the domain's input names onto the form's fields and
 // their labels (the words a person sees beside the field).
 var formFields = map[string]struct{ field, label string }{
-	"slug":                 {"slug", "Slug"},
-	"name":                 {"name", "Name"},
-	"repo_url":             {"repo_url", "Repository URL"},
-	"default_branch":       {"default_branch", "Default branch"},
-	"run_command":          {"run_command", "Run command"},
-	"repair_command":       {"repair_command", "Repair command"},
-	"provider":             {"provider", "Provider"},
-	"provider_repo":        {"provider_repo", "Repository (owner/name)"},
-	"provider_api_url":     {"provider_api_url", "API URL"},
-	"provider_token":       {"provider_token", "Access token"},
-	"run_timeout_seconds":  {"run_timeout_minutes", "Run timeout (minutes)"},
-	"status_context":       {"status_context", "Status context"},
-	"network_allow":        {"network_allow", "Network list of runs"},
-	"repair_network_allow": {"repair_network_allow", "Network list of repair runs"},
+	"slug":                    {"slug", "Slug"},
+	"name":                    {"name", "Name"},
+	"repo_url":                {"repo_url", "Repository URL"},
+	"default_branch":          {"default_branch", "Default branch"},
+	"run_command":             {"run_command", "Run command"},
+	"repair_command":          {"repair_command", "Repair command"},
+	"provider":                {"provider", "Provider"},
+	"provider_repo":           {"provider_repo", "Repository (owner/name)"},
+	"provider_api_url":        {"provider_api_url", "API URL"},
+	"provider_token":          {"provider_token", "Access token"},
+	"run_timeout_seconds":     {"run_timeout_minutes", "Run timeout (minutes)"},
+	"status_context":          {"status_context", "Status context"},
+	"network_allow":           {"network_allow", "Network list of runs"},
+	"repair_network_allow":    {"repair_network_allow", "Network list of repair runs"},
+	"fix_verification_window": {"fix_verification_window", "Fix verification window"},
 }
 
 // formErrors turns a refusal into the form's messages, each in its field's
@@ -188,7 +195,8 @@ func projectForm(p *domain.Project) views.ProjectForm {
 		RunCommand: p.RunCommand, RepairCommand: p.RepairCommand, Provider: p.Provider, ProviderAPIURL: p.ProviderAPIURL,
 		ProviderRepo: p.ProviderRepo, HasProviderToken: p.ProviderTokenEnc != "", RunTimeoutMinutes: strconv.Itoa(p.RunTimeoutSeconds / 60),
 		BranchFilters: strings.Join(p.BranchFilters, "\n"), StatusContext: domain.StatusContextOf(p),
-		NetworkAllow: strings.Join(p.NetworkAllow, "\n"), RepairNetworkAllow: strings.Join(p.RepairNetworkAllow, "\n")}
+		NetworkAllow: strings.Join(p.NetworkAllow, "\n"), RepairNetworkAllow: strings.Join(p.RepairNetworkAllow, "\n"),
+		FixWindow: domain.FormatWindow(p.FixWindow())}
 }
 
 func (s *Server) projectEditPage(c echo.Context) error {

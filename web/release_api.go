@@ -5,6 +5,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"anvil/domain"
 	"anvil/domain/release"
 	"anvil/views"
 )
@@ -15,6 +16,7 @@ func (s *Server) registerReleases(pages, api *echo.Group) {
 	api.GET("/projects/:projectId/releases", s.apiReleaseList)
 	api.POST("/projects/:projectId/releases", s.apiReleaseDeclare)
 	pages.GET("/projects/:projectId/releases", s.releasesPage)
+	pages.POST("/projects/:projectId/releases", s.releaseDeclareSubmit)
 }
 
 // apiReleaseList: GET /api/private/projects/:projectId/releases.
@@ -54,15 +56,49 @@ func (s *Server) releasesPage(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	rs, err := s.Releases.List(c.Request().Context(), principal(c), p.ID)
+	props, err := s.releasesProps(c, p)
 	if err != nil {
 		return err
 	}
-	props := views.ReleasesProps{Page: s.page(c, "Releases · "+p.Name, "projects"), ProjectSlug: p.Slug, ProjectName: p.Name}
+	return Render(c, http.StatusOK, views.ReleasesPage(props))
+}
+
+func (s *Server) releasesProps(c echo.Context, p *domain.Project) (views.ReleasesProps, error) {
+	rs, err := s.Releases.List(c.Request().Context(), principal(c), p.ID)
+	if err != nil {
+		return views.ReleasesProps{}, err
+	}
+	props := views.ReleasesProps{Page: s.page(c, "Releases · "+p.Name, "projects"), ProjectSlug: p.Slug, ProjectName: p.Name,
+		CanWrite: principal(c).CanWrite()}
 	for _, r := range rs {
 		props.Releases = append(props.Releases, views.ReleaseRow{Version: r.Version, Environment: r.Environment, CommitSHA: r.CommitSHA,
 			CommitFrom: r.CommitFrom, FirstSeen: r.FirstSeen, LastSeen: r.LastSeen, EventCount: r.EventCount, NewIncidents: r.NewIncidents,
-			DeployedAt: r.DeployedAt})
+			DeployedAt: r.DeployedAt, Source: release.SourceWords(r.Source), Trusted: r.Trusted})
 	}
-	return Render(c, http.StatusOK, views.ReleasesPage(props))
+	return props, nil
+}
+
+// releaseDeclareSubmit: POST /projects/:projectId/releases (form). A
+// refusal is shown on the page with what was typed (422).
+func (s *Server) releaseDeclareSubmit(c echo.Context) error {
+	p, err := s.projectParam(c)
+	if err != nil {
+		return err
+	}
+	form := views.ReleaseForm{Version: c.FormValue("version"), CommitSHA: c.FormValue("commit_sha"), Environment: c.FormValue("environment")}
+	_, derr := s.Releases.Declare(c.Request().Context(), principal(c), p.ID,
+		release.Declaration{Version: form.Version, CommitSHA: form.CommitSHA, Environment: form.Environment})
+	msg, err := domainRefusal(derr)
+	if err != nil {
+		return err
+	}
+	if msg == "" {
+		return redirect(c, "/projects/"+p.Slug+"/releases")
+	}
+	props, err := s.releasesProps(c, p)
+	if err != nil {
+		return err
+	}
+	props.Error, props.Form = msg, form
+	return Render(c, http.StatusUnprocessableEntity, views.ReleasesPage(props))
 }

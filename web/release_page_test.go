@@ -175,4 +175,15 @@ func TestFixChainTimelineAndVerifyingFilter(t *testing.T) {
 	if _, inbox = br.get("/inbox?status=VERIFYING"); strings.Contains(inbox, `data-testid="incident-row"`) {
 		t.Fatalf("VERIFYING after the proof:\n%s", inbox)
 	}
+
+	// A recurrence after the proof: the chain keeps its verified step and
+	// adds the recurrence after it.
+	if err := in.FixRecurred(ctx, incID, sha, "shop@2.6.0", "recurred in shop@2.6.0, which contains the fix from !62", now); err != nil {
+		t.Fatal(err)
+	}
+	_, page = br.get("/incidents/" + id)
+	if steps := fixSteps(page); steps["verified"] != "true" || steps["recurred"] != "true" || !strings.Contains(page, "fix verified: the evidence") ||
+		strings.Index(page, `data-step="verified"`) > strings.Index(page, `data-step="recurred"`) {
+		t.Fatalf("after the recurrence: %v", steps)
+	}
 }

@@ -256,3 +256,43 @@ func (in *Incidents) FixJudged(ctx context.Context, id uuid.UUID, sha, release s
 		return in.note(ctx, tx, inc, ActorAnvil, reason)
 	})
 }
+
+// FixByHand records a fix a person names on the incident page or in the API
+// (docs/releases.md, "A fix recorded by hand"): the commit sha, and the
+// pull request it was merged in when known. It is a person's word, so it
+// replaces any fix recorded before; the same commit again changes nothing.
+// Members may record; the step is a transition by the person and audited.
+func (in *Incidents) FixByHand(ctx context.Context, pr *domain.Principal, id uuid.UUID, sha string, prNumber int, prURL string) (*Incident, error) {
+	if err := domain.RequireRole(pr, domain.RoleMember); err != nil {
+		return nil, err
+	}
+	var out *Incident
+	err := in.withIncident(ctx, &pr.OrgID, id, func(ctx context.Context, tx bun.Tx, p *domain.Project, inc *Incident) error {
+		out = inc
+		if inc.Fix.CommitSHA == sha {
+			return nil
+		}
+		now := in.s.Now()
+		inc.Fix = Fix{CommitSHA: sha, Source: "manual", PRNumber: prNumber, PRURL: prURL, MergedAt: &now, ClosedRelease: inc.Fix.ClosedRelease,
+			// The chain keeps what the last fix proved: a recurrence after a
+			// verified fix stays on the record until this one ships.
+			OldRelease: inc.Fix.OldRelease, OldEvents: inc.Fix.OldEvents}
+		if err := in.saveFix(ctx, tx, inc); err != nil {
+			return err
+		}
+		reason := fmt.Sprintf("fix recorded by hand: %s, waiting for a release", short(sha))
+		if prNumber > 0 {
+			reason = fmt.Sprintf("fix recorded by hand: !%d (%s), waiting for a release", prNumber, short(sha))
+		}
+		if _, err := tx.NewRaw(`INSERT INTO incident_transitions (incident_id, from_status, to_status, actor_kind, actor_id, reason, at)
+			VALUES (?, ?, ?, ?, ?, ?, ?)`, inc.ID, inc.Status, inc.Status, domain.ActorPerson, pr.UserID.String(), reason, now).Exec(ctx); err != nil {
+			return fmt.Errorf("incidents: record fix of %s: %w", inc.ID, err)
+		}
+		if err := domain.RecordAudit(ctx, tx, pr, "incident.fix_recorded", ShortID(p.Slug, inc.Number),
+			map[string]any{"commit_sha": sha, "pr_url": prURL}); err != nil {
+			return err
+		}
+		return in.changed(ctx, tx, inc)
+	})
+	return out, err
+}
