@@ -72,7 +72,7 @@ func TestInboxSearchCountsUseTheIndex(t *testing.T) {
 			if _, err := tx.ExecContext(ctx, "SET LOCAL enable_seqscan = off"); err != nil {
 				return err
 			}
-			return tx.NewRaw("EXPLAIN " + q).Scan(ctx, &plan)
+			return tx.NewRaw("EXPLAIN "+q).Scan(ctx, &plan)
 		})
 		if err != nil {
 			t.Fatal(err)
