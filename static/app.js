@@ -113,20 +113,28 @@ document.addEventListener("submit", (ev) => {
   document.addEventListener("htmx:afterSwap", (ev) => localize(ev.target));
 })();
 
-// Times are written relative ("5 min ago") with the absolute time in UTC on
-// hover; here the hover text becomes the viewer's own zone (issue 30).
+// Times are written relative ("5 min ago") with the exact time in UTC on
+// hover; here the hover text becomes the viewer's own zone, with the zone's
+// name. ECMA-402 refuses dateStyle/timeStyle together with timeZoneName
+// (a TypeError that stopped every later time on the page), so the parts
+// are named one by one.
 (() => {
+  const exact = new Intl.DateTimeFormat(undefined, {
+    year: "numeric", month: "short", day: "numeric",
+    hour: "2-digit", minute: "2-digit", second: "2-digit", timeZoneName: "short",
+  });
   const local = (root) => {
     for (const el of root.querySelectorAll("time[data-local-time]")) {
       const t = new Date(el.getAttribute("datetime"));
-      if (!isNaN(t)) el.title = t.toLocaleString(undefined, { dateStyle: "medium", timeStyle: "medium", timeZoneName: "short" });
+      if (!isNaN(t)) el.title = exact.format(t);
     }
   };
   document.addEventListener("DOMContentLoaded", () => local(document));
+  if (document.readyState !== "loading") local(document);
   document.addEventListener("htmx:afterSwap", (ev) => local(ev.target));
 })();
 
-// The navigation folds into a menu below the lg breakpoint (issue 30):
+// The navigation folds into a menu below the lg breakpoint:
 // the "Menu" button shows and hides the links.
 document.addEventListener("click", (ev) => {
   const btn = ev.target.closest("[data-nav-toggle]");
@@ -138,7 +146,7 @@ document.addEventListener("click", (ev) => {
   btn.setAttribute("aria-expanded", String(open));
 });
 
-// The inbox's keyboard (issue 30): j and k move through the incidents,
+// The inbox's keyboard: j and k move through the incidents,
 // enter opens the selected one. Keys typed into a field are left alone.
 document.addEventListener("keydown", (ev) => {
   if (ev.ctrlKey || ev.metaKey || ev.altKey) return;
