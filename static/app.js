@@ -65,9 +65,12 @@ document.addEventListener("submit", (ev) => {
   const tick = () => {
     const dd = document.querySelector("[data-testid=run-duration][data-started]");
     if (!dd || !dd.dataset.started || dd.dataset.finished) return;
-    const s = Math.max(0, Math.round((Date.now() - Date.parse(dd.dataset.started)) / 1000));
-    const h = Math.floor(s / 3600), m = Math.floor((s % 3600) / 60), r = s % 60;
-    dd.textContent = (h ? `${h}h` : "") + (h || m ? `${m}m` : "") + `${r}s`;
+    // The words of views.Duration (views/words.go): "0.4 s", "12 s",
+    // "3 min 5 s", "2 h 5 min".
+    const ms = Math.max(0, Date.now() - Date.parse(dd.dataset.started));
+    const s = Math.floor(ms / 1000), h = Math.floor(s / 3600), m = Math.floor((s % 3600) / 60);
+    dd.textContent = s < 10 ? `${(Math.floor(ms / 100) / 10).toFixed(1)} s`
+      : s < 60 ? `${s} s` : h === 0 ? `${m} min ${s % 60} s` : `${h} h ${m} min`;
   };
   setInterval(tick, 1000);
 })();
