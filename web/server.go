@@ -37,6 +37,10 @@ type Options struct {
 	// FeedBrowserRatePerMin bounds a browser connection's events per client
 	// address per fixed 60 s window (60 when zero; feed_browser_doors.go).
 	FeedBrowserRatePerMin int
+	// RequestLogLevel is the level of the "http request" line of a request
+	// answered without an error (info when zero). `anvil dev` logs them at
+	// debug: in a terminal, a line per request buries everything else.
+	RequestLogLevel slog.Level
 }
 
 // Server holds the dependencies of every handler.
