@@ -201,6 +201,18 @@ func isHTTPS(u string) bool { return len(u) >= 8 && u[:8] == "https://" }
 // services' machinery (pending card refreshes enqueued, live events sent),
 // the pool last.
 func serve(ctx context.Context, cfg *Config, logOut io.Writer) error {
+	return serveWith(ctx, cfg, logOut, serveExtras{})
+}
+
+// serveExtras are what `anvil dev` changes in serve: the level of the
+// request lines, and a hook called once the cockpit is serving (it prints
+// the URL and the login last, where a terminal shows them).
+type serveExtras struct {
+	requestLogLevel slog.Level
+	serving         func()
+}
+
+func serveWith(ctx context.Context, cfg *Config, logOut io.Writer, x serveExtras) error {
 	tuneGC()
 	withWorkers := cfg.Role != "web"
 	a, err := newApp(ctx, cfg, logOut, withWorkers)
@@ -214,6 +226,7 @@ func serve(ctx context.Context, cfg *Config, logOut io.Writer) error {
 	done := make(chan struct{})
 	deps := a.deps()
 	deps.Done = done
+	deps.Options.RequestLogLevel = x.requestLogLevel
 	var handler *echo.Echo
 	if cfg.Role == "worker" {
 		handler = web.NewOps(deps)
@@ -238,6 +251,9 @@ func serve(ctx context.Context, cfg *Config, logOut io.Writer) error {
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	a.log.Info("anvil is serving", "addr", ln.Addr().String(), "role", cfg.Role, "public_url", cfg.PublicURL)
+	if x.serving != nil {
+		x.serving()
+	}
 	// Ready for systemd only now: migrated, listening, workers started.
 	sdNotify(a.log, fmt.Sprintf("READY=1\nSTATUS=serving %s on %s", cfg.Role, ln.Addr()))
 	stopWatchdog := startWatchdog(a.log, healthCheck(a, ln.Addr()))

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"os"
 	"os/exec"
@@ -107,9 +108,13 @@ func cmdDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if b, err := os.ReadFile(pwFile); err == nil {
 		login = fmt.Sprintf("%s / %s", email, strings.TrimSpace(string(b)))
 	}
-	fmt.Fprintf(stdout, "\n  anvil is starting on %s\n  log in as %s\n  feed armed: %v · database: %s\n\n",
-		cfg.PublicURL, login, cfg.FeedArmed, redactURL(cfg.DatabaseURL))
-	return serve(ctx, cfg, stderr)
+	// The login is printed once the cockpit serves, after the start-up's
+	// log lines, so that it is the last thing the terminal shows; requests
+	// are logged at debug (ANVIL_LOG_LEVEL=debug shows them).
+	return serveWith(ctx, cfg, stderr, serveExtras{requestLogLevel: slog.LevelDebug, serving: func() {
+		fmt.Fprintf(stdout, "\n  anvil is serving on %s\n  log in as %s\n  feed armed: %v · database: %s\n\n",
+			cfg.PublicURL, login, cfg.FeedArmed, redactURL(cfg.DatabaseURL))
+	}})
 }
 
 func envOr(k, def string) string {

@@ -147,19 +147,34 @@ func TestDevBootstrapsALoginAndNoToken(t *testing.T) {
 	cmd := exec.Command(binary, "dev", "--addr", addr, "--dir", dir)
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "ANVIL_DATABASE_URL=" + dbURL, "ANVIL_SECRET_KEY=" + testKey, "ANVIL_SANDBOX=process",
 		"ANVIL_WORK_DIR=" + t.TempDir()}
-	var out, logs bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &logs
+	// One stream, as a terminal shows both: the login comes after the
+	// start-up's log lines, and a page served writes no request line.
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	waitReady(t, addr)
+	if res, err := http.Get("http://" + addr + "/login"); err != nil || res.StatusCode != http.StatusOK {
+		t.Fatalf("GET /login: %v", err)
+	} else {
+		res.Body.Close()
+	}
 	_ = cmd.Process.Signal(syscall.SIGTERM)
 	if err := cmd.Wait(); err != nil {
-		t.Fatalf("dev: exit after SIGTERM: %v\n%s", err, logs.String())
+		t.Fatalf("dev: exit after SIGTERM: %v\n%s", err, out.String())
 	}
 	pw, err := os.ReadFile(filepath.Join(dir, "demo-password"))
-	if err != nil || !strings.Contains(out.String(), "log in as demo@anvil.local / "+strings.TrimSpace(string(pw))) {
-		t.Fatalf("dev printed %q (%v)", out.String(), err)
+	printed := out.String()
+	login := strings.Index(printed, "log in as demo@anvil.local / "+strings.TrimSpace(string(pw)))
+	if err != nil || login < 0 {
+		t.Fatalf("dev printed %q (%v)", printed, err)
+	}
+	if serving := strings.Index(printed, `"msg":"anvil is serving"`); serving < 0 || serving > login {
+		t.Errorf("the login is not printed after start-up's log lines:\n%s", printed)
+	}
+	if strings.Contains(printed, `"msg":"http request"`) {
+		t.Errorf("dev logs requests at info:\n%s", printed)
 	}
 	db, err := sql.Open("pgx", dbURL)
 	if err != nil {

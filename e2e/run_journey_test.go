@@ -3,6 +3,7 @@
 package e2e
 
 import (
+	"regexp"
 	"testing"
 
 	"anvil/internal/anviltest"
@@ -32,6 +33,10 @@ func TestRunJourney(t *testing.T) {
 	must(t, expect.Locator(testID(page, "no-active-run")).ToBeVisible(), "empty queue")
 	screenshot(t, page, "project")
 	must(t, testID(page, "run-now").Click(), "run now")
+	// Run now goes to the run's page, its log following.
+	must(t, expect.Page(page).ToHaveURL(regexp.MustCompile(`/runs/[0-9a-f-]{36}$`)), "run now opens the run's page")
+	must(t, expect.Locator(testID(page, "run-log")).ToContainText("line-one"), "the new run's log")
+	gotoPage(t, page, s.URL+"/projects/"+pid)
 	active := testID(page, "active-run")
 	must(t, expect.Locator(active).ToBeVisible(), "active run appears")
 	screenshot(t, page, "queued")
@@ -57,6 +62,8 @@ func TestRunJourney(t *testing.T) {
 	apiJSON(t, s, "PATCH", "/api/private/projects/"+pid, map[string]any{"run_command": "echo boom; exit 7"})
 	gotoPage(t, page, s.URL+"/projects/"+pid)
 	must(t, testID(page, "run-now").Click(), "run now again")
+	must(t, expect.Locator(testID(page, "run-log")).ToContainText("boom"), "the failed run's page")
+	gotoPage(t, page, s.URL+"/projects/"+pid)
 	recent := page.Locator("[data-testid=recent-run][data-status=failed]")
 	must(t, expect.Locator(recent).ToBeVisible(), "failed run listed live")
 	must(t, expect.Locator(page.Locator("[data-testid=recent-run]")).ToHaveCount(2), "the canceled and the failed run, once each")

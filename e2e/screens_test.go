@@ -18,12 +18,14 @@ import (
 	"anvil/jobs/jobstest"
 )
 
-// TestEveryScreenFits: every screen a team lives in — the
-// dashboard, the inbox, an incident, an event, a run, the run history, a
-// project, its Feed page and the settings pages — at 420×900 and at
-// 1400×1000: nothing scrolls sideways (document.documentElement.scrollWidth
-// ≤ innerWidth), the navigation is reachable (through its menu on the
-// phone), and a screenshot of each is written to e2e/out. With
+// TestEveryScreenFits: every screen a team lives in — the dashboard, the
+// inbox, an incident, an event, a run, the run history, a project, its Feed
+// page, a monitor and the settings pages — at 420×900 and at 1400×1000:
+// nothing scrolls sideways (document.documentElement.scrollWidth ≤
+// innerWidth), the navigation is reachable (through its menu on the phone),
+// no page throws or logs a console error, every relative time carries the
+// viewer's local time on hover (static/app.js rewrote the server's UTC
+// text), and a screenshot of each is written to e2e/out. With
 // ANVIL_SCREENSHOTS=<dir> (`make screenshots`), the README's screenshots
 // are written there too.
 func TestEveryScreenFits(t *testing.T) {
@@ -88,6 +90,7 @@ func TestEveryScreenFits(t *testing.T) {
 		{"secrets", "/projects/shop/secrets"},
 		{"webhooks", "/projects/shop/webhooks"},
 		{"monitors", "/projects/shop/monitors"},
+		{"monitor", "/projects/shop/monitors/nightly-backup-of-the-orders-database"},
 		{"releases", "/projects/shop/releases"},
 		{"settings", "/settings"},
 		{"members", "/settings/members"},
@@ -97,11 +100,21 @@ func TestEveryScreenFits(t *testing.T) {
 		{"audit", "/settings/audit"},
 	}
 	page := loggedIn(t, s)
+	watch := watchConsole(t, page)
 	for _, vp := range []struct{ w, h int }{{420, 900}, {1400, 1000}} {
 		must(t, page.SetViewportSize(vp.w, vp.h), "viewport")
 		for _, sc := range screens {
 			if status := gotoPage(t, page, s.URL+sc.path); status != http.StatusOK {
 				t.Fatalf("%s at %d px: status %d", sc.name, vp.w, status)
+			}
+			for _, e := range watch.take() {
+				t.Errorf("%s at %d px: %s", sc.name, vp.w, e)
+			}
+			utc, err := page.Evaluate(`() => [...document.querySelectorAll("time[data-local-time]")]
+				.filter(e => !e.title || / UTC$/.test(e.title) && /^\d{4}-\d\d-\d\d /.test(e.title)).map(e => e.textContent + " [" + e.title + "]")`)
+			must(t, err, "hover times of "+sc.name)
+			if l, _ := utc.([]any); len(l) > 0 {
+				t.Errorf("%s at %d px: times without the local time on hover: %v", sc.name, vp.w, l)
 			}
 			fits, err := page.Evaluate(`() => document.documentElement.scrollWidth <= window.innerWidth`)
 			must(t, err, "measure "+sc.name)

@@ -85,7 +85,7 @@ func TestTeamJourney(t *testing.T) {
 	gotoPage(t, col, s.URL+"/projects/"+pid)
 	must(t, expect.Locator(testID(col, "edit-project")).ToHaveCount(0), "members do not edit projects")
 	must(t, testID(col, "run-now").Click(), "run now")
-	must(t, expect.Locator(testID(col, "active-run")).ToBeVisible(), "the run is accepted")
+	must(t, expect.Locator(testID(col, "run-header")).ToBeVisible(), "the run is accepted, its page open")
 	gotoPage(t, col, s.URL+"/inbox")
 	row := col.Locator("[data-testid=incident-row]")
 	must(t, expect.Locator(row).ToHaveAttribute("data-status", "TRIAGED"), "the incident")

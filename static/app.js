@@ -65,9 +65,12 @@ document.addEventListener("submit", (ev) => {
   const tick = () => {
     const dd = document.querySelector("[data-testid=run-duration][data-started]");
     if (!dd || !dd.dataset.started || dd.dataset.finished) return;
-    const s = Math.max(0, Math.round((Date.now() - Date.parse(dd.dataset.started)) / 1000));
-    const h = Math.floor(s / 3600), m = Math.floor((s % 3600) / 60), r = s % 60;
-    dd.textContent = (h ? `${h}h` : "") + (h || m ? `${m}m` : "") + `${r}s`;
+    // The words of views.Duration (views/words.go): "0.4 s", "12 s",
+    // "3 min 5 s", "2 h 5 min".
+    const ms = Math.max(0, Date.now() - Date.parse(dd.dataset.started));
+    const s = Math.floor(ms / 1000), h = Math.floor(s / 3600), m = Math.floor((s % 3600) / 60);
+    dd.textContent = s < 10 ? `${(Math.floor(ms / 100) / 10).toFixed(1)} s`
+      : s < 60 ? `${s} s` : h === 0 ? `${m} min ${s % 60} s` : `${h} h ${m} min`;
   };
   setInterval(tick, 1000);
 })();
@@ -113,16 +116,24 @@ document.addEventListener("submit", (ev) => {
   document.addEventListener("htmx:afterSwap", (ev) => localize(ev.target));
 })();
 
-// Times are written relative ("5 min ago") with the absolute time in UTC on
-// hover; here the hover text becomes the viewer's own zone.
+// Times are written relative ("5 min ago") with the exact time in UTC on
+// hover; here the hover text becomes the viewer's own zone, with the zone's
+// name. ECMA-402 refuses dateStyle/timeStyle together with timeZoneName
+// (a TypeError that stopped every later time on the page), so the parts
+// are named one by one.
 (() => {
+  const exact = new Intl.DateTimeFormat(undefined, {
+    year: "numeric", month: "short", day: "numeric",
+    hour: "2-digit", minute: "2-digit", second: "2-digit", timeZoneName: "short",
+  });
   const local = (root) => {
     for (const el of root.querySelectorAll("time[data-local-time]")) {
       const t = new Date(el.getAttribute("datetime"));
-      if (!isNaN(t)) el.title = t.toLocaleString(undefined, { dateStyle: "medium", timeStyle: "medium", timeZoneName: "short" });
+      if (!isNaN(t)) el.title = exact.format(t);
     }
   };
   document.addEventListener("DOMContentLoaded", () => local(document));
+  if (document.readyState !== "loading") local(document);
   document.addEventListener("htmx:afterSwap", (ev) => local(ev.target));
 })();
 

@@ -2,6 +2,7 @@ package views
 
 import (
 	"html"
+	"regexp"
 	"strconv"
 	"strings"
 )
@@ -194,6 +195,14 @@ func ANSIToHTML(line string) string {
 	return b.String()
 }
 
+// repairTaskOpening opens the task anvil hands a repair (ANVIL_TASK,
+// jobs/repair.go).
+const repairTaskOpening = "Fix the production incident "
+
+// jsonMember is a line of pretty-printed JSON: a quoted key, a colon, a
+// value, perhaps a comma.
+var jsonMember = regexp.MustCompile(`^\s*"(?:[^"\\]|\\.)*"\s*:\s*(?:".*"|-?[0-9][0-9.eE+-]*|true|false|null|\{\s*\}?|\[\s*\]?)\s*,?\s*$`)
+
 // errorWords mark a line a person looks for first.
 var errorWords = []string{"error", "fail", "fatal", "panic", "exception"}
 
@@ -212,6 +221,14 @@ func LooksLikeError(line string) bool {
 		return true
 	}
 	if t := strings.TrimSpace(line); len(t) > 1 && (t[0] == '{' && t[len(t)-1] == '}' || t[0] == '[' && t[len(t)-1] == ']' && strings.HasPrefix(t, "[{")) {
+		return false
+	}
+	// A repair's task is anvil's own words and its incident file is JSON
+	// (docs/architecture.md, the repair job): echoed by the repair command,
+	// the task's sentence and the file's lines ("type": "ZeroDivisionError",)
+	// quote the incident's error, which is what the repair is about, not
+	// what went wrong in it.
+	if strings.Contains(line, repairTaskOpening) || jsonMember.MatchString(line) {
 		return false
 	}
 	lower := strings.ToLower(line)

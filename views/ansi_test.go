@@ -89,6 +89,12 @@ func TestLooksLikeError(t *testing.T) {
 		"[anvil] refused example.org:443 — not in this project's network list":        true,
 		"[anvil] could not reach registry.test:4873 — registry.test does not resolve": true,
 		"[anvil] network: this run may reach @npm through anvil's proxy":              false,
+		`    "type": "ZeroDivisionError",`:                                            false,
+		`  "message": "division by zero: error in cart",`:                             false,
+		`  "exception": {`: false,
+		`  "in_app": true`: false,
+		"task: Fix the production incident \"ZeroDivisionError\" (production, 3 events) in this repository.": false,
+		`error: "cart" is null`: true,
 	} {
 		if got := LooksLikeError(line); got != want {
 			t.Errorf("LooksLikeError(%q) = %v, want %v", line, got, want)

@@ -14,26 +14,6 @@ func csrfHeaders(token string) string {
 	return string(b)
 }
 
-// Ago renders a time relative to now for people, "—" for the zero time.
-func Ago(t time.Time) string {
-	if t.IsZero() {
-		return "—"
-	}
-	d := time.Since(t)
-	switch {
-	case d < 0:
-		return t.UTC().Format("2006-01-02 15:04")
-	case d < time.Minute:
-		return "just now"
-	case d < time.Hour:
-		return itoa(int(d/time.Minute)) + " min ago"
-	case d < 48*time.Hour:
-		return itoa(int(d/time.Hour)) + " h ago"
-	default:
-		return t.UTC().Format("2006-01-02")
-	}
-}
-
 // Stamp is an exact UTC time for title attributes.
 func Stamp(t time.Time) string {
 	if t.IsZero() {

@@ -72,7 +72,7 @@ func verdictClass(v string) string {
 }
 
 func msWords(ms int64) string {
-	return (time.Duration(ms) * time.Millisecond).Round(time.Millisecond).String()
+	return Duration(time.Duration(ms) * time.Millisecond)
 }
 
 // RunNetwork is the run's Network section: every connection its command

@@ -1,6 +1,61 @@
 package views
 
-import "strconv"
+import (
+	"strconv"
+	"time"
+)
+
+// The cockpit says each kind of thing one way on every page
+// (docs/cockpit.md, "Words"): a time relative to now with the exact local
+// time on hover (TimeAgo), a duration as Duration writes it, a count with
+// its noun (countOf), a status in words (StatusWords).
+
+// Ago renders a time relative to now for people, "—" for the zero time:
+// "just now", "5 min ago", "3 h ago", "in 10 min", "in 5 h"; further than
+// two days either way, the date (the exact time is on hover, TimeAgo).
+func Ago(t time.Time) string {
+	if t.IsZero() {
+		return "—"
+	}
+	d := time.Since(t)
+	future := d < 0
+	if future {
+		d = -d
+	}
+	var n string
+	switch {
+	case d < time.Minute:
+		return "just now"
+	case d < time.Hour:
+		n = strconv.Itoa(int(d/time.Minute)) + " min"
+	case d < 48*time.Hour:
+		n = strconv.Itoa(int(d/time.Hour)) + " h"
+	default:
+		return t.UTC().Format("2006-01-02")
+	}
+	if future {
+		return "in " + n
+	}
+	return n + " ago"
+}
+
+// Duration is how long something took: "0.4 s" below ten seconds, "12 s",
+// "3 min 5 s", "2 h 5 min". static/app.js counts a running run's duration
+// up in the same words.
+func Duration(d time.Duration) string {
+	if d < 0 {
+		d = 0
+	}
+	switch {
+	case d < 10*time.Second:
+		return strconv.FormatFloat(float64(d/(100*time.Millisecond))/10, 'f', 1, 64) + " s"
+	case d < time.Minute:
+		return strconv.Itoa(int(d/time.Second)) + " s"
+	case d < time.Hour:
+		return strconv.Itoa(int(d/time.Minute)) + " min " + strconv.Itoa(int(d/time.Second)%60) + " s"
+	}
+	return strconv.Itoa(int(d/time.Hour)) + " h " + strconv.Itoa(int(d/time.Minute)%60) + " min"
+}
 
 // statusWords are the run and incident statuses as a person reads them;
 // the codes stay in data-status attributes and on the API.

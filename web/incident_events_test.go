@@ -73,7 +73,7 @@ func TestEventViewOfSentryGo(t *testing.T) {
 	}
 	for _, want := range []string{
 		`data-key="tier"`, ">gold<", `data-key="region"`,
-		`data-testid="breadcrumb"`, "cart: add sku=A1", `datetime="2026-12-03T09:30:15Z"`, ">09:30:17<",
+		`data-testid="breadcrumb"`, "cart: add sku=A1", `datetime="2026-12-03T09:30:15Z"`, `datetime="2026-12-03T09:30:17Z"`,
 		`data-testid="event-request-method">POST<`, "https://shop.example/api/checkout", `data-testid="event-request-status">500<`,
 		`data-testid="event-user-id">u-4711<`, `data-testid="event-release">shop@2.0.1<`, `data-testid="event-environment">production<`,
 		`data-testid="event-service">shop-api<`, `data-level="error"`, `data-testid="frame-location"`,

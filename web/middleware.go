@@ -35,7 +35,7 @@ func (s *Server) requestID(next echo.HandlerFunc) echo.HandlerFunc {
 			c.Error(err)
 		}
 		status := c.Response().Status
-		level := slog.LevelInfo
+		level := s.opts.RequestLogLevel
 		switch {
 		case status == statusClientClosed:
 		case status >= 500 && status != http.StatusServiceUnavailable: // a 503 is a deliberate answer, logged where it is made

@@ -2,7 +2,6 @@ package web
 
 import (
 	"errors"
-	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -57,16 +56,7 @@ func scheduleWords(s monitor.Schedule) string {
 }
 
 func durationWords(ms int64) string {
-	d := time.Duration(ms) * time.Millisecond
-	switch {
-	case d < 10*time.Second:
-		return strconv.FormatFloat(d.Seconds(), 'f', 1, 64) + " s"
-	case d < time.Minute:
-		return fmt.Sprintf("%d s", int(d.Seconds()))
-	case d < time.Hour:
-		return fmt.Sprintf("%d min %d s", int(d.Minutes()), int(d.Seconds())%60)
-	}
-	return fmt.Sprintf("%d h %d min", int(d.Hours()), int(d.Minutes())%60)
+	return views.Duration(time.Duration(ms) * time.Millisecond)
 }
 
 func (s *Server) monitorsProps(c echo.Context, p *domain.Project) (views.MonitorsProps, error) {

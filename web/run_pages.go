@@ -98,24 +98,28 @@ func (s *Server) projectQueueFragment(c echo.Context) error {
 	return Render(c, http.StatusOK, views.Queue(q))
 }
 
-// runNowSubmit accepts a manual run and answers with the fresh queue; a full
-// queue is shown in place.
+// runNowSubmit accepts a manual run and goes to the run's page, where its
+// log follows (the person asked to see it run); a full queue is shown in
+// place on the project page.
 func (s *Server) runNowSubmit(c echo.Context) error {
 	id, err := s.projectIDParam(c)
 	if err != nil {
 		return err
 	}
-	var aerr error
+	var (
+		r    *run.Run
+		aerr error
+	)
 	if c.FormValue("ref") == "latest" {
-		_, aerr = s.Queue.AcceptLatest(c.Request().Context(), principal(c), id)
+		r, aerr = s.Queue.AcceptLatest(c.Request().Context(), principal(c), id)
 	} else {
-		_, aerr = s.Queue.AcceptManual(c.Request().Context(), principal(c), id, "")
+		r, aerr = s.Queue.AcceptManual(c.Request().Context(), principal(c), id, "")
+	}
+	if aerr == nil {
+		return redirect(c, "/runs/"+r.ID.String())
 	}
 	var de *domain.Error
-	if aerr != nil && !errors.As(aerr, &de) {
-		return aerr
-	}
-	if de != nil && !errors.Is(de.Kind, domain.ErrQueueFull) {
+	if !errors.As(aerr, &de) || !errors.Is(de.Kind, domain.ErrQueueFull) {
 		return aerr
 	}
 	if !isHTMX(c) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"net/url"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -77,6 +78,8 @@ func TestRunAPI(t *testing.T) {
 	}
 }
 
+var runPagePath = regexp.MustCompile(`^/runs/[0-9a-f-]{36}$`)
+
 func TestProjectPageShowsTheQueue(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
@@ -90,10 +93,14 @@ func TestProjectPageShowsTheQueue(t *testing.T) {
 		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 		req.Header.Set("HX-Request", "true")
 		res, err := br.c.Do(req)
-		if err != nil || res.StatusCode != 200 {
-			t.Fatalf("run now: %v %d", err, res.StatusCode)
+		if err != nil {
+			t.Fatalf("run now: %v", err)
 		}
 		res.Body.Close()
+		// Run now goes to the run's page.
+		if to := res.Header.Get("HX-Redirect"); res.StatusCode != http.StatusNoContent || !runPagePath.MatchString(to) {
+			t.Fatalf("run now: %d, HX-Redirect %q, want 204 to /runs/<id>", res.StatusCode, to)
+		}
 	}
 	_, q := b.api(t, b.owner.Token, "GET", "/api/private/projects/"+pid+"/queue", nil)
 	_, body := br.get("/projects/" + pid)

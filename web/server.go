@@ -40,6 +40,10 @@ type Options struct {
 	// RunCacheMaxBytes is the bound of each project's cache, shown on its
 	// page (ANVIL_RUN_CACHE_MB; docs/caches.md). 0: caches are off.
 	RunCacheMaxBytes int64
+	// RequestLogLevel is the level of the "http request" line of a request
+	// answered without an error (info when zero). `anvil dev` logs them at
+	// debug: in a terminal, a line per request buries everything else.
+	RequestLogLevel slog.Level
 }
 
 // Server holds the dependencies of every handler.

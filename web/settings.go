@@ -17,7 +17,7 @@ func (s *Server) settingsProps(c echo.Context) (views.SettingsProps, error) {
 	if err != nil {
 		return views.SettingsProps{}, err
 	}
-	props := views.SettingsProps{Page: s.page(c, "Settings", "settings"), Role: p.Role}
+	props := views.SettingsProps{Page: s.page(c, "Settings", "settings"), Role: p.Role, OrgSlug: p.OrgSlug}
 	props.Delete = orgDeleteZone(props.Page.CSRF, p)
 	for _, t := range ts {
 		row := views.TokenRow{ID: t.ID.String(), Name: t.Name, Prefix: t.Prefix, CreatedAt: t.CreatedAt, Revoked: t.RevokedAt != nil}

@@ -146,6 +146,7 @@ func (g *Git) checkout(ctx context.Context, repoURL, branch, sha, token, dir str
 		return "", err
 	}
 	defer r.close()
+	src := gitSource(repoURL)
 
 	if sha == "" {
 		// A branch head: one shallow clone does init, fetch and checkout in
@@ -153,7 +154,7 @@ func (g *Git) checkout(ctx context.Context, repoURL, branch, sha, token, dir str
 		// --template= copies no template directory: its sample hooks never
 		// run (core.hooksPath is /dev/null) and would only be files to write.
 		if _, err := r.git(ctx, true, "clone", "--template=", "--progress", "--no-tags", "--depth", "1", "--single-branch",
-			"--branch", branch, "--", repoURL, "."); err != nil {
+			"--branch", branch, "--", src, "."); err != nil {
 			if strings.Contains(err.Error(), "not found in upstream") || strings.Contains(err.Error(), "couldn't find remote ref") {
 				return "", fmt.Errorf("%w: %q in %s", ErrBranchNotFound, branch, r.redact(repoURL))
 			}
@@ -172,7 +173,7 @@ func (g *Git) checkout(ctx context.Context, repoURL, branch, sha, token, dir str
 	if _, err := r.git(ctx, true, "init", "-q", "--template="); err != nil {
 		return "", err
 	}
-	if _, err := r.git(ctx, true, "remote", "add", "origin", repoURL); err != nil {
+	if _, err := r.git(ctx, true, "remote", "add", "origin", src); err != nil {
 		return "", err
 	}
 	if _, err := r.git(ctx, true, "fetch", "--progress", "--no-tags", "--depth", "1", "origin", sha); err != nil {
@@ -523,4 +524,16 @@ func (g *Git) Head(ctx context.Context, repoURL, token, branch string) (string, 
 		return "", fmt.Errorf("sandbox: branch %q not found", branch)
 	}
 	return strings.ToLower(sha), nil
+}
+
+// gitSource is the address git is given for repoURL: a local repository
+// named by its path goes as a file:// URL. Given a bare path, git copies
+// the repository's files rather than speaking its protocol, so the
+// shallow clone's --depth is ignored (with a warning in every run's log)
+// and the whole history is copied.
+func gitSource(repoURL string) string {
+	if filepath.IsAbs(repoURL) && !strings.Contains(repoURL, "://") {
+		return "file://" + filepath.ToSlash(filepath.Clean(repoURL))
+	}
+	return repoURL
 }
