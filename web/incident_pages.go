@@ -13,8 +13,8 @@ import (
 	"anvil/domain"
 	"anvil/domain/event"
 	"anvil/domain/incident"
-	"anvil/domain/sourcemap"
 	"anvil/domain/run"
+	"anvil/domain/sourcemap"
 	"anvil/views"
 )
 
