@@ -359,3 +359,20 @@ func TestOTLPOutcomesOnFeedPage(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 }
+
+// Not armed, the OTLP paths are the feed's plain 404; armed, so is every
+// other path under /api/otlp.
+func TestOTLPNotArmed(t *testing.T) {
+	t.Parallel()
+	opts := testOptions()
+	opts.FeedArmed = false
+	off := setupWith(t, opts)
+	on := setup(t)
+	for _, c := range []struct {
+		base, path string
+	}{{off.srv.URL, "/api/otlp/v1/traces"}, {off.srv.URL, "/api/otlp/v1/logs"}, {on.srv.URL, "/api/otlp/v1/metrics"}, {on.srv.URL, "/api/otlp"}} {
+		if st, _, out := otlpPost(t, c.base+c.path, "application/json", "", []byte("{}")); st != http.StatusNotFound || !strings.Contains(string(out), "not_found") {
+			t.Fatalf("%s: %d %s", c.path, st, out)
+		}
+	}
+}
