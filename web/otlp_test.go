@@ -376,3 +376,27 @@ func TestOTLPNotArmed(t *testing.T) {
 		}
 	}
 }
+
+// The project's daily budget holds at the OTLP door: after the decode, an
+// export whose exceptions would pass it is refused whole and stores
+// nothing: 429, RESOURCE_EXHAUSTED, in the request's encoding.
+func TestOTLPDailyBudget(t *testing.T) {
+	t.Parallel()
+	f := newFeedFix(t, setup(t))
+	if st, out := f.api(t, f.owner.Token, "PUT", "/api/private/projects/"+f.projectID+"/retention", map[string]any{"daily_event_budget": 3}); st != 200 {
+		t.Fatalf("budget: %d %v", st, out)
+	}
+	url := f.srv.URL + "/api/otlp/v1/traces"
+	body := strings.ReplaceAll(otlpSpanJSON, "ENV", "production")
+	if st, _, out := otlpPost(t, url, "application/json", f.token, []byte(body)); st != 200 {
+		t.Fatalf("2 of 3: %d %s", st, out)
+	}
+	st, ct, out := otlpPost(t, url, "application/x-protobuf", f.token, mustProto(t, strings.ReplaceAll(body, "eee19b7ec3c1b174", "eee19b7ec3c1b175")))
+	var s status.Status
+	if st != 429 || ct != "application/x-protobuf" || proto.Unmarshal(out, &s) != nil || s.GetCode() != 8 || !strings.HasPrefix(s.GetMessage(), "daily_event_budget: ") {
+		t.Fatalf("4 of 3: %d %s %q", st, ct, out)
+	}
+	if n := f.count(t, `SELECT count(*) FROM feed_events WHERE project_id = ?`, f.projectID); n != 2 {
+		t.Fatalf("%d events stored; want 2", n)
+	}
+}
