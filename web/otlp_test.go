@@ -359,3 +359,44 @@ func TestOTLPOutcomesOnFeedPage(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 }
+
+// Not armed, the OTLP paths are the feed's plain 404; armed, so is every
+// other path under /api/otlp.
+func TestOTLPNotArmed(t *testing.T) {
+	t.Parallel()
+	opts := testOptions()
+	opts.FeedArmed = false
+	off := setupWith(t, opts)
+	on := setup(t)
+	for _, c := range []struct {
+		base, path string
+	}{{off.srv.URL, "/api/otlp/v1/traces"}, {off.srv.URL, "/api/otlp/v1/logs"}, {on.srv.URL, "/api/otlp/v1/metrics"}, {on.srv.URL, "/api/otlp"}} {
+		if st, _, out := otlpPost(t, c.base+c.path, "application/json", "", []byte("{}")); st != http.StatusNotFound || !strings.Contains(string(out), "not_found") {
+			t.Fatalf("%s: %d %s", c.path, st, out)
+		}
+	}
+}
+
+// The project's daily budget holds at the OTLP door: after the decode, an
+// export whose exceptions would pass it is refused whole and stores
+// nothing: 429, RESOURCE_EXHAUSTED, in the request's encoding.
+func TestOTLPDailyBudget(t *testing.T) {
+	t.Parallel()
+	f := newFeedFix(t, setup(t))
+	if st, out := f.api(t, f.owner.Token, "PUT", "/api/private/projects/"+f.projectID+"/retention", map[string]any{"daily_event_budget": 3}); st != 200 {
+		t.Fatalf("budget: %d %v", st, out)
+	}
+	url := f.srv.URL + "/api/otlp/v1/traces"
+	body := strings.ReplaceAll(otlpSpanJSON, "ENV", "production")
+	if st, _, out := otlpPost(t, url, "application/json", f.token, []byte(body)); st != 200 {
+		t.Fatalf("2 of 3: %d %s", st, out)
+	}
+	st, ct, out := otlpPost(t, url, "application/x-protobuf", f.token, mustProto(t, strings.ReplaceAll(body, "eee19b7ec3c1b174", "eee19b7ec3c1b175")))
+	var s status.Status
+	if st != 429 || ct != "application/x-protobuf" || proto.Unmarshal(out, &s) != nil || s.GetCode() != 8 || !strings.HasPrefix(s.GetMessage(), "daily_event_budget: ") {
+		t.Fatalf("4 of 3: %d %s %q", st, ct, out)
+	}
+	if n := f.count(t, `SELECT count(*) FROM feed_events WHERE project_id = ?`, f.projectID); n != 2 {
+		t.Fatalf("%d events stored; want 2", n)
+	}
+}

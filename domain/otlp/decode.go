@@ -17,6 +17,7 @@ import (
 // Signal is what an OTLP path carries.
 type Signal int
 
+// The two signals the door takes; metrics and profiles have no path.
 const (
 	Traces Signal = iota
 	Logs
@@ -33,6 +34,7 @@ func (s Signal) String() string {
 // "Answers").
 type Encoding int
 
+// OTLP/HTTP's two encodings (OTLP specification, "OTLP/HTTP").
 const (
 	Protobuf Encoding = iota
 	JSON
