@@ -2,9 +2,12 @@ package monitor_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/google/uuid"
 
 	"anvil/domain"
 	"anvil/domain/monitor"
@@ -53,5 +56,29 @@ func TestScheduleTextBounded(t *testing.T) {
 	var n int
 	if err := b.DB.Bun.NewRaw(`SELECT count(*) FROM monitors`).Scan(context.Background(), &n); err != nil || n != 0 {
 		t.Fatalf("%d monitors (%v)", n, err)
+	}
+}
+
+// A failed run's event names its monitor, status and source, never its
+// check_in_id (one value per run: a tag no incident page should rank).
+func TestMonitorEventHasNoCheckInIDTag(t *testing.T) {
+	t.Parallel()
+	b := setup(t, domain.PolicyObserve)
+	id := uuid.New()
+	b.checkIn(t, monitor.CheckInInput{Slug: "nightly", CheckInID: &id, Status: monitor.StatusError,
+		Config: &monitor.Input{Schedule: &monitor.Schedule{Type: "crontab", Value: "0 3 * * *"}}})
+	var raw string
+	if err := b.DB.Bun.NewRaw(`SELECT payload->>'tags' FROM feed_events WHERE project_id = ?`, b.Proj.ID).Scan(context.Background(), &raw); err != nil {
+		t.Fatal(err)
+	}
+	var tags map[string]string
+	if err := json.Unmarshal([]byte(raw), &tags); err != nil {
+		t.Fatal(err)
+	}
+	if tags["monitor.slug"] != "nightly" || tags["monitor.status"] != "error" {
+		t.Fatalf("tags %v", tags)
+	}
+	if _, ok := tags["check_in_id"]; ok {
+		t.Fatalf("check_in_id is a tag: %v", tags)
 	}
 }

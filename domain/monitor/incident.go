@@ -237,10 +237,10 @@ func (ms *Service) insertEvent(ctx context.Context, tx bun.Tx, m *Monitor, env s
 	if o.run.Output != "" {
 		msg += "\n\n" + o.run.Output
 	}
+	// No check_in_id: it differs on every run, so as a tag it would only
+	// crowd the incident's tags; the run keeps it (docs/monitors.md,
+	// "Incidents").
 	tags := map[string]string{"monitor.slug": m.Slug, "monitor.status": o.status, "monitor.source": o.run.Source}
-	if o.run.CheckInID != nil {
-		tags["check_in_id"] = o.run.CheckInID.String()
-	}
 	if o.run.ExitCode != nil {
 		tags["exit_code"] = itoa(*o.run.ExitCode)
 	}
