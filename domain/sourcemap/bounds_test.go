@@ -215,7 +215,7 @@ func (b *testBundle) ingest(ctx context.Context, t testing.TB, release string) (
 		"release": release, "exception": map[string]any{"type": "TypeError", "message": "boom", "stacktrace": frames}})
 	res, err := b.Feed.Ingest(ctx, b.Sender, "127.0.0.1", []json.RawMessage{raw})
 	if err != nil || len(res.Accepted) != 1 {
-		return uuid.Nil, fmt.Errorf("ingest: %v %+v", err, res)
+		return uuid.Nil, fmt.Errorf("ingest: %w (%+v)", err, res)
 	}
 	var inc uuid.UUID
 	if err := b.DB.Bun.NewRaw(`SELECT incident_id FROM feed_events WHERE event_id_key = ?`, id).Scan(context.Background(), &inc); err != nil {

@@ -513,7 +513,8 @@ func (m *Service) load(ctx context.Context, projectID uuid.UUID, blob string) (*
 	select {
 	case r := <-ch:
 		if r.Err != nil {
-			if rf, ok := r.Err.(refusal); ok {
+			var rf refusal
+			if errors.As(r.Err, &rf) {
 				return nil, string(rf), UnmappedRefused
 			}
 			return nil, "the source map could not be read from the store", UnmappedTransient
