@@ -55,5 +55,5 @@ func (s *Server) incidentFixSubmit(c echo.Context) error {
 	if !isHTMX(c) {
 		return Render(c, http.StatusUnprocessableEntity, views.IncidentPage(props))
 	}
-	return Render(c, http.StatusOK, views.IncidentLive(props))
+	return Render(c, http.StatusOK, views.IncidentChain(props))
 }

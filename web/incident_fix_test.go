@@ -1,6 +1,7 @@
 package web_test
 
 import (
+	"context"
 	"net/http"
 	"net/url"
 	"strings"
@@ -118,5 +119,44 @@ func TestFixWindowOnTheEditForm(t *testing.T) {
 	}
 	if _, out := b.api(t, b.owner.Token, "GET", "/api/private/projects/"+pid, nil); out["fix_verification_window"] != "2h" {
 		t.Fatalf("window: %v", out["fix_verification_window"])
+	}
+}
+
+// A repair whose pull request could not be opened kept its change as a
+// patch: the incident page says "patch ready", neutral, not a failed run
+// that "the forge refused".
+func TestRepairKeptAsPatchReadsPatchReady(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	pid, feedTok := b.incidentProject(t)
+	b.feedEvent(t, feedTok, "NullPointerException in CheckoutService")
+	_, out := b.api(t, b.owner.Token, "GET", "/api/private/incidents?project_id="+pid, nil)
+	id := out["incidents"].([]any)[0].(map[string]any)["id"].(string)
+	if st, out := b.api(t, b.owner.Token, "POST", "/api/private/incidents/"+id+"/decisions", map[string]any{"decision": "approve"}); st != http.StatusOK {
+		t.Fatalf("approve: %d %v", st, out)
+	}
+	ctx := context.Background()
+	var runID string
+	if err := b.db.Bun.NewRaw(`SELECT repair_run_id::text FROM incidents WHERE id = ?`, id).Scan(ctx, &runID); err != nil || runID == "" {
+		t.Fatalf("repair run: %v", err)
+	}
+	// As the repair job leaves a run whose forge could not be used.
+	if _, err := b.db.Bun.NewRaw(`UPDATE project_runs SET state = 'failed', position = NULL, failure_reason = 'provider_error', finished_at = now(), started_at = now() WHERE id = ?`,
+		runID).Exec(ctx); err != nil {
+		t.Fatal(err)
+	}
+	br := b.browser(t)
+	br.login("owner@acme.test", testPassword)
+	_, page := br.get("/incidents/" + id)
+	if strings.Contains(page, `data-testid="repair-patch-ready"`) {
+		t.Fatalf("patch ready without a patch")
+	}
+	if _, err := b.db.Bun.NewRaw(`INSERT INTO run_patches (run_id, patch) VALUES (?, ?)`, runID, "--- a/x\n+++ b/x\n").Exec(ctx); err != nil {
+		t.Fatal(err)
+	}
+	_, page = br.get("/incidents/" + id)
+	if !strings.Contains(page, `data-testid="repair-patch-ready"`) || strings.Contains(page, "the forge refused") ||
+		!strings.Contains(page, "repair run: patch ready") {
+		t.Fatalf("a kept patch does not read as ready:\n%s", page)
 	}
 }

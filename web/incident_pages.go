@@ -249,7 +249,8 @@ func (s *Server) incidentProps(c echo.Context, id uuid.UUID) (views.IncidentProp
 	return props, nil
 }
 
-// incidentPage: GET /incidents/:id; ?fragment=live answers the live part.
+// incidentPage: GET /incidents/:id; ?fragment=live answers the live part,
+// ?fragment=chain the fix chain and the history.
 func (s *Server) incidentPage(c echo.Context) error {
 	id, err := s.incidentParam(c)
 	if err != nil {
@@ -259,8 +260,11 @@ func (s *Server) incidentPage(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	if c.QueryParam("fragment") == "live" {
+	switch c.QueryParam("fragment") {
+	case "live":
 		return Render(c, http.StatusOK, views.IncidentLive(props))
+	case "chain":
+		return Render(c, http.StatusOK, views.IncidentChain(props))
 	}
 	props.Reprocessing = c.QueryParam("reprocess") == "queued"
 	if err := s.incidentDiagnosis(c, &props); err != nil {
