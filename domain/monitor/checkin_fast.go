@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/uptrace/bun"
 
+	"anvil/domain"
 	"anvil/domain/internal/dbutil"
 )
 
@@ -50,7 +51,7 @@ const (
 	// state's foreign keys take anyway — taken first, not last, so that
 	// the sweep (the project's row FOR UPDATE, then runs and states) and a
 	// check-in (then monitor, run, state) lock in one order.
-	lockProjectKeySQL = `SELECT 1 FROM projects WHERE id = $1 FOR KEY SHARE`
+	lockProjectKeySQL = `SELECT 1 FROM ` + domain.AllProjects + ` WHERE id = $1 FOR KEY SHARE`
 	fastMonitorSQL    = `SELECT ` + monitorColumns + ` FROM monitors WHERE project_id = $1 AND slug = $2 FOR UPDATE`
 	fastRunColumns    = `c.id, c.monitor_id, c.environment, c.checkin_id, c.status, c.source, c.started_at, c.finished_at, c.duration_ms,
 		c.expected_at, c.exit_code, c.release, c.output`

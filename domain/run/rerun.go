@@ -65,11 +65,13 @@ type RunStory struct {
 // they are members of the run's organisation (emailsOf says why).
 func (q *Queue) Story(ctx context.Context, r *Run) (RunStory, error) {
 	var st RunStory
+	// The run's organisation, its project tombstoned or not (a run page
+	// of a deleted project is not reached; the run's story needs no filter).
 	err := q.s.DB.NewRaw(`SELECT
 			COALESCE((SELECT u.email FROM users u JOIN memberships m ON m.user_id = u.id
-				AND m.org_id = (SELECT org_id FROM projects WHERE id = ?) WHERE u.id = ?), '') AS triggered_by,
+				AND m.org_id = (SELECT org_id FROM `+domain.AllProjects+` WHERE id = ?) WHERE u.id = ?), '') AS triggered_by,
 			COALESCE((SELECT u.email FROM users u JOIN memberships m ON m.user_id = u.id
-				AND m.org_id = (SELECT org_id FROM projects WHERE id = ?) WHERE u.id = ?), '') AS canceled_by,
+				AND m.org_id = (SELECT org_id FROM `+domain.AllProjects+` WHERE id = ?) WHERE u.id = ?), '') AS canceled_by,
 			COALESCE((SELECT number FROM project_runs WHERE id = ?), 0) AS rerun_of_number,
 			CASE WHEN ?::bigint IS NULL THEN 0 ELSE (SELECT count(*) FROM project_runs
 				WHERE project_id = ? AND position IS NOT NULL AND position <= ?) END AS place`,
