@@ -57,7 +57,7 @@ func TestMonitorIncidentPage(t *testing.T) {
 			t.Fatalf("the incident at %d px: %d", w, status)
 		}
 		must(t, expect.Locator(testID(page, "monitor-link")).ToHaveText("nightly-backup"), "the monitor's link")
-		must(t, expect.Locator(testID(page, "monitor-schedule")).ToContainText("0 2 * * * (Europe/Berlin)"), "the schedule")
+		must(t, expect.Locator(testID(page, "monitor-schedule")).ToContainText("daily at 02:00 (0 2 * * *, Europe/Berlin)"), "the schedule")
 		runs := testID(page, "monitor-run")
 		must(t, expect.Locator(runs).ToHaveCount(4), fmt.Sprintf("four runs at %d px", w))
 		must(t, expect.Locator(runs.First()).ToHaveAttribute("data-status", "error"), "the newest run first")

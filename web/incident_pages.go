@@ -13,6 +13,7 @@ import (
 	"anvil/domain"
 	"anvil/domain/event"
 	"anvil/domain/incident"
+	"anvil/domain/monitor"
 	"anvil/domain/run"
 	"anvil/domain/sourcemap"
 	"anvil/views"
@@ -265,6 +266,11 @@ func (s *Server) incidentMonitor(c echo.Context, projectID, id uuid.UUID) (*view
 	}
 	out := &views.IncidentMonitor{Name: m.Slug, Href: "/projects/" + projectID.String() + "/monitors/" + m.Slug,
 		Schedule: scheduleWords(m.Schedule) + " (" + m.Timezone + ")"}
+	if m.Schedule.Type == monitor.TypeCrontab {
+		if w := cronWords(m.Schedule.Value); w != "" {
+			out.Schedule = w + " (" + m.Schedule.Value + ", " + m.Timezone + ")"
+		}
+	}
 	for _, r := range m.Runs {
 		row := views.IncidentMonitorRun{Status: r.Status, At: r.StartedAt}
 		if r.DurationMS != nil {

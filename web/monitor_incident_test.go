@@ -42,7 +42,7 @@ func TestMonitorIncidentPage(t *testing.T) {
 		t.Fatalf("incident page: %d", res.StatusCode)
 	}
 	link := `href="/projects/` + f.projectID + `/monitors/backup"`
-	for _, want := range []string{`data-testid="incident-monitor"`, link, `data-testid="monitor-schedule">· 0 2 * * * (Europe/Berlin)<`,
+	for _, want := range []string{`data-testid="incident-monitor"`, link, `data-testid="monitor-schedule">· daily at 02:00 (0 2 * * *, Europe/Berlin)<`,
 		`data-testid="monitor-run" data-status="error"`, `data-testid="monitor-run" data-status="ok"`, "took 5.0 s", `<time datetime="`,
 		"opened: backup failed — failed 2 times in a row", "reopened: backup failed — failed 2 times in a row"} {
 		if !strings.Contains(body, want) {
