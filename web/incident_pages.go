@@ -13,6 +13,7 @@ import (
 	"anvil/domain"
 	"anvil/domain/event"
 	"anvil/domain/incident"
+	"anvil/domain/monitor"
 	"anvil/domain/run"
 	"anvil/domain/sourcemap"
 	"anvil/views"
@@ -212,6 +213,9 @@ func (s *Server) incidentProps(c echo.Context, id uuid.UUID) (views.IncidentProp
 		props.Transitions = append(props.Transitions, views.TransitionRow{From: t.From, To: t.To, ActorKind: t.ActorKind, Actor: t.Actor, Reason: t.Reason, At: t.At})
 	}
 	props.FixChain = fixChain(d)
+	if props.Monitor, err = s.incidentMonitor(c, d.Incident.ProjectID, id); err != nil {
+		return views.IncidentProps{}, err
+	}
 	if r := d.RepairRun; r != nil {
 		rr := &views.RepairRow{ID: r.RunID.String(), Status: r.Status}
 		chunks, err := s.Logs.Chunks(ctx, r.RunID, 0)
@@ -247,6 +251,34 @@ func (s *Server) incidentProps(c echo.Context, id uuid.UUID) (views.IncidentProp
 		props.Repair = rr
 	}
 	return props, nil
+}
+
+// incidentMonitorRuns is how many of its monitor's runs a monitor's
+// incident shows.
+const incidentMonitorRuns = 10
+
+// incidentMonitor is the monitor whose failures the incident gathers, as
+// its page shows it (docs/monitors.md, "Incidents"), or nil.
+func (s *Server) incidentMonitor(c echo.Context, projectID, id uuid.UUID) (*views.IncidentMonitor, error) {
+	m, err := s.Monitors.OfIncident(c.Request().Context(), principal(c), projectID, id, incidentMonitorRuns)
+	if err != nil || m == nil {
+		return nil, err
+	}
+	out := &views.IncidentMonitor{Name: m.Slug, Href: "/projects/" + projectID.String() + "/monitors/" + m.Slug,
+		Schedule: scheduleWords(m.Schedule) + " (" + m.Timezone + ")"}
+	if m.Schedule.Type == monitor.TypeCrontab {
+		if w := cronWords(m.Schedule.Value); w != "" {
+			out.Schedule = w + " (" + m.Schedule.Value + ", " + m.Timezone + ")"
+		}
+	}
+	for _, r := range m.Runs {
+		row := views.IncidentMonitorRun{Status: r.Status, At: r.StartedAt}
+		if r.DurationMS != nil {
+			row.Duration = durationWords(*r.DurationMS)
+		}
+		out.Runs = append(out.Runs, row)
+	}
+	return out, nil
 }
 
 // incidentPage: GET /incidents/:id; ?fragment=live answers the live part,

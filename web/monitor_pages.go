@@ -2,6 +2,7 @@ package web
 
 import (
 	"errors"
+	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -53,6 +54,47 @@ func scheduleWords(s monitor.Schedule) string {
 		return "every " + s.Value + " " + s.Unit + "s"
 	}
 	return s.Value
+}
+
+// cronWords says the common crontab shapes in words ("daily at 02:00",
+// "hourly at :15", "every 5 minutes", "Mondays at 06:30", "monthly on the
+// 1st at 04:00"), "" for the others, which stay as the crontab reads.
+func cronWords(expr string) string {
+	f := strings.Fields(expr)
+	if len(f) != 5 {
+		return ""
+	}
+	num := func(s string, hi int) (int, bool) {
+		n, err := strconv.Atoi(s)
+		return n, err == nil && n >= 0 && n <= hi && len(s) <= 2
+	}
+	minute, okM := num(f[0], 59)
+	hour, okH := num(f[1], 23)
+	at := fmt.Sprintf("%02d:%02d", hour, minute)
+	switch {
+	case strings.HasPrefix(f[0], "*/") && f[1] == "*" && f[2] == "*" && f[3] == "*" && f[4] == "*":
+		if n, ok := num(f[0][2:], 59); ok && n > 0 {
+			if n == 1 {
+				return "every minute"
+			}
+			return "every " + strconv.Itoa(n) + " minutes"
+		}
+	case f[0] == "*" && f[1] == "*" && f[2] == "*" && f[3] == "*" && f[4] == "*":
+		return "every minute"
+	case okM && f[1] == "*" && f[2] == "*" && f[3] == "*" && f[4] == "*":
+		return fmt.Sprintf("hourly at :%02d", minute)
+	case okM && okH && f[2] == "*" && f[3] == "*" && f[4] == "*":
+		return "daily at " + at
+	case okM && okH && f[2] == "*" && f[3] == "*":
+		if d, ok := num(f[4], 7); ok {
+			return time.Weekday(d%7).String() + "s at " + at
+		}
+	case okM && okH && f[3] == "*" && f[4] == "*":
+		if d, ok := num(f[2], 31); ok && d > 0 {
+			return "monthly on day " + strconv.Itoa(d) + " at " + at
+		}
+	}
+	return ""
 }
 
 func durationWords(ms int64) string {

@@ -113,6 +113,7 @@ func (ms *Service) failIncident(ctx context.Context, tx bun.Tx, m *Monitor, st *
 			return fmt.Errorf("monitors: open the incident: %w", err)
 		}
 		trs = incident.Created(cur.ID, st.Env, policy)
+		trs[0].Reason = "opened: " + failReason(st, o)
 	case cur.Status == domain.IncidentClosed:
 		policy, err := policyFor(ctx, tx, m.ProjectID, st.Env)
 		if err != nil {
@@ -123,6 +124,7 @@ func (ms *Service) failIncident(ctx context.Context, tx bun.Tx, m *Monitor, st *
 			return fmt.Errorf("monitors: reopen the incident: %w", err)
 		}
 		trs = incident.Regressed(cur.ID, st.Env, policy)
+		trs[0].Reason = "reopened: " + failReason(st, o)
 	default:
 		if _, err := tx.NewRaw(`UPDATE incidents SET event_count = event_count + 1, last_seen = ?, latest_event_id = ?, updated_at = ? WHERE id = ?`,
 			o.at, eventID, o.at, cur.ID).Exec(ctx); err != nil {
@@ -134,6 +136,17 @@ func (ms *Service) failIncident(ctx context.Context, tx bun.Tx, m *Monitor, st *
 		return err
 	}
 	return ms.moved(ctx, tx, m, trs, o.at)
+}
+
+// failReason is why a monitor opens or reopens its incident, in its own
+// words, as the incident's history shows it: the run that failed ("nightly
+// missed its 02:00 run") and, past one, the failures in a row that reached
+// the failure threshold.
+func failReason(st *state, o outcome) string {
+	if st.Failures > 1 {
+		return fmt.Sprintf("%s — failed %d times in a row", o.title, st.Failures)
+	}
+	return o.title
 }
 
 // recoverIncident closes the open incident once the recovery threshold of
@@ -260,3 +273,28 @@ func (ms *Service) insertEvent(ctx context.Context, tx bun.Tx, m *Monitor, env s
 }
 
 func uuidBytes(u uuid.UUID) []byte { return u[:] }
+
+// OfIncident is the monitor whose failures an incident gathers, with its
+// latest runs (at most runs), or nil when the incident is not a monitor's
+// — or its monitor was deleted since (docs/monitors.md, "Incidents"): the
+// incident page then shows the monitor instead of an exception.
+func (ms *Service) OfIncident(ctx context.Context, p *domain.Principal, projectID, incidentID uuid.UUID, runs int) (*Monitor, error) {
+	if err := ms.visibleProject(ctx, p, projectID); err != nil {
+		return nil, err
+	}
+	m := new(Monitor)
+	err := ms.s.DB.NewRaw(`SELECT `+monitorColumns+` FROM monitors WHERE project_id = ?
+		AND 'monitor:' || id::text = (SELECT fingerprint FROM incidents WHERE id = ? AND project_id = ?)`,
+		projectID, incidentID, projectID).Scan(ctx, m)
+	if dbutil.IsNoRows(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("monitors: monitor of incident: %w", err)
+	}
+	m.fill()
+	if m.Runs, err = ms.Runs(ctx, m.ID, runs); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
