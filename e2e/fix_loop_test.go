@@ -46,13 +46,13 @@ func TestFixLoopFromThePages(t *testing.T) {
 		raw, _ := json.Marshal(ev)
 		sendFeedEvent(t, s.URL, conn["token"].(string), raw)
 	}
-	var pages []string // the pages of the loop, for the 420 px pass
+	var pages [][2]string // the pages of the loop (name, path), for the 420 px pass
 
 	page := loggedIn(t, s)
 
 	// The verification window, on the project's edit form.
 	gotoPage(t, page, s.URL+"/projects/shop/edit")
-	pages = append(pages, "/projects/shop/edit")
+	pages = append(pages, [2]string{"edit", "/projects/shop/edit"})
 	window := page.Locator("[name=fix_verification_window]")
 	must(t, expect.Locator(window).ToHaveValue("24h"), "the default window")
 	must(t, window.Fill("1m"), "a one-minute window")
@@ -64,14 +64,14 @@ func TestFixLoopFromThePages(t *testing.T) {
 
 	// An error arrives; the person opens it from the inbox.
 	gotoPage(t, page, s.URL+"/inbox")
-	pages = append(pages, "/inbox")
+	pages = append(pages, [2]string{"inbox", "/inbox"})
 	event("NullPointerException in CheckoutService", "")
 	row := page.Locator("[data-testid=incident-row]")
 	must(t, expect.Locator(row).ToHaveCount(1), "the incident appears live")
 	must(t, row.Locator("[data-testid=incident-link]").Click(), "open the incident")
 	must(t, expect.Locator(testID(page, "incident-title")).ToHaveText("NullPointerException in CheckoutService"), "the incident page")
 	incidentPath := urlPathOf(t, page, s)
-	pages = append(pages, incidentPath)
+	pages = append(pages, [2]string{"incident", incidentPath})
 
 	// The fix, recorded by hand: the head commit of the project's repository.
 	must(t, page.GetByText("Record a fix by hand").Click(), "open the fix form")
@@ -82,7 +82,7 @@ func TestFixLoopFromThePages(t *testing.T) {
 
 	// A release that contains it, declared on the Releases page.
 	gotoPage(t, page, s.URL+"/projects/shop/releases")
-	pages = append(pages, "/projects/shop/releases")
+	pages = append(pages, [2]string{"releases", "/projects/shop/releases"})
 	must(t, testID(page, "declare-version").Fill("shop@2.5.0"), "version")
 	must(t, testID(page, "declare-commit").Fill(repo.Head), "commit")
 	must(t, testID(page, "declare-environment").Fill("production"), "environment")
@@ -123,16 +123,16 @@ func TestFixLoopFromThePages(t *testing.T) {
 
 	// The same pages on a phone: nothing scrolls sideways.
 	must(t, page.SetViewportSize(420, 900), "420 px")
-	for _, path := range pages {
+	for _, np := range pages {
+		name, path := np[0], np[1]
 		gotoPage(t, page, s.URL+path)
 		fits, err := page.Evaluate(`() => document.documentElement.scrollWidth <= window.innerWidth`)
 		must(t, err, "measure "+path)
+		screenshot(t, page, "narrow-"+name)
 		if fits != true {
-			screenshot(t, page, "narrow-"+path)
 			t.Errorf("%s scrolls sideways at 420 px", path)
 		}
 	}
-	screenshot(t, page, "narrow-incident")
 }
 
 // urlPathOf is the path of the page's URL on s.
