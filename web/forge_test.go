@@ -173,9 +173,23 @@ func TestRunLatestCommitButton(t *testing.T) {
 	if status, _ := member.htmx(page+"/runs", "", url.Values{"ref": {"latest"}}); status != http.StatusForbidden {
 		t.Fatalf("without CSRF: %d", status)
 	}
-	status, body = member.htmx(page+"/runs", member.csrf(page), url.Values{"ref": {"latest"}})
-	if status != http.StatusOK || !strings.Contains(body, repo.Head[:7]) {
-		t.Fatalf("button: %d %s", status, body)
+	// The button leads to the new run's page (HX-Redirect), which names
+	// the commit it is pinned to.
+	req, _ := http.NewRequest("POST", member.base+page+"/runs", strings.NewReader(url.Values{"ref": {"latest"}}.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("HX-Request", "true")
+	req.Header.Set("X-CSRF-Token", member.csrf(page))
+	res, err := member.c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	to := res.Header.Get("HX-Redirect")
+	if res.StatusCode != http.StatusNoContent || !runPagePath.MatchString(to) {
+		t.Fatalf("button: %d, HX-Redirect %q", res.StatusCode, to)
+	}
+	if _, body = member.get(to); !strings.Contains(body, repo.Head[:7]) {
+		t.Fatalf("the run's page does not name %s", repo.Head[:7])
 	}
 	if got := b.latestRuns(t, id); len(got) != 1 || got[0] != repo.Head {
 		t.Fatalf("runs pinned to %v, want %s", got, repo.Head)

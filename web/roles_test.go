@@ -107,6 +107,13 @@ var wantRoles = map[string]string{
 	"DELETE /api/private/projects/:projectId/monitors/:slug":          domain.RoleAdmin,
 	"POST /api/private/projects/:projectId/monitors/:slug/ping-key":   domain.RoleAdmin,
 	"DELETE /api/private/projects/:projectId/monitors/:slug/ping-key": domain.RoleAdmin,
+	// the loop from the pages (docs/releases.md): a fix recorded by hand, a
+	// release declared, an incident's events mapped again — a member's
+	"POST /incidents/:incidentId/fix":               domain.RoleMember,
+	"POST /api/private/incidents/:incidentId/fix":   domain.RoleMember,
+	"POST /projects/:projectId/releases":            domain.RoleMember,
+	"POST /incidents/:incidentId/reprocess":         domain.RoleMember,
+	"POST /projects/:projectId/monitors/:slug/edit": domain.RoleMember,
 }
 
 // publicWrites are write routes outside the pages and the private API: they
@@ -122,6 +129,7 @@ func isPublicWrite(key string) bool {
 		strings.HasPrefix(path, "/api/:number/") || path == "/api/:number/envelope" || path == "/api/:number/store" ||
 		strings.HasPrefix(path, "/api/ingest/") || strings.HasPrefix(path, "/static/") ||
 		strings.HasPrefix(path, "/api/monitors/") || // the ping URLs: the ping key in the path
+		strings.HasPrefix(path, "/api/otlp") || // the OpenTelemetry door: a server connection's token
 		// Sentry's web API for sentry-cli: the organisation in the path and
 		// the role are the domain's checks (TestSourceMapUploadRefusals).
 		strings.HasPrefix(path, "/api/0/")
