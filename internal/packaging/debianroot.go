@@ -28,16 +28,20 @@ func DebianRoot(ctx context.Context, cacheDir string) (string, error) {
 	}
 	h := sha256.Sum256([]byte("bookworm minbase " + RootPackages))
 	tarball := filepath.Join(cacheDir, "debian-bookworm-"+hex.EncodeToString(h[:6])+".tar")
-	if fi, err := os.Stat(tarball); err == nil && time.Since(fi.ModTime()) < 7*24*time.Hour {
+	if fi, err := os.Stat(tarball); err == nil && fi.Mode().IsRegular() && time.Since(fi.ModTime()) < 7*24*time.Hour {
 		return tarball, nil
 	}
+	if err := os.RemoveAll(tarball); err != nil {
+		return "", err
+	}
 	// A .part an interrupted run left behind: mmdebstrap refuses to
-	// write over it.
+	// write over it. The format is named, since mmdebstrap would take a
+	// target not ending in .tar for a directory.
 	tmp := tarball + ".part"
 	if err := os.RemoveAll(tmp); err != nil {
 		return "", err
 	}
-	out, err := exec.CommandContext(ctx, "mmdebstrap", "--quiet", "--variant=minbase", "--include="+RootPackages, "bookworm", tmp).CombinedOutput()
+	out, err := exec.CommandContext(ctx, "mmdebstrap", "--quiet", "--format=tar", "--variant=minbase", "--include="+RootPackages, "bookworm", tmp).CombinedOutput()
 	if err != nil {
 		os.Remove(tmp)
 		return "", fmt.Errorf("mmdebstrap: %w\n%s", err, out)
