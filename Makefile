@@ -58,16 +58,16 @@ lint: ## gofmt, vet, go mod tidy, golangci-lint (.golangci.yml: import direction
 	ln -sfn "$$(command -v node)" .e2e/driver/node
 
 .PHONY: test
-test: node_modules .e2e/driver ## run every test, browser tests included (needs Postgres, Chromium, bubblewrap)
-	$(GO) test -count=1 -timeout 15m $(PKGS)
+test: node_modules .e2e/driver ## run every test, browser tests included, the Go tests under the race detector (needs Postgres, Chromium, bubblewrap)
+	$(GO) test -race -count=1 -timeout 20m $(PKGS)
 	PLAYWRIGHT_DRIVER_PATH=$(E2E_DRIVER) $(GO) test -count=1 -tags e2e -timeout 10m ./e2e/...
 
 .PHONY: test-race
-test-race: ## run the Go tests under the race detector (no browser tests)
+test-race: ## run the Go tests under the race detector (no browser tests; make test includes it)
 	$(GO) test -race -count=1 -timeout 20m $(PKGS)
 
 .PHONY: test-unit
-test-unit: ## run the Go tests without the browser
+test-unit: ## run the Go tests without the browser or the race detector (the quick loop)
 	$(GO) test -count=1 $(PKGS)
 
 .PHONY: test-e2e
