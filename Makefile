@@ -58,9 +58,7 @@ lint: ## gofmt, vet, go mod tidy, golangci-lint (.golangci.yml: import direction
 	ln -sfn "$$(command -v node)" .e2e/driver/node
 
 .PHONY: test
-test: node_modules .e2e/driver ## run every test, browser tests included, the Go tests under the race detector (needs Postgres, Chromium, bubblewrap)
-	$(GO) test -race -count=1 -timeout 20m $(PKGS)
-	PLAYWRIGHT_DRIVER_PATH=$(E2E_DRIVER) $(GO) test -count=1 -tags e2e -timeout 10m ./e2e/...
+test: test-race test-e2e ## run every test: the Go tests under the race detector (test-race), then the browser tests (test-e2e); needs Postgres, Chromium, bubblewrap
 
 .PHONY: test-race
 test-race: ## run the Go tests under the race detector (no browser tests; make test includes it)
