@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"bytes"
@@ -33,7 +33,7 @@ func TestMain(m *testing.M) {
 		panic(err)
 	}
 	binary = filepath.Join(dir, "anvil")
-	if out, err := exec.Command("go", "build", "-o", binary, ".").CombinedOutput(); err != nil {
+	if out, err := exec.Command("go", "build", "-o", binary, "anvil").CombinedOutput(); err != nil {
 		panic(string(out))
 	}
 	defer os.RemoveAll(dir)

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"os"
@@ -12,7 +12,7 @@ import (
 
 // packagedEnv is the environment file the .deb installs as
 // /etc/anvil/anvil.env (internal/packaging/deb).
-const packagedEnv = "internal/packaging/deb/anvil.env"
+const packagedEnv = "../packaging/deb/anvil.env"
 
 // TestPackagedEnvFileListsEveryVariable holds the packaged environment file
 // to Config: every variable loadConfig reads is in it exactly once — set by
