@@ -168,3 +168,16 @@ document.addEventListener("keydown", (ev) => {
     rows[i].querySelector("a")?.click();
   }
 });
+
+// A live region is rendered with the page, and its event stream opens a
+// moment later: what happened in between (an incident that arrived while
+// the inbox loaded, a run that finished) was published to no one. When a
+// stream opens, or opens again after a drop, each region it feeds fetches
+// itself once, so a page never misses what the server already told nobody
+// (docs/architecture.md, "One writer per project").
+document.addEventListener("htmx:sseOpen", (ev) => {
+  for (const el of ev.target.querySelectorAll("[hx-trigger]")) {
+    const m = (el.getAttribute("hx-trigger") || "").match(/sse:[\w-]+/);
+    if (m && el.getAttribute("hx-get")) htmx.trigger(el, m[0]);
+  }
+});
