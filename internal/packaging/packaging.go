@@ -142,7 +142,7 @@ func BuildBinary(ctx context.Context, dir, out, goarch string, info Info) error 
 		return err
 	}
 	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-buildvcs=false",
-		"-ldflags", "-s -w -buildid= -X main.version="+info.Version, "-o", abs, ".")
+		"-ldflags", "-s -w -buildid= -X anvil/internal/cli.version="+info.Version, "-o", abs, ".")
 	cmd.Dir = dir
 	cmd.Env = GoEnv(goarch, info.Time)
 	if out, err := cmd.CombinedOutput(); err != nil {
