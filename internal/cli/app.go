@@ -255,8 +255,11 @@ func serveWith(ctx context.Context, cfg *Config, logOut io.Writer, x serveExtras
 		x.serving()
 	}
 	// Ready for systemd only now: migrated, listening, workers started.
-	sdNotify(a.log, fmt.Sprintf("READY=1\nSTATUS=serving %s on %s", cfg.Role, ln.Addr()))
-	stopWatchdog := startWatchdog(a.log, healthCheck(a, ln.Addr()))
+	status := fmt.Sprintf("serving %s on %s", cfg.Role, ln.Addr())
+	sdNotify(a.log, "READY=1\nSTATUS="+status)
+	h, closeProbe := healthCheck(a, ln.Addr(), status)
+	defer closeProbe()
+	stopWatchdog := startWatchdog(a.log, h)
 	defer stopWatchdog()
 
 	select {

@@ -56,8 +56,16 @@ func TestUnitsUnderSystemd(t *testing.T) {
 	run(t, "git", "-C", repo, "-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-q", "--allow-empty", "-m", "first")
 
 	ct := bootContainer(t, root)
-	if out, _ := ct.output(nil, "systemctl", "is-system-running", "--wait"); !strings.Contains(out, "running") && !strings.Contains(out, "degraded") {
-		t.Fatalf("the container's systemd did not come up: %q\n%s", out, ct.console())
+	// Until its bus is up systemctl cannot ask; then --wait waits for the
+	// boot to finish.
+	for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(200 * time.Millisecond) {
+		out, _ := ct.output(nil, "systemctl", "is-system-running", "--wait")
+		if strings.Contains(out, "running") || strings.Contains(out, "degraded") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the container's systemd did not come up: %q\n%s", out, ct.console())
+		}
 	}
 	ct.run(t, "dpkg", "-i", "/var/cache/anvil.deb")
 	ct.run(t, "chown", "-R", "anvil:anvil", "/srv/repo")
