@@ -31,7 +31,7 @@ func Copyright(binary string, info Info) ([]byte, error) {
 		fmt.Fprintf(&b, "  %s %s\n", m.Path, m.Version)
 	}
 	b.WriteString("\nFiles: *\n")
-	b.WriteString("Copyright: the anvil authors\n")
+	fmt.Fprintf(&b, "Copyright: %d the anvil authors\n", info.Time.UTC().Year())
 	b.WriteString("License: anvil\n")
 	b.WriteString("\nLicense: anvil\n")
 	b.WriteString(" anvil's repository carries no licence file: no licence is granted beyond\n")
