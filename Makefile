@@ -81,13 +81,13 @@ bench: ## print the performance figures each issue names
 	$(GO) run ./e2e/bench
 
 .PHONY: package
-package: ## build dist/anvil_<version>_<arch>.deb and .oci.tar from this commit, reproducibly (internal/packaging)
+package: ## build dist/anvil_<version>-1_<arch>.deb and .oci.tar from this commit, reproducibly (internal/packaging)
 	$(GO) run ./internal/packaging/cmd/mkpkg -out dist
 
 .PHONY: package-root
-package-root: ## make the fresh Debian root the package tests install into (mmdebstrap; cached a week in ~/.cache/anvil)
+package-root: ## make the fresh Debian roots the package tests install into and boot (mmdebstrap; cached a week in ~/.cache/anvil)
 	$(GO) run ./internal/packaging/cmd/mkpkg -debian-root
 
 .PHONY: test-package
-test-package: ## install the .deb into a fresh Debian root, check the units and unpack the image (root; mmdebstrap, systemd-analyze, umoci, skopeo)
+test-package: ## install the .deb into fresh Debian roots, run both units under a real systemd, lint and unpack the image (root; mmdebstrap, systemd-nspawn, systemd-analyze, lintian, umoci, skopeo)
 	$(GO) test -count=1 -tags package -timeout 20m -v ./internal/packaging/

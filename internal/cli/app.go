@@ -123,7 +123,7 @@ func newApp(ctx context.Context, cfg *Config, logOut io.Writer, withWorkers bool
 		exec, err := sandbox.New(cfg.Sandbox, sandbox.DefaultGrace)
 		if err != nil {
 			d.Close()
-			return nil, fmt.Errorf("run executor: %w; install bubblewrap, or set ANVIL_SANDBOX=process to run commands unsandboxed", err)
+			return nil, fmt.Errorf("run executor: %w", err)
 		}
 		root, err := jobs.ProcessWorkRoot(cfg.WorkDir)
 		if err != nil {
@@ -132,7 +132,7 @@ func newApp(ctx context.Context, cfg *Config, logOut io.Writer, withWorkers bool
 		}
 		if gitErr != nil {
 			d.Close()
-			return nil, fmt.Errorf("checkout: %w; install bubblewrap, or set ANVIL_SANDBOX=process to run commands unsandboxed", gitErr)
+			return nil, fmt.Errorf("checkout: %w", gitErr)
 		}
 		limits := sandbox.DefaultLimits()
 		limits.TmpBytes = uint64(cfg.SandboxTmpMax)
@@ -255,8 +255,11 @@ func serveWith(ctx context.Context, cfg *Config, logOut io.Writer, x serveExtras
 		x.serving()
 	}
 	// Ready for systemd only now: migrated, listening, workers started.
-	sdNotify(a.log, fmt.Sprintf("READY=1\nSTATUS=serving %s on %s", cfg.Role, ln.Addr()))
-	stopWatchdog := startWatchdog(a.log, healthCheck(a, ln.Addr()))
+	status := fmt.Sprintf("serving %s on %s", cfg.Role, ln.Addr())
+	sdNotify(a.log, "READY=1\nSTATUS="+status)
+	h, closeProbe := healthCheck(a, ln.Addr(), status)
+	defer closeProbe()
+	stopWatchdog := startWatchdog(a.log, h)
 	defer stopWatchdog()
 
 	select {

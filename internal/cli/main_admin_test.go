@@ -74,11 +74,12 @@ func TestVersionCommand(t *testing.T) {
 	}
 }
 
-// TestNotifyReadyAfterListenerAndWatchdog runs serve as systemd would
+// TestNotifyReadyAfterListenerAndWatchdog runs the worker as systemd would
 // (Type=notify, WatchdogSec=): READY=1 comes only once the migrations ran
-// and the listener answers; WATCHDOG=1 follows at half the interval while
-// the database answers, stops while it does not, and comes back with it;
-// SIGTERM sends STOPPING=1.
+// and the listener answers; WATCHDOG=1 follows at half the interval. While
+// the database does not answer the worker says it is not ready (STATUS=,
+// /readyz) and WATCHDOG=1 goes on: a database restart never gets the
+// worker, and the builds it runs, killed. SIGTERM sends STOPPING=1.
 func TestNotifyReadyAfterListenerAndWatchdog(t *testing.T) {
 	t.Parallel()
 	name := emptyDatabase(t) // serve has to migrate it before it is ready
@@ -115,9 +116,9 @@ func TestNotifyReadyAfterListenerAndWatchdog(t *testing.T) {
 	}
 
 	addr := freeAddr(t)
-	cmd := exec.Command(binary, "serve", "--role", "web", "--addr", addr)
+	cmd := exec.Command(binary, "worker", "--addr", addr)
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "ANVIL_DATABASE_URL=" + testdb.URLFor(name), "ANVIL_SECRET_KEY=" + testKey,
-		"ANVIL_LOG_LEVEL=debug", "NOTIFY_SOCKET=" + sock, "WATCHDOG_USEC=400000"}
+		"ANVIL_LOG_LEVEL=debug", "NOTIFY_SOCKET=" + sock, "WATCHDOG_USEC=400000", "ANVIL_WORK_DIR=" + t.TempDir()}
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -175,27 +176,33 @@ func TestNotifyReadyAfterListenerAndWatchdog(t *testing.T) {
 		}
 	}
 
-	// The database stops answering: the pings stop.
+	// The database stops answering: the worker is not ready, and says so,
+	// but the pings go on.
 	adminExec(t, "ALTER DATABASE "+pgx.Identifier{name}.Sanitize()+" WITH ALLOW_CONNECTIONS false")
 	adminExec(t, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '"+name+"'")
-	waitLog("watchdog: not healthy")
-	// Every ping sent before that line is queued by now.
-	for drained := false; !drained; {
-		select {
-		case <-msgs:
-		default:
-			drained = true
+	for m := next("STATUS=not ready"); !strings.HasPrefix(m, "STATUS=not ready"); m = next("STATUS=not ready") {
+		if m != "WATCHDOG=1" {
+			t.Fatalf("notification %q, want WATCHDOG=1 or STATUS=not ready", m)
 		}
 	}
-	waitLog("watchdog: still not healthy")
-	waitLog("watchdog: still not healthy")
-	select {
-	case m := <-msgs:
-		t.Fatalf("notification %q while the database did not answer", m)
-	default:
+	waitLog("not ready: the database does not answer")
+	for i := 0; i < 3; i++ {
+		if m := next("WATCHDOG=1 while not ready"); m != "WATCHDOG=1" {
+			t.Fatalf("notification %q while the database did not answer, want WATCHDOG=1", m)
+		}
+	}
+	if res, err := http.Get("http://" + addr + "/readyz"); err != nil || res.StatusCode != http.StatusServiceUnavailable {
+		t.Errorf("/readyz while the database does not answer: %v %v", err, res)
+	} else {
+		res.Body.Close()
 	}
 	adminExec(t, "ALTER DATABASE "+pgx.Identifier{name}.Sanitize()+" WITH ALLOW_CONNECTIONS true")
-	waitLog("watchdog: healthy again")
+	for m := next("STATUS=serving"); !strings.HasPrefix(m, "STATUS=serving worker"); m = next("STATUS=serving") {
+		if m != "WATCHDOG=1" {
+			t.Fatalf("notification %q, want WATCHDOG=1 or STATUS=serving", m)
+		}
+	}
+	waitLog("ready again: the database answers")
 	if m := next("WATCHDOG=1 again"); m != "WATCHDOG=1" {
 		t.Fatalf("notification %q, want WATCHDOG=1", m)
 	}

@@ -8,7 +8,7 @@ import (
 )
 
 // version is the package version, set at link time by `make package`
-// (-ldflags "-X main.version=…", see internal/packaging): a Debian version
+// (-ldflags "-X anvil/internal/cli.version=…", see internal/packaging): a Debian version
 // made from `git describe`. A plain `go build` leaves it empty and
 // [Version] falls back to the commit the toolchain recorded.
 var version string

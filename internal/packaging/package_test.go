@@ -141,7 +141,7 @@ func TestPackagesAreReproducible(t *testing.T) {
 	if sha(t, image) != sha(t, built.image) {
 		t.Errorf("two builds of one commit give two image tarballs")
 	}
-	if !strings.Contains(filepath.Base(built.deb), "anvil_"+built.info.Version+"_"+built.goarch+".deb") {
+	if !strings.Contains(filepath.Base(built.deb), "anvil_"+built.info.PackageVersion()+"_"+built.goarch+".deb") {
 		t.Errorf("package name %s", built.deb)
 	}
 	if out := run(t, built.bin, "version"); !strings.HasPrefix(out, built.info.Version+"\n") {
@@ -450,7 +450,7 @@ func TestDebInstallsIntoFreshDebian(t *testing.T) {
 		t.Errorf("conffiles: %q", got)
 	}
 	status := rootRun(t, root, "dpkg-query", "-s", "anvil")
-	for _, want := range []string{"Depends: bubblewrap, git, util-linux", "Recommends: postgresql", "Version: " + built.info.Version} {
+	for _, want := range []string{"Depends: bubblewrap, git, ca-certificates", "Recommends: postgresql", "Version: " + built.info.PackageVersion()} {
 		if !strings.Contains(status, want) {
 			t.Errorf("dpkg -s does not say %q:\n%s", want, status)
 		}

@@ -39,6 +39,15 @@ type Info struct {
 	Dirty bool
 }
 
+// DebianRevision is the Debian revision of every package: anvil's own
+// version is the upstream one, and the packaging in deb/ is its first
+// (and only) Debian revision. A non-native package keeps its Debian
+// changelog as changelog.Debian.gz, as lintian expects.
+const DebianRevision = "1"
+
+// PackageVersion is the .deb's version: Version and the Debian revision.
+func (i Info) PackageVersion() string { return i.Version + "-" + DebianRevision }
+
 // Tag is Version as an image tag ([A-Za-z0-9_.-]): "~" and "+" become "-".
 func (i Info) Tag() string {
 	return strings.NewReplacer("~", "-", "+", "-").Replace(i.Version)
@@ -142,7 +151,7 @@ func BuildBinary(ctx context.Context, dir, out, goarch string, info Info) error 
 		return err
 	}
 	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-buildvcs=false",
-		"-ldflags", "-s -w -buildid= -X main.version="+info.Version, "-o", abs, ".")
+		"-ldflags", "-s -w -buildid= -X anvil/internal/cli.version="+info.Version, "-o", abs, ".")
 	cmd.Dir = dir
 	cmd.Env = GoEnv(goarch, info.Time)
 	if out, err := cmd.CombinedOutput(); err != nil {
@@ -151,24 +160,54 @@ func BuildBinary(ctx context.Context, dir, out, goarch string, info Info) error 
 	return nil
 }
 
-// Deb packages binary as dist/anvil_<version>_<arch>.deb with nfpm (the Go
-// tool pinned in go.mod) and the configuration in deb/, run from the
-// repository at repo; it returns the package's path.
+// Maintainer is the .deb's Maintainer field unless ANVIL_MAINTAINER says
+// otherwise: a package built from a checkout has no maintainer address
+// (lintian's bogus-mail-host; docs/install.md, "lintian").
+const Maintainer = "anvil <anvil@localhost>"
+
+// Deb packages binary as dist/anvil_<version>-<revision>_<arch>.deb with
+// nfpm (the Go tool pinned in go.mod) and the configuration in deb/, run
+// from the repository at repo; it returns the package's path. The doc
+// folder gets a machine-readable copyright file and a Debian changelog,
+// both made here from the commit and the binary (reproducibly).
 func Deb(ctx context.Context, repo, binary, outDir, goarch string, info Info) (string, error) {
 	abs, err := filepath.Abs(binary)
 	if err != nil {
 		return "", err
 	}
-	target, err := filepath.Abs(filepath.Join(outDir, fmt.Sprintf("anvil_%s_%s.deb", info.Version, goarch)))
+	target, err := filepath.Abs(filepath.Join(outDir, fmt.Sprintf("anvil_%s_%s.deb", info.PackageVersion(), goarch)))
 	if err != nil {
+		return "", err
+	}
+	maintainer := os.Getenv("ANVIL_MAINTAINER")
+	if maintainer == "" {
+		maintainer = Maintainer
+	}
+	docs, err := os.MkdirTemp("", "anvil-deb-docs-")
+	if err != nil {
+		return "", err
+	}
+	defer os.RemoveAll(docs)
+	copyright, err := Copyright(abs, info)
+	if err != nil {
+		return "", err
+	}
+	changelog, err := ChangelogGz(info, maintainer)
+	if err != nil {
+		return "", err
+	}
+	if err := os.WriteFile(filepath.Join(docs, "copyright"), copyright, 0o644); err != nil {
+		return "", err
+	}
+	if err := os.WriteFile(filepath.Join(docs, "changelog.Debian.gz"), changelog, 0o644); err != nil {
 		return "", err
 	}
 	os.Remove(target)
 	cmd := exec.CommandContext(ctx, "go", "tool", "nfpm", "package", "--config", "internal/packaging/deb/nfpm.yaml",
 		"--packager", "deb", "--target", target)
 	cmd.Dir = repo
-	cmd.Env = append(os.Environ(), "ANVIL_VERSION="+info.Version, "ANVIL_ARCH="+goarch, "ANVIL_BINARY="+abs,
-		"SOURCE_DATE_EPOCH="+strconv.FormatInt(info.Time.Unix(), 10))
+	cmd.Env = append(os.Environ(), "ANVIL_VERSION="+info.Version, "ANVIL_RELEASE="+DebianRevision, "ANVIL_ARCH="+goarch, "ANVIL_BINARY="+abs,
+		"ANVIL_DOCS="+docs, "ANVIL_MAINTAINER="+maintainer, "SOURCE_DATE_EPOCH="+strconv.FormatInt(info.Time.Unix(), 10))
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("nfpm: %w\n%s", err, out)
 	}

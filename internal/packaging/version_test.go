@@ -1,7 +1,9 @@
 package packaging
 
 import (
+	"context"
 	"os/exec"
+	"strings"
 	"testing"
 	"time"
 )
@@ -57,5 +59,45 @@ func TestVersionsSortAsHistory(t *testing.T) {
 		if err := exec.Command("dpkg", "--compare-versions", order[i-1], "lt", order[i]).Run(); err != nil {
 			t.Errorf("dpkg: %s is not before %s", order[i-1], order[i])
 		}
+	}
+}
+
+// TestDescribeFollowsTags: an untagged history gets the 0.0.0~git version;
+// a v-tag gives its version; a commit after the tag sorts after it.
+func TestDescribeFollowsTags(t *testing.T) {
+	t.Parallel()
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("git is not installed")
+	}
+	dir := t.TempDir()
+	g := func(args ...string) {
+		t.Helper()
+		cmd := exec.Command("git", append([]string{"-c", "user.name=t", "-c", "user.email=t@example.com"}, args...)...)
+		cmd.Dir = dir
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v\n%s", args, err, out)
+		}
+	}
+	describe := func() Info {
+		t.Helper()
+		info, err := Describe(context.Background(), dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return info
+	}
+	g("init", "-q", "-b", "main")
+	g("commit", "-q", "--allow-empty", "-m", "one")
+	if v := describe().Version; !strings.HasPrefix(v, "0.0.0~git") {
+		t.Errorf("untagged: %s", v)
+	}
+	g("tag", "-a", "-m", "0.3.0", "v0.3.0")
+	tagged := describe()
+	if tagged.Version != "0.3.0" || tagged.PackageVersion() != "0.3.0-1" {
+		t.Errorf("on the tag: %s (%s)", tagged.Version, tagged.PackageVersion())
+	}
+	g("commit", "-q", "--allow-empty", "-m", "two")
+	if v := describe().Version; !strings.HasPrefix(v, "0.3.0+git") || !strings.Contains(v, ".1.") {
+		t.Errorf("one commit after the tag: %s", v)
 	}
 }

@@ -104,15 +104,28 @@ func lookBwrap() (string, error) {
 	return p, nil
 }
 
+// probeWaitDelay bounds how long the probe waits, once bwrap itself has
+// exited or been killed, for its output to close: a child bwrap left behind
+// (its sandbox's init, when a seccomp filter refused bwrap midway) holds the
+// pipe open, and without the bound the probe — and a worker starting under
+// systemd, stuck in "activating" — would wait for it for ever.
+const probeWaitDelay = 2 * time.Second
+
 func probeBwrap(path string) error {
+	return probeBwrapArgs(path, append(baseBwrapArgs(1<<20), "--remount-ro", "/", "--clearenv", "--", "/bin/true"))
+}
+
+func probeBwrapArgs(path string, args []string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	args := append(baseBwrapArgs(1<<20), "--remount-ro", "/", "--clearenv", "--", "/bin/true")
 	cmd := exec.CommandContext(ctx, path, args...)
 	cmd.Env = []string{}
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: credential(), Setsid: true, Pdeathsig: syscall.SIGKILL}
+	// bwrap leads its own session: the whole session goes on a timeout.
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.WaitDelay = probeWaitDelay
 	closeOnExecInherited()
 	if err := cmd.Run(); err != nil {
 		msg := strings.TrimSpace(out.String())
@@ -123,7 +136,9 @@ func probeBwrap(path string) error {
 		if os.Geteuid() == 0 {
 			hint = fmt.Sprintf(" (bwrap runs as uid %d and needs unprivileged user namespaces)", SandboxUID)
 		}
-		return fmt.Errorf("sandbox: bwrap cannot run here%s: %s", hint, msg)
+		// Under systemd the usual cause is the unit's confinement; the
+		// shipped units allow what bubblewrap needs (docs/install.md).
+		return fmt.Errorf("sandbox: bwrap cannot run here%s: %s; bubblewrap needs unprivileged user namespaces, and under systemd a unit that allows them, mount(2), pivot_root(2) and capset(2) (docs/install.md, \"The units and their confinement\")", hint, msg)
 	}
 	return nil
 }

@@ -61,7 +61,10 @@ func NewGit(confined bool, policy repourl.Policy) (*Git, error) {
 		if err != nil {
 			return nil, err
 		}
-		if err := probeBwrap(path); err != nil {
+		// The probe builds git's sandbox, which shares the network (no
+		// loopback to bring up over netlink, which the web tier's unit
+		// does not allow), not a run's.
+		if err := probeBwrapArgs(path, append(baseBwrapArgs(1<<20), "--share-net", "--remount-ro", "/", "--clearenv", "--", "/bin/true")); err != nil {
 			return nil, err
 		}
 		g.bwrap = path

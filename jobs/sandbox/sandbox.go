@@ -202,11 +202,10 @@ func New(mode string, grace time.Duration) (Executor, error) {
 	}
 	switch mode {
 	case "bwrap", "":
+		// An error never points at the unsandboxed mode: a worker that
+		// cannot sandbox stops, and the operator fixes the host.
 		b, err := newBwrap(grace)
 		if err != nil {
-			if mode == "" {
-				return nil, fmt.Errorf("%w (set the executor mode to \"process\" explicitly to run without a sandbox)", err)
-			}
 			return nil, err
 		}
 		return b, nil

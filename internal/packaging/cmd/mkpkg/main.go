@@ -18,15 +18,17 @@ func main() {
 	out := flag.String("out", "dist", "folder to write the packages to")
 	arch := flag.String("arch", runtime.GOARCH, "GOARCH to build for")
 	printVersion := flag.Bool("version", false, "print the version this checkout would be packaged as, and exit")
-	debianRoot := flag.Bool("debian-root", false, "make (or find, when cached) the fresh Debian root the package tests install into, print its path, and exit")
+	debianRoot := flag.Bool("debian-root", false, "make (or find, when cached) the fresh Debian roots the package tests install into and boot, print their paths, and exit")
 	flag.Parse()
 	if *debianRoot {
-		path, err := packaging.DebianRoot(context.Background(), packaging.DebianRootCache())
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "mkpkg:", err)
-			os.Exit(1)
+		for _, make := range []func(context.Context, string) (string, error){packaging.DebianRoot, packaging.SystemdRoot} {
+			path, err := make(context.Background(), packaging.DebianRootCache())
+			if err != nil {
+				fmt.Fprintln(os.Stderr, "mkpkg:", err)
+				os.Exit(1)
+			}
+			fmt.Println(path)
 		}
-		fmt.Println(path)
 		return
 	}
 	if err := run(*out, *arch, *printVersion); err != nil {
