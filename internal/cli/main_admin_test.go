@@ -537,6 +537,29 @@ func TestRestoreForceOfARefusedDumpKeepsEveryTable(t *testing.T) {
 			t.Fatalf("%s: the database changed:\n got %v\nwant %v", c.name, got, want)
 		}
 	}
+	// A database that refuses the writes themselves (read-only, as a full
+	// disk or a role without rights would): psql stops at the first
+	// error, pg_restore is stopped, and the drop is rolled back with it.
+	admin, err := sql.Open("pgx", testdb.AdminURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	if _, err := admin.Exec(`ALTER DATABASE ` + pgx.Identifier{dstName}.Sanitize() + ` SET default_transaction_read_only = on`); err != nil {
+		t.Fatal(err)
+	}
+	code, out, stderr = anvil(t, renv, "", "admin", "restore", "--force", file)
+	t.Logf("read-only: %s", stderr)
+	if code != 1 || !strings.Contains(stderr, "nothing was changed") || !strings.Contains(stderr, "read-only") {
+		t.Fatalf("read-only: exit %d %s %s", code, out, stderr)
+	}
+	if _, err := admin.Exec(`ALTER DATABASE ` + pgx.Identifier{dstName}.Sanitize() + ` RESET default_transaction_read_only`); err != nil {
+		t.Fatal(err)
+	}
+	if got := tableSums(t, dst); !equalMaps(got, want) {
+		t.Fatalf("read-only: the database changed")
+	}
+
 	// Without --force: refused, the database named, its tables counted
 	// as tables and its sequences as sequences.
 	code, _, stderr = anvil(t, renv, "", "admin", "restore", file)
