@@ -262,7 +262,7 @@ func (s *Server) monitorProps(c echo.Context, p *domain.Project) (views.MonitorP
 		strip.Runs = runs
 	}
 	props := views.MonitorProps{Page: s.page(c, m.Slug+" · Monitors · "+p.Name, "projects"), ProjectID: p.ID.String(), ProjectSlug: p.Slug,
-		ProjectName: p.Name, CSRF: s.csrfToken(pr), CanAdmin: pr.AtLeast(domain.RoleAdmin), Monitor: monitorRow(&strip),
+		ProjectName: p.Name, CSRF: s.csrfToken(pr), CanAdmin: monitor.CanEditSettings(pr), CanPause: monitor.CanPause(pr), Monitor: monitorRow(&strip),
 		Edit: views.MonitorForm{ScheduleType: m.Schedule.Type, ScheduleValue: m.Schedule.Value, ScheduleUnit: m.Schedule.Unit, Timezone: m.Timezone,
 			Environment: m.Environment, CheckinMargin: strconv.Itoa(m.CheckinMargin), MaxRuntime: strconv.Itoa(m.MaxRuntime),
 			FailureThreshold: strconv.Itoa(m.FailureThreshold), RecoveryThreshold: strconv.Itoa(m.RecoveryThreshold)},

@@ -327,3 +327,60 @@ func TestMonitorPages(t *testing.T) {
 		t.Error("a paused monitor still expects a run")
 	}
 }
+
+// The monitor page offers each role exactly the forms its handlers take:
+// a viewer none, a member pause and resume, an admin the settings form
+// too. Every form a role sees answers it with a redirect, every form it
+// does not see with 403.
+func TestMonitorFormsMatchRoles(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	f := newSentryFix(t, b)
+	if st, m := f.api(t, f.owner.Token, "POST", "/api/private/projects/"+f.projectID+"/monitors", map[string]any{"slug": "backup",
+		"schedule": map[string]any{"type": "crontab", "value": "0 2 * * *"}}); st != http.StatusCreated {
+		t.Fatalf("create: %d %v", st, m)
+	}
+	page := "/projects/shop/monitors/backup"
+	forms := []struct {
+		testid, path string
+		form         url.Values
+	}{
+		{`data-testid="monitor-pause"`, page + "/pause", url.Values{"paused": {"true"}}},
+		{`data-testid="monitor-edit"`, page + "/edit", url.Values{"schedule_type": {"crontab"}, "schedule_value": {"0 3 * * *"},
+			"timezone": {"UTC"}, "environment": {"production"}, "checkin_margin": {"7"}, "max_runtime": {"30"},
+			"failure_threshold": {"1"}, "recovery_threshold": {"1"}}},
+	}
+	for _, role := range []struct {
+		name  string
+		shown []bool
+	}{{"viewer", []bool{false, false}}, {"member", []bool{true, false}}, {"admin", []bool{true, true}}} {
+		_, br := b.person(t, role.name)
+		res, body := br.get(page)
+		if res.StatusCode != http.StatusOK {
+			t.Fatalf("%s: page %d", role.name, res.StatusCode)
+		}
+		csrf := csrfRE.FindStringSubmatch(body)[1]
+		for i, fm := range forms {
+			if shown := strings.Contains(body, fm.testid); shown != role.shown[i] {
+				t.Fatalf("%s: %s shown %v", role.name, fm.testid, shown)
+			}
+			v := url.Values{"_csrf": {csrf}}
+			for k, vs := range fm.form {
+				v[k] = vs
+			}
+			res, out := br.post(fm.path, v)
+			want := http.StatusForbidden
+			if role.shown[i] {
+				want = http.StatusSeeOther
+			}
+			if res.StatusCode != want {
+				t.Fatalf("%s: %s answered %d, want %d: %.300s", role.name, fm.path, res.StatusCode, want, out)
+			}
+		}
+		// Resumed for the next role's page.
+		if _, err := f.services.Monitors.Update(context.Background(), ownerPrincipal(t, b), uuidOf(t, f.projectID), "backup",
+			monitor.Input{Paused: new(bool)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

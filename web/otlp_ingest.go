@@ -98,7 +98,9 @@ func (s *Server) otlpIngest(sig otlp.Signal, lim *feedLimiter) echo.HandlerFunc 
 		if decodeErr != nil {
 			return otlpStatus(c, http.StatusBadRequest, enc, otlp.CodeInvalidArgument, "bad_request: "+decodeErr.Error())
 		}
-		d := otlp.Defaults{ConnectionName: snd.ConnectionName, Now: time.Now()}
+		// The translation stops at the batch bound (docs/otlp.md, "Bounds"):
+		// the exceptions past it are counted, never made into events.
+		d := otlp.Defaults{ConnectionName: snd.ConnectionName, Now: time.Now(), MaxItems: s.opts.FeedMaxBatch}
 		var batch otlp.Batch
 		if sig == otlp.Logs {
 			r, err := otlp.DecodeLogs(enc, body)
@@ -114,7 +116,7 @@ func (s *Server) otlpIngest(sig otlp.Signal, lim *feedLimiter) echo.HandlerFunc 
 			batch = otlp.TranslateTraces(r, d)
 		}
 		s.metrics.otlpItems(sig.String(), len(batch.Items), batch.Dropped)
-		if len(batch.Items) == 0 {
+		if len(batch.Items) == 0 && len(batch.Beyond) == 0 {
 			// Spans and logs without an exception: read, counted, dropped.
 			return otlpAnswer(c, http.StatusOK, enc, otlp.Response(sig, enc, nil))
 		}
@@ -130,16 +132,21 @@ func (s *Server) otlpStore(c echo.Context, snd *feed.FeedSender, sig otlp.Signal
 	items := batch.Items
 	var refused []otlp.Refusal
 	var early []event.Rejection
-	if max := s.opts.FeedMaxBatch; max > 0 && len(items) > max {
+	if len(batch.Beyond) > 0 {
 		// Beyond the feed's batch bound an exception is refused, not the
 		// request: an exporter does not split a batch it was told is bad.
-		msg := fmt.Sprintf("the request holds %d exceptions; at most %d are taken from one request; export smaller batches", len(items), max)
-		for _, it := range items[max:] {
-			id := it.EventID
-			refused = append(refused, otlp.Refusal{Unit: it.Unit, ReasonCode: event.PayloadTooLarge, Message: msg})
-			early = append(early, event.Rejection{EventID: &id, ReasonCode: event.PayloadTooLarge, Message: msg})
+		// The translation stopped there, so those exceptions have no event
+		// and no id: each is counted by its span or record.
+		msg := fmt.Sprintf("the request holds more than %d exceptions; at most %d are taken from one request; export smaller batches",
+			s.opts.FeedMaxBatch, s.opts.FeedMaxBatch)
+		for _, unit := range batch.Beyond {
+			refused = append(refused, otlp.Refusal{Unit: unit, ReasonCode: event.PayloadTooLarge, Message: msg})
+			early = append(early, event.Rejection{ReasonCode: event.PayloadTooLarge, Message: msg})
 		}
-		items = items[:max]
+	}
+	if len(items) == 0 {
+		s.recordOutcome(snd, feed.IngestResult{Rejected: early})
+		return otlpAnswer(c, http.StatusOK, enc, otlp.Response(sig, enc, refused))
 	}
 	if rf := s.retention.Budget().Admit(req.Context(), snd.OrgID, snd.ProjectID, len(items)); rf != nil {
 		secs := strconv.FormatInt(int64(rf.RetryAfter/time.Second), 10)

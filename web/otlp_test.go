@@ -3,11 +3,13 @@ package web_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
 	"net/url"
 	"regexp"
+	"runtime"
 	"runtime/debug"
 	"strings"
 	"testing"
@@ -398,5 +400,53 @@ func TestOTLPDailyBudget(t *testing.T) {
 	}
 	if n := f.count(t, `SELECT count(*) FROM feed_events WHERE project_id = ?`, f.projectID); n != 2 {
 		t.Fatalf("%d events stored; want 2", n)
+	}
+}
+
+// One small request cannot make the web tier allocate without bound: a few
+// hundred bytes of gzip holding a 128 KiB resource attribute and 2,000
+// exception spans cost the server a small multiple of the body bound
+// (before the bounds: the resource copied into every event, about 500 MiB),
+// and the exceptions past the batch bound are counted in partial_success.
+// Not parallel: TotalAlloc is the process's, and the package's parallel
+// tests wait until the sequential ones have run.
+func TestOTLPAmplifiedRequest(t *testing.T) {
+	f := newFeedFix(t, setup(t))
+	spans := make([]map[string]any, 2000)
+	for i := range spans {
+		spans[i] = map[string]any{"traceId": "5b8efff798038103d269b633813fc60c", "spanId": "eee19b7ec3c1b174", "name": "pay",
+			"events": []any{map[string]any{"name": "exception", "attributes": []any{
+				map[string]any{"key": "exception.type", "value": map[string]any{"stringValue": "E"}}}}}}
+	}
+	js, _ := json.Marshal(map[string]any{"resourceSpans": []any{map[string]any{
+		"resource": map[string]any{"attributes": []any{
+			map[string]any{"key": "service.name", "value": map[string]any{"stringValue": "checkout"}},
+			map[string]any{"key": "big", "value": map[string]any{"stringValue": strings.Repeat("a", 128<<10)}}}},
+		"scopeSpans": []any{map[string]any{"spans": spans}}}}})
+	var zb bytes.Buffer
+	zw, _ := gzip.NewWriterLevel(&zb, gzip.BestCompression)
+	_, _ = zw.Write(mustProto(t, string(js)))
+	_ = zw.Close()
+	if zb.Len() > 1024 {
+		t.Fatalf("%d bytes of gzip", zb.Len())
+	}
+	const bodyBound = 1 << 20 // ANVIL_FEED_MAX_ENVELOPE's default
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	st, _, out := otlpPost(t, f.srv.URL+"/api/otlp/v1/traces", "application/x-protobuf", f.token, zb.Bytes(), "Content-Encoding", "gzip")
+	runtime.ReadMemStats(&after)
+	alloc := after.TotalAlloc - before.TotalAlloc
+	t.Logf("%d bytes of gzip: %d bytes allocated", zb.Len(), alloc)
+	var resp coltrace.ExportTraceServiceResponse
+	if st != 200 || proto.Unmarshal(out, &resp) != nil || resp.GetPartialSuccess().GetRejectedSpans() != 1950 ||
+		!strings.HasPrefix(resp.GetPartialSuccess().GetErrorMessage(), "1950 refused payload_too_large: ") {
+		t.Fatalf("%d %v", st, &resp)
+	}
+	if alloc > 16*bodyBound {
+		t.Fatalf("one request of %d bytes allocated %d bytes", zb.Len(), alloc)
+	}
+	if n := f.count(t, `SELECT count(*) FROM feed_events WHERE project_id = ?`, f.projectID); n != 1 {
+		t.Fatalf("%d events", n)
 	}
 }

@@ -521,15 +521,32 @@ func (ms *Service) Runs(ctx context.Context, monitorID uuid.UUID, limit int) ([]
 	return rs, nil
 }
 
+// The roles of a monitor's changes (docs/monitors.md, "The cockpit"), in one
+// place: Update enforces them and the monitor's page offers its forms by
+// them, so a form a person sees is a form that works for them.
+const (
+	// PauseRole pauses and resumes a monitor.
+	PauseRole = domain.RoleMember
+	// SettingsRole changes its slug, schedule, timezone and environment
+	// (the settings form), makes a new ping URL, creates and deletes.
+	SettingsRole = domain.RoleAdmin
+)
+
+// CanPause reports whether p may pause and resume a project's monitors.
+func CanPause(p *domain.Principal) bool { return p.AtLeast(PauseRole) }
+
+// CanEditSettings reports whether p may use the settings form.
+func CanEditSettings(p *domain.Principal) bool { return p.AtLeast(SettingsRole) }
+
 // Update changes a monitor's settings (PATCH): the schedule, margins,
 // thresholds, environment, paused. A new schedule or an unpause expects
 // the next run from now.
 func (ms *Service) Update(ctx context.Context, p *domain.Principal, projectID uuid.UUID, slug string, in Input) (*Monitor, error) {
-	if err := domain.RequireRole(p, domain.RoleMember); err != nil {
+	if err := domain.RequireRole(p, PauseRole); err != nil {
 		return nil, err
 	}
 	if in.Slug != nil || in.Schedule != nil || in.Timezone != nil || in.Environment != nil {
-		if err := domain.RequireRole(p, domain.RoleAdmin); err != nil {
+		if err := domain.RequireRole(p, SettingsRole); err != nil {
 			return nil, err
 		}
 	}

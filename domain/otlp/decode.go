@@ -74,15 +74,20 @@ func ParseContentType(v string) (Encoding, error) {
 // jsonIn ignores fields it does not know: OTLP/JSON receivers must, so that
 // an exporter newer than anvil still gets through (OTLP specification,
 // "JSON Protobuf Encoding").
-var jsonIn = protojson.UnmarshalOptions{DiscardUnknown: true}
+// Its nesting is bounded like protobuf's (decodeRecursion).
+var jsonIn = protojson.UnmarshalOptions{DiscardUnknown: true, RecursionLimit: decodeRecursion}
+
+// pbIn reads protobuf with the nesting bound of docs/otlp.md, "Bounds".
+var pbIn = proto.UnmarshalOptions{RecursionLimit: decodeRecursion}
 
 // DecodeTraces reads an ExportTraceServiceRequest.
 func DecodeTraces(enc Encoding, body []byte) (*coltrace.ExportTraceServiceRequest, error) {
 	req := &coltrace.ExportTraceServiceRequest{}
 	if enc == Protobuf {
-		if err := proto.Unmarshal(body, req); err != nil {
+		if err := pbIn.Unmarshal(body, req); err != nil {
 			return nil, fmt.Errorf("%w: the body is not an ExportTraceServiceRequest in protobuf", ErrDecode)
 		}
+		boundTraces(req)
 		return req, nil
 	}
 	if err := jsonIn.Unmarshal(body, req); err != nil {
@@ -104,6 +109,7 @@ func DecodeTraces(enc Encoding, body []byte) (*coltrace.ExportTraceServiceReques
 			}
 		}
 	}
+	boundTraces(req)
 	return req, nil
 }
 
@@ -111,9 +117,10 @@ func DecodeTraces(enc Encoding, body []byte) (*coltrace.ExportTraceServiceReques
 func DecodeLogs(enc Encoding, body []byte) (*collogs.ExportLogsServiceRequest, error) {
 	req := &collogs.ExportLogsServiceRequest{}
 	if enc == Protobuf {
-		if err := proto.Unmarshal(body, req); err != nil {
+		if err := pbIn.Unmarshal(body, req); err != nil {
 			return nil, fmt.Errorf("%w: the body is not an ExportLogsServiceRequest in protobuf", ErrDecode)
 		}
+		boundLogs(req)
 		return req, nil
 	}
 	if err := jsonIn.Unmarshal(body, req); err != nil {
@@ -132,6 +139,7 @@ func DecodeLogs(enc Encoding, body []byte) (*collogs.ExportLogsServiceRequest, e
 			}
 		}
 	}
+	boundLogs(req)
 	return req, nil
 }
 

@@ -28,6 +28,11 @@ import (
 type Defaults struct {
 	ConnectionName string
 	Now            time.Time
+	// MaxItems is the feed's batch bound: the translation stops at that
+	// many events and counts the units past it in Batch.Beyond, so that a
+	// request of thousands of exceptions costs what the bound does
+	// (docs/otlp.md, "Bounds"). 0 is no bound.
+	MaxItems int
 }
 
 // Item is one exception as a feed event: Raw is the feed event's JSON for
@@ -48,6 +53,21 @@ type Batch struct {
 	Items   []Item
 	Units   int
 	Dropped int
+	// Beyond are the units (each once) holding an exception that was not
+	// translated because Defaults.MaxItems events were made already.
+	Beyond []int
+}
+
+// full reports whether the batch holds MaxItems events; the unit, which
+// holds one more exception, is then counted in Beyond.
+func (b *Batch) full(d Defaults, unit int) bool {
+	if d.MaxItems <= 0 || len(b.Items) < d.MaxItems {
+		return false
+	}
+	if n := len(b.Beyond); n == 0 || b.Beyond[n-1] != unit {
+		b.Beyond = append(b.Beyond, unit)
+	}
+	return true
 }
 
 // feedEvent is the feed event the translation writes (docs/contracts/feed.md);
@@ -94,7 +114,10 @@ type feedFrame struct {
 type resourceInfo struct {
 	service, environment, release, host, language string
 	sdk                                           feedSDK
-	attrs                                         map[string]any
+	// attrs is the resource's attributes encoded once and written as they
+	// are into each of its events (json.RawMessage), within
+	// MaxSharedAttrBytes.
+	attrs any
 }
 
 func readResource(r *resourcepb.Resource, d Defaults) resourceInfo {
@@ -135,7 +158,7 @@ func readResource(r *resourcepb.Resource, d Defaults) resourceInfo {
 		ri.environment = envOld
 	}
 	ri.sdk.Runtime = strings.TrimSpace(rtName + " " + rtVersion)
-	ri.attrs = attrMap(r.GetAttributes())
+	ri.attrs = sharedAttrs(r.GetAttributes())
 	return ri
 }
 
@@ -160,16 +183,27 @@ func TranslateTraces(req *coltrace.ExportTraceServiceRequest, d Defaults) Batch 
 				unit := b.Units
 				b.Units++
 				found := false
+				var spanAttrs any
+				spanRead := false
 				for i, ev := range sp.GetEvents() {
 					if ev.GetName() != "exception" {
 						continue
+					}
+					found = true
+					if b.full(d, unit) {
+						break
 					}
 					if ri == nil {
 						r := readResource(rs.GetResource(), d)
 						ri = &r
 					}
-					found = true
-					b.Items = append(b.Items, spanEvent(ri, ss.GetScope(), sp, i, ev, d, unit))
+					if !spanRead {
+						spanRead = true
+						// A span's attributes are written into each of its
+						// exceptions: encoded once, like the resource's.
+						spanAttrs = sharedAttrs(sp.GetAttributes())
+					}
+					b.Items = append(b.Items, spanEvent(ri, ss.GetScope(), sp, spanAttrs, i, ev, d, unit))
 				}
 				if !found {
 					b.Dropped++
@@ -192,6 +226,9 @@ func TranslateLogs(req *collogs.ExportLogsServiceRequest, d Defaults) Batch {
 				b.Units++
 				if !isErrorLog(lr) {
 					b.Dropped++
+					continue
+				}
+				if b.full(d, unit) {
 					continue
 				}
 				if ri == nil {
@@ -246,7 +283,7 @@ func readException(kvs []*commonpb.KeyValue) exceptionAttrs {
 	return e
 }
 
-func spanEvent(ri *resourceInfo, scope *commonpb.InstrumentationScope, sp *tracepb.Span, index int, ev *tracepb.Span_Event, d Defaults, unit int) Item {
+func spanEvent(ri *resourceInfo, scope *commonpb.InstrumentationScope, sp *tracepb.Span, spanAttrs any, index int, ev *tracepb.Span_Event, d Defaults, unit int) Item {
 	ex := readException(ev.GetAttributes())
 	fe := baseEvent(ri, scope)
 	fe.Level = "error"
@@ -272,10 +309,10 @@ func spanEvent(ri *resourceInfo, scope *commonpb.InstrumentationScope, sp *trace
 		"span_name": sp.GetName(), "span_kind": kind, "exception_escaped": ex.escaped,
 		"resource": ri.attrs,
 	}
-	if a := attrMap(sp.GetAttributes()); len(a) > 0 {
-		otel["span_attributes"] = a
+	if spanAttrs != nil {
+		otel["span_attributes"] = spanAttrs
 	}
-	if a := attrMap(otherAttrs(ev.GetAttributes())); len(a) > 0 {
+	if a := sharedAttrs(otherAttrs(ev.GetAttributes())); a != nil {
 		otel["event_attributes"] = a
 	}
 	if len(fe.Exception.Stacktrace) == 0 && ex.stack != "" {
@@ -334,7 +371,7 @@ func logEvent(ri *resourceInfo, scope *commonpb.InstrumentationScope, lr *logspb
 	}
 	otel := map[string]any{"signal": "logs", "trace_id": traceID, "span_id": spanID,
 		"severity_text": lr.GetSeverityText(), "severity_number": int32(lr.GetSeverityNumber()), "resource": ri.attrs}
-	if a := attrMap(otherAttrs(lr.GetAttributes())); len(a) > 0 {
+	if a := sharedAttrs(otherAttrs(lr.GetAttributes())); a != nil {
 		otel["log_attributes"] = a
 	}
 	if len(fe.Exception.Stacktrace) == 0 && ex.stack != "" {
@@ -491,64 +528,103 @@ func otherAttrs(kvs []*commonpb.KeyValue) []*commonpb.KeyValue {
 	return out
 }
 
-// Bounds of an attribute's translation. The feed bounds enrichment again
-// (event.MaxBag*), and scrubs it; these only keep the translation itself
-// from walking a deep or wide value the feed would cut anyway.
+// attrBudget is what an attribute set may still cost once translated:
+// each string its length, each other value or key a few bytes
+// (MaxSharedAttrBytes). Past it, values are a marker and the walk stops.
+type attrBudget struct{ left int }
+
 const (
-	maxAttrDepth = 8
-	maxAttrItems = 100
+	nodeCost       = 8
+	truncatedLarge = "[truncated: attributes above the bound]"
 )
 
-func attrMap(kvs []*commonpb.KeyValue) map[string]any {
+func (b *attrBudget) spend(n int) bool {
+	b.left -= n + nodeCost
+	return b.left >= 0
+}
+
+// sharedAttrs translates an attribute set within MaxSharedAttrBytes and
+// encodes it once: the result (a json.RawMessage, or nil for none) is
+// written as it is into every event that holds it.
+func sharedAttrs(kvs []*commonpb.KeyValue) any {
+	m := attrMap(kvs, &attrBudget{left: MaxSharedAttrBytes})
+	if len(m) == 0 {
+		return nil
+	}
+	raw, err := fastjson.Marshal(m)
+	if err != nil {
+		// Strings, numbers, booleans and maps and slices of them: they
+		// always encode.
+		panic(err)
+	}
+	return json.RawMessage(raw)
+}
+
+// attrMap translates attributes; the decoder bounded their count, length
+// and nesting already (boundAttrs), the budget bounds their sum.
+func attrMap(kvs []*commonpb.KeyValue, b *attrBudget) map[string]any {
 	if len(kvs) == 0 {
 		return nil
 	}
-	out := make(map[string]any, min(len(kvs), maxAttrItems))
+	out := make(map[string]any, min(len(kvs), MaxAttrItems))
 	for _, kv := range kvs {
-		if len(out) == maxAttrItems {
+		if len(out) == MaxAttrItems {
 			break
 		}
-		out[kv.GetKey()] = anyValue(kv.GetValue(), 0)
+		if !b.spend(len(kv.GetKey())) {
+			out["anvil.truncated"] = truncatedLarge
+			break
+		}
+		out[kv.GetKey()] = anyValue(kv.GetValue(), 0, b)
 	}
 	return out
 }
 
-func anyValue(v *commonpb.AnyValue, depth int) any {
-	if depth > maxAttrDepth {
-		return "[truncated: nested too deep]"
+func anyValue(v *commonpb.AnyValue, depth int, b *attrBudget) any {
+	if depth > MaxAttrDepth {
+		return truncatedDeep
 	}
 	switch x := v.GetValue().(type) {
 	case *commonpb.AnyValue_StringValue:
+		if !b.spend(len(x.StringValue)) {
+			return truncatedLarge
+		}
 		return x.StringValue
 	case *commonpb.AnyValue_BoolValue:
+		b.spend(0)
 		return x.BoolValue
 	case *commonpb.AnyValue_IntValue:
+		b.spend(0)
 		return json.Number(strconv.FormatInt(x.IntValue, 10))
 	case *commonpb.AnyValue_DoubleValue:
+		b.spend(0)
 		if math.IsNaN(x.DoubleValue) || math.IsInf(x.DoubleValue, 0) {
 			return strconv.FormatFloat(x.DoubleValue, 'g', -1, 64)
 		}
 		return json.Number(strconv.FormatFloat(x.DoubleValue, 'g', -1, 64))
 	case *commonpb.AnyValue_BytesValue:
+		if !b.spend(len(x.BytesValue) * 4 / 3) {
+			return truncatedLarge
+		}
 		return base64.StdEncoding.EncodeToString(x.BytesValue)
 	case *commonpb.AnyValue_ArrayValue:
 		vs := x.ArrayValue.GetValues()
-		out := make([]any, 0, min(len(vs), maxAttrItems))
+		out := make([]any, 0, min(len(vs), MaxAttrItems))
 		for _, e := range vs {
-			if len(out) == maxAttrItems {
+			if len(out) == MaxAttrItems || b.left <= 0 {
 				break
 			}
-			out = append(out, anyValue(e, depth+1))
+			out = append(out, anyValue(e, depth+1, b))
 		}
 		return out
 	case *commonpb.AnyValue_KvlistValue:
 		kvs := x.KvlistValue.GetValues()
-		out := make(map[string]any, min(len(kvs), maxAttrItems))
+		out := make(map[string]any, min(len(kvs), MaxAttrItems))
 		for _, kv := range kvs {
-			if len(out) == maxAttrItems {
+			if len(out) == MaxAttrItems || !b.spend(len(kv.GetKey())) {
 				break
 			}
-			out[kv.GetKey()] = anyValue(kv.GetValue(), depth+1)
+			out[kv.GetKey()] = anyValue(kv.GetValue(), depth+1, b)
 		}
 		return out
 	}
@@ -564,7 +640,7 @@ func anyText(v *commonpb.AnyValue) string {
 	if s, ok := v.GetValue().(*commonpb.AnyValue_StringValue); ok {
 		return s.StringValue
 	}
-	b, err := fastjson.Marshal(anyValue(v, 0))
+	b, err := fastjson.Marshal(anyValue(v, 0, &attrBudget{left: MaxStackBytes}))
 	if err != nil {
 		return ""
 	}

@@ -65,7 +65,19 @@ type relRow struct {
 	LastSeen    time.Time `bun:"last_seen"`
 	Events      int64     `bun:"event_count"`
 	Source      string    `bun:"source"`
+	// ShipAt is when the release may first ship a fix in its environment:
+	// its first event from a server connection, or a declaration for this
+	// environment (its deploy time, else when it was declared). A browser
+	// key's events never set it, nor does a declaration for every
+	// environment alone (docs/releases.md, "Sources and trust").
+	ShipAt *time.Time `bun:"ship_at"`
+	// Served is its events from server connections: what a proof counts.
+	Served int64 `bun:"server_event_count"`
 }
+
+// shipAtSQL is when a release row r (with a, its declaration for every
+// environment) may ship a fix: relRow.ShipAt. LEAST skips NULLs.
+const shipAtSQL = `LEAST(r.server_first_seen, CASE WHEN r.declared_by <> '' THEN COALESCE(r.deployed_at, r.declared_at) END)`
 
 // trusted: the release may ship the fix and prove it (docs/releases.md,
 // "Sources and trust").
@@ -147,12 +159,13 @@ func (f *Fixes) Check(ctx context.Context) (CheckResult, error) {
 	// served events. A release seen from browsers only is not one, however
 	// many there are (docs/releases.md, "Sources and trust").
 	var rels []relRow
-	if err := f.s.DB.NewRaw(`SELECT project_id, environment, version, commit_sha, first_seen, last_seen, event_count, source FROM (
+	if err := f.s.DB.NewRaw(`SELECT project_id, environment, version, commit_sha, first_seen, last_seen, event_count, source, ship_at, server_event_count FROM (
 			SELECT r.project_id, r.environment, r.version, COALESCE(r.commit_sha, a.commit_sha) AS commit_sha,
-				r.first_seen, r.last_seen, r.event_count, `+sourceSQL+` AS source,
-				row_number() OVER (PARTITION BY r.project_id, r.environment ORDER BY r.first_seen DESC, r.version) AS n
+				COALESCE(r.first_seen, `+shipAtSQL+`) AS first_seen, COALESCE(r.last_seen, `+shipAtSQL+`) AS last_seen,
+				r.event_count, `+sourceSQL+` AS source, `+shipAtSQL+` AS ship_at, r.server_event_count,
+				row_number() OVER (PARTITION BY r.project_id, r.environment ORDER BY COALESCE(r.first_seen, `+shipAtSQL+`) DESC, r.version) AS n
 			FROM releases r LEFT JOIN releases a ON a.project_id = r.project_id AND a.environment = '' AND a.version = r.version
-			WHERE r.project_id IN (?) AND r.environment <> '' AND r.first_seen IS NOT NULL
+			WHERE r.project_id IN (?) AND r.environment <> '' AND COALESCE(r.first_seen, `+shipAtSQL+`) IS NOT NULL
 				AND (r.declared_by <> '' OR r.seen_server OR COALESCE(a.declared_by, '') <> '')) c
 		WHERE n <= ?`, bun.List(ids), MaxCandidates).Scan(ctx, &rels); err != nil {
 		return res, fmt.Errorf("fix check: releases: %w", err)
@@ -213,20 +226,29 @@ func (f *Fixes) Check(ctx context.Context) (CheckResult, error) {
 		if r.Done || r.Commit == "" || r.ShippedAt != nil {
 			continue
 		}
-		cands := byEnv[[2]any{r.ProjectID, r.Environment}]
-		sort.Slice(cands, func(a, b int) bool { return cands[a].FirstSeen.Before(cands[b].FirstSeen) })
+		// Only a release a server connection sent events from, or one
+		// declared for this environment, ships: the first of those.
+		var cands []relRow
+		for _, c := range byEnv[[2]any{r.ProjectID, r.Environment}] {
+			if c.ShipAt != nil {
+				cands = append(cands, c)
+			}
+		}
+		sort.Slice(cands, func(a, b int) bool { return cands[a].ShipAt.Before(*cands[b].ShipAt) })
 		for _, c := range cands {
 			if contains(r.ProjectID, r.Commit, c) != "yes" {
 				continue
 			}
-			at := c.FirstSeen
+			at := *c.ShipAt
 			if r.MergedAt != nil && r.MergedAt.After(at) {
 				at = *r.MergedAt
 			}
-			if err := f.incidents.FixShipped(ctx, r.ID, r.Commit, c.Version, SourceWords(c.Source), at, windowOf(r.Window), c.Events); err != nil {
+			// The base is the server events served until now: the proof
+			// counts those served after.
+			if err := f.incidents.FixShipped(ctx, r.ID, r.Commit, c.Version, SourceWords(c.Source), at, windowOf(r.Window), c.Served); err != nil {
 				return res, err
 			}
-			r.Release, r.ShippedAt, r.Base = c.Version, &at, c.Events
+			r.Release, r.ShippedAt, r.Base = c.Version, &at, c.Served
 			until := at.Add(windowOf(r.Window))
 			r.VerifyUntil = &until
 			res.Shipped++
@@ -251,7 +273,9 @@ func (f *Fixes) Check(ctx context.Context) (CheckResult, error) {
 				continue
 			}
 			withFix = append(withFix, c.Version+" ("+SourceWords(c.Source)+")")
-			n := c.Events
+			// Served events are a server connection's: a browser key's
+			// prove nothing, being anyone's.
+			n := c.Served
 			if c.Version == r.Release {
 				n -= r.Base
 			}

@@ -329,3 +329,143 @@ func TestBrowserReleaseShipsNoFix(t *testing.T) {
 		t.Fatalf("evidence does not name the source: %q", reason)
 	}
 }
+
+// A release declared for every environment (releases new, or the API
+// without environment) vouches for its commit, not for its traffic:
+// browser-key events naming it ship nothing and, once it shipped, count
+// as no served events. A server connection's event ships it, at that
+// event's time, and only server events prove the fix.
+func TestBrowserEventsOfADeclaredReleaseShipNothing(t *testing.T) {
+	t.Parallel()
+	b := setup(t, domain.PolicyObserve)
+	ctx := context.Background()
+	fx := release.NewFixes(b.Store, b.Incidents)
+	repo, _, merge, later := gitRepo(t)
+	answer := answerer(t, fx, b, repo)
+	check := func() release.CheckResult {
+		t.Helper()
+		res, err := fx.Check(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		answer()
+		res2, err := fx.Check(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Shipped += res2.Shipped
+		res.Verified += res2.Verified
+		res.Waiting += res2.Waiting
+		return res
+	}
+	if _, err := b.DB.Bun.NewRaw(`UPDATE projects SET fix_verification_window = 60 WHERE id = ?`, b.Proj.ID).Exec(ctx); err != nil {
+		t.Fatal(err)
+	}
+	_, tok, err := b.Feed.CreateConnectionOf(ctx, b.Owner, b.Proj.ID, feed.ConnectionSpec{Name: "web", Kind: feed.KindBrowser,
+		AllowedOrigins: []string{"https://shop.example"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	browser, err := b.Feed.Authenticate(ctx, tok)
+	if err != nil || !browser.Browser {
+		t.Fatalf("browser sender: %v %+v", err, browser)
+	}
+	fromBrowser := func(rel string) {
+		t.Helper()
+		if res, err := b.Feed.Ingest(ctx, browser, "127.0.0.1", []json.RawMessage{event("Other", rel)}); err != nil || len(res.Accepted) != 1 {
+			t.Fatalf("browser ingest: %v %+v", err, res)
+		}
+	}
+
+	inc := b.prOpen(t, "Checkout", "https://github.com/acme/shop/pull/62")
+	if err := fx.FromDelivery(ctx, b.Proj.ID, forge.Payload{Provider: forge.GitHub, Kind: forge.KindPullRequest,
+		PullRequest: &forge.PullRequest{Number: 62, Closed: true, Merged: true, MergeCommitSHA: merge, URL: "https://github.com/acme/shop/pull/62"}}); err != nil {
+		t.Fatal(err)
+	}
+	fixed := "shop@2.5.0"
+	if _, err := b.Releases.Declare(ctx, b.Owner, b.Proj.ID, release.Declaration{Version: fixed, CommitSHA: later}); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		b.Clock.Advance(time.Second)
+		fromBrowser(fixed)
+	}
+	if res := check(); res.Shipped != 0 {
+		t.Fatalf("browser events of a declared release shipped the fix: %+v", res)
+	}
+	if got := b.Incident(t, inc.ID); got.Fix.ShippedAt != nil {
+		t.Fatalf("shipped: %+v", got.Fix)
+	}
+	var counts [4]any
+	if err := b.DB.Bun.NewRaw(`SELECT server_event_count, browser_event_count, server_first_seen IS NULL, browser_first_seen IS NOT NULL FROM releases
+		WHERE project_id = ? AND environment = 'production' AND version = ?`, b.Proj.ID, fixed).Scan(ctx, &counts[0], &counts[1], &counts[2], &counts[3]); err != nil {
+		t.Fatal(err)
+	}
+	if counts[0] != int64(0) || counts[1] != int64(3) || counts[2] != true || counts[3] != true {
+		t.Fatalf("per-source counts %v", counts)
+	}
+	if r := b.list(t)["production/"+fixed]; r.BrowserEvents != 3 || r.ServerEvents != 0 || r.BrowserFirstSeen == nil || r.ServerFirstSeen != nil || !r.Trusted {
+		t.Fatalf("listed as %+v", r)
+	}
+
+	// A server connection's event ships it, at that event's time.
+	b.Clock.Advance(time.Second)
+	serverAt := b.Clock.Now().Truncate(time.Microsecond)
+	b.send(t, event("Other", fixed))
+	if res := check(); res.Shipped != 1 {
+		t.Fatalf("not shipped on the server's event: %+v", res)
+	}
+	got := b.Incident(t, inc.ID)
+	if got.Fix.ShippedAt == nil || !got.Fix.ShippedAt.Equal(serverAt) || got.Fix.Release != fixed {
+		t.Fatalf("shipped %+v, want at %v", got.Fix, serverAt)
+	}
+	// Past the window with only browser traffic: nothing proven.
+	for range 3 {
+		b.Clock.Advance(time.Second)
+		fromBrowser(fixed)
+	}
+	b.Clock.Advance(time.Minute)
+	if res := check(); res.Verified != 0 || res.Waiting == 0 {
+		t.Fatalf("browser events proved the fix: %+v", res)
+	}
+	// One server event served: proven, and it says one.
+	b.send(t, event("Other", fixed))
+	if res := check(); res.Verified != 1 {
+		t.Fatalf("not verified on server traffic: %+v", res)
+	}
+	if _, _, _, _, reason := b.LastTransition(t, inc.ID); !strings.Contains(reason, "served 1 events") {
+		t.Fatalf("evidence: %q", reason)
+	}
+}
+
+// A deploy declared for the incident's environment ships the fix by
+// itself, at the deploy's time: a person or a deploy script said so.
+func TestDeployForTheEnvironmentShips(t *testing.T) {
+	t.Parallel()
+	b := setup(t, domain.PolicyObserve)
+	ctx := context.Background()
+	fx := release.NewFixes(b.Store, b.Incidents)
+	repo, _, merge, later := gitRepo(t)
+	answer := answerer(t, fx, b, repo)
+	inc := b.prOpen(t, "Checkout", "https://github.com/acme/shop/pull/62")
+	if err := fx.FromDelivery(ctx, b.Proj.ID, forge.Payload{Provider: forge.GitHub, Kind: forge.KindPullRequest,
+		PullRequest: &forge.PullRequest{Number: 62, Closed: true, Merged: true, MergeCommitSHA: merge, URL: "https://github.com/acme/shop/pull/62"}}); err != nil {
+		t.Fatal(err)
+	}
+	b.Clock.Advance(time.Minute)
+	deployed := b.Clock.Now().Add(-time.Second).Truncate(time.Microsecond)
+	if _, err := b.Releases.Declare(ctx, b.Owner, b.Proj.ID, release.Declaration{Version: "shop@2.5.0", CommitSHA: later,
+		Environment: "production", DeployedAt: &deployed}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fx.Check(ctx); err != nil {
+		t.Fatal(err)
+	}
+	answer()
+	if res, err := fx.Check(ctx); err != nil || res.Shipped != 1 {
+		t.Fatalf("a deploy for the environment shipped nothing: %v %+v", err, res)
+	}
+	if got := b.Incident(t, inc.ID); got.Fix.ShippedAt == nil || !got.Fix.ShippedAt.Equal(deployed) {
+		t.Fatalf("shipped %+v, want at %v", got.Fix, deployed)
+	}
+}

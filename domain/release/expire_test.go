@@ -90,9 +90,12 @@ func TestCandidatesCappedAndQuestionsOldestFixFirst(t *testing.T) {
 	}
 	// 80 releases named by commits, seen from the server; 30 more seen
 	// from browsers only, the newest of all.
-	if _, err := b.DB.Bun.NewRaw(`INSERT INTO releases (project_id, environment, version, first_seen, last_seen, event_count, seen_server, seen_browser)
+	if _, err := b.DB.Bun.NewRaw(`INSERT INTO releases (project_id, environment, version, first_seen, last_seen, event_count, seen_server, seen_browser,
+			server_first_seen, server_event_count, browser_first_seen, browser_event_count)
 		SELECT ?0, 'production', 'shop@1.' || g || '+' || lpad(to_hex(g), 7, 'c'), ?1::timestamptz + g * interval '1 second',
-			?1::timestamptz + g * interval '1 second', 1, g <= 80, g > 80
+			?1::timestamptz + g * interval '1 second', 1, g <= 80, g > 80,
+			CASE WHEN g <= 80 THEN ?1::timestamptz + g * interval '1 second' END, (g <= 80)::int,
+			CASE WHEN g > 80 THEN ?1::timestamptz + g * interval '1 second' END, (g > 80)::int
 		FROM generate_series(1, 110) g`, b.Proj.ID, now.Add(-time.Hour)).Exec(ctx); err != nil {
 		t.Fatal(err)
 	}

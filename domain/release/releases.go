@@ -36,6 +36,13 @@ type Release struct {
 	EventCount   int64      `json:"event_count"`
 	NewIncidents int64      `json:"new_incidents"`
 	DeployedAt   *time.Time `json:"deployed_at"`
+	// ServerEvents and BrowserEvents split EventCount by the kind of
+	// connection that sent them, each with its first event: only the
+	// server's ship a fix or count as served (docs/releases.md).
+	ServerEvents     int64      `json:"server_event_count"`
+	ServerFirstSeen  *time.Time `json:"server_first_seen"`
+	BrowserEvents    int64      `json:"browser_event_count"`
+	BrowserFirstSeen *time.Time `json:"browser_first_seen"`
 	// Source is where the release came from (docs/releases.md, "Sources
 	// and trust"): "member", "api", "sentry_cli" (declared), "server" or
 	// "browser" (seen from a connection of that kind only).
@@ -90,11 +97,17 @@ type releaseRow struct {
 	CommitSHA    *string    `bun:"commit_sha"`
 	DeployedAt   *time.Time `bun:"deployed_at"`
 	Source       string     `bun:"source"`
+
+	ServerEvents     int64      `bun:"server_event_count"`
+	ServerFirstSeen  *time.Time `bun:"server_first_seen"`
+	BrowserEvents    int64      `bun:"browser_event_count"`
+	BrowserFirstSeen *time.Time `bun:"browser_first_seen"`
 }
 
 func (r releaseRow) view() Release {
 	out := Release{Version: r.Version, Environment: r.Environment, FirstSeen: utc(r.FirstSeen), LastSeen: utc(r.LastSeen),
-		EventCount: r.EventCount, NewIncidents: r.NewIncidents, DeployedAt: utc(r.DeployedAt), Source: r.Source, Trusted: trusted(r.Source)}
+		EventCount: r.EventCount, NewIncidents: r.NewIncidents, DeployedAt: utc(r.DeployedAt), Source: r.Source, Trusted: trusted(r.Source),
+		ServerEvents: r.ServerEvents, ServerFirstSeen: utc(r.ServerFirstSeen), BrowserEvents: r.BrowserEvents, BrowserFirstSeen: utc(r.BrowserFirstSeen)}
 	if r.CommitSHA != nil && *r.CommitSHA != "" {
 		out.CommitSHA, out.CommitFrom = *r.CommitSHA, "declared"
 	} else if sha, ok := CommitOf(r.Version); ok {
@@ -124,6 +137,7 @@ func (rs *Releases) List(ctx context.Context, pr *domain.Principal, projectID uu
 	}
 	var rows []releaseRow
 	err := rs.s.DB.NewRaw(`SELECT r.environment, r.version, r.first_seen, r.last_seen, r.event_count, r.new_incidents,
+			r.server_event_count, r.server_first_seen, r.browser_event_count, r.browser_first_seen,
 			COALESCE(r.commit_sha, a.commit_sha) AS commit_sha, COALESCE(r.deployed_at, a.deployed_at) AS deployed_at, `+sourceSQL+` AS source
 		FROM releases r LEFT JOIN releases a ON a.project_id = r.project_id AND a.environment = '' AND a.version = r.version AND r.environment <> ''
 		WHERE r.project_id = ? AND NOT (r.environment = '' AND EXISTS (
@@ -224,7 +238,8 @@ func (rs *Releases) Declare(ctx context.Context, pr *domain.Principal, projectID
 				commit_sha = COALESCE(EXCLUDED.commit_sha, r.commit_sha),
 				deployed_at = COALESCE(EXCLUDED.deployed_at, r.deployed_at), declared_at = EXCLUDED.declared_at,
 				declared_by = EXCLUDED.declared_by
-			RETURNING environment, version, first_seen, last_seen, event_count, new_incidents, commit_sha, deployed_at, declared_by AS source`,
+			RETURNING environment, version, first_seen, last_seen, event_count, new_incidents, commit_sha, deployed_at, declared_by AS source,
+				server_event_count, server_first_seen, browser_event_count, browser_first_seen`,
 			projectID, d.Environment, d.Version, sha, d.DeployedAt, now, source).Scan(ctx, &row)
 		if err != nil {
 			return fmt.Errorf("releases: declare %s: %w", d.Version, err)

@@ -60,9 +60,10 @@ func (t *Tally) Empty() bool { return len(t.Events) == 0 }
 
 // TrackStmt upserts the tally's releases of projectID, seen at now, and
 // records the release each created incident was first seen in. browser
-// says the events came from a browser connection (an anv_pub_ key): a
-// release seen only from browsers is recorded as such and ships no fix
-// (docs/releases.md, "Sources and trust").
+// says the events came from a browser connection (an anv_pub_ key): each
+// kind of connection has its own count and first-seen time on the row, and
+// only the server's ship a fix or count as served (docs/releases.md,
+// "Sources and trust").
 func TrackStmt(projectID uuid.UUID, t *Tally, now time.Time, browser bool) dbutil.Stmt {
 	keys := make([]Key, 0, len(t.Events))
 	for k := range t.Events {
@@ -85,12 +86,20 @@ func TrackStmt(projectID uuid.UUID, t *Tally, now time.Time, browser bool) dbuti
 		created, createdIn = []pgtype.UUID{}, []string{}
 	}
 	return dbutil.Stmt{SQL: `WITH r AS (
-		INSERT INTO releases AS r (project_id, environment, version, first_seen, last_seen, event_count, new_incidents, seen_server, seen_browser)
-		SELECT $1, u.e, u.v, $2, $2, u.n, u.c, NOT $9::boolean, $9::boolean FROM unnest($3::text[], $4::text[], $5::bigint[], $6::bigint[]) AS u(e, v, n, c)
+		INSERT INTO releases AS r (project_id, environment, version, first_seen, last_seen, event_count, new_incidents, seen_server, seen_browser,
+			server_first_seen, server_event_count, browser_first_seen, browser_event_count)
+		SELECT $1, u.e, u.v, $2, $2, u.n, u.c, NOT $9::boolean, $9::boolean,
+			CASE WHEN $9::boolean THEN NULL ELSE $2::timestamptz END, CASE WHEN $9::boolean THEN 0 ELSE u.n END,
+			CASE WHEN $9::boolean THEN $2::timestamptz END, CASE WHEN $9::boolean THEN u.n ELSE 0 END
+		FROM unnest($3::text[], $4::text[], $5::bigint[], $6::bigint[]) AS u(e, v, n, c)
 		ON CONFLICT (project_id, environment, version) DO UPDATE SET
 			first_seen = COALESCE(r.first_seen, EXCLUDED.first_seen),
 			seen_server = r.seen_server OR EXCLUDED.seen_server,
 			seen_browser = r.seen_browser OR EXCLUDED.seen_browser,
+			server_first_seen = COALESCE(r.server_first_seen, EXCLUDED.server_first_seen),
+			server_event_count = r.server_event_count + EXCLUDED.server_event_count,
+			browser_first_seen = COALESCE(r.browser_first_seen, EXCLUDED.browser_first_seen),
+			browser_event_count = r.browser_event_count + EXCLUDED.browser_event_count,
 			last_seen = GREATEST(COALESCE(r.last_seen, EXCLUDED.last_seen), EXCLUDED.last_seen),
 			event_count = r.event_count + EXCLUDED.event_count,
 			new_incidents = r.new_incidents + EXCLUDED.new_incidents

@@ -1,6 +1,7 @@
 package sourcemap_test
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha1" //nolint:gosec // sentry-cli's chunk names
 	"encoding/hex"
@@ -371,5 +372,22 @@ func TestReprocessMapsEarlyEventsKeepingGrouping(t *testing.T) {
 	// A second pass finds nothing left to map.
 	if n, err := b.Feed.Reprocess(context.Background(), inc); err != nil || n != 0 {
 		t.Fatalf("second pass %d %v", n, err)
+	}
+}
+
+// The mappings are measured as the library reads them: a key spelled with
+// an escape ("mappin\u0067s") is the same key to encoding/json, so a map of
+// empty lines under it is refused at upload like one under the plain key.
+func TestSparseMapWithEscapedKeyRefusedAtUpload(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	svc := sourcemap.New(b.Store, sourcemap.Limits{}, 0)
+	data := bytes.Replace(mapJSON(t, "x", "AAAA"+strings.Repeat(";", 200000)), []byte(`"mappings"`), []byte(`"mappin\u0067s"`), 1)
+	if !bytes.Contains(data, []byte(`mappin\u0067s`)) {
+		t.Fatal("the key is not escaped")
+	}
+	_, err := svc.Upload(context.Background(), b.Owner, b.Proj.ID, "r1", "", []sourcemap.PlainFile{{Name: "app.js.map", Data: data}})
+	if errCode(err) != "sourcemap_sparse" {
+		t.Fatalf("err %v", err)
 	}
 }

@@ -1,8 +1,8 @@
 package sourcemap
 
 import (
-	"bytes"
 	"container/list"
+	"encoding/json"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -47,9 +47,9 @@ func (p *parsedMap) sourceLines(src string) []string {
 	return l
 }
 
-// mapShape is what a map's "mappings" strings hold, read from its JSON
-// without parsing it: segments (positions), the separators between them
-// (',' and ';'), and the lines its sources' contents split into.
+// mapShape is what a map's "mappings" strings hold, read from its decoded
+// JSON: segments (positions), the separators between them (',' and ';'),
+// and the lines its sources' contents split into.
 type mapShape struct {
 	segments, separators, mappings, lines int64
 }
@@ -66,34 +66,38 @@ const (
 	sparseAllowed = 10000
 )
 
-// shapeOf scans data for its "mappings" strings (one for a plain map, one
-// a section for an index map) and counts what parsing them will allocate.
-// A "mappings" inside a JSON string has its quotes escaped, so only keys
-// are counted.
+// shapeJSON is the part of a map the library's parse allocates by: its
+// mappings and contents, and an index map's sections' (the library reads
+// one level of sections, with encoding/json, as this does).
+type shapeJSON struct {
+	Mappings       string    `json:"mappings"`
+	SourcesContent []*string `json:"sourcesContent"`
+	Sections       []struct {
+		Map *struct {
+			Mappings       string    `json:"mappings"`
+			SourcesContent []*string `json:"sourcesContent"`
+		} `json:"map"`
+	} `json:"sections"`
+}
+
+// shapeOf measures the map as the library will read it: the JSON is
+// decoded (encoding/json, as the library does), so that a key or a
+// separator spelled with escapes ("mappin\u0067s", "\u003b") is counted
+// like its plain spelling — a scan of the bytes would miss it and charge
+// the map its size only. The decoded strings are at most the JSON's size;
+// they are dropped once counted. A body that is not JSON has no shape: the
+// parse that follows refuses it.
 func shapeOf(data []byte) mapShape {
 	var sh mapShape
-	key := []byte(`"mappings"`)
-	for i := 0; ; {
-		j := bytes.Index(data[i:], key)
-		if j < 0 {
-			break
-		}
-		k := i + j
-		i = k + len(key)
-		if k > 0 && data[k-1] == '\\' {
-			continue
-		}
-		for i < len(data) && (data[i] == ' ' || data[i] == '\t' || data[i] == '\n' || data[i] == '\r' || data[i] == ':') {
-			i++
-		}
-		if i >= len(data) || data[i] != '"' {
-			continue
-		}
-		i++
+	var m shapeJSON
+	if json.Unmarshal(data, &m) != nil {
+		return mapShape{lines: 1}
+	}
+	count := func(mappings string, contents []*string) {
 		sh.mappings++
 		inSegment := false
-		for ; i < len(data) && data[i] != '"'; i++ {
-			switch data[i] {
+		for i := 0; i < len(mappings); i++ {
+			switch mappings[i] {
 			case ',', ';':
 				sh.separators++
 				if inSegment {
@@ -107,8 +111,21 @@ func shapeOf(data []byte) mapShape {
 		if inSegment {
 			sh.segments++
 		}
+		for _, c := range contents {
+			if c != nil {
+				sh.lines += int64(strings.Count(*c, "\n"))
+			}
+		}
 	}
-	sh.lines = int64(bytes.Count(data, []byte(`\n`))) + 1
+	if len(m.Sections) == 0 {
+		count(m.Mappings, m.SourcesContent)
+	}
+	for _, sec := range m.Sections {
+		if sec.Map != nil {
+			count(sec.Map.Mappings, sec.Map.SourcesContent)
+		}
+	}
+	sh.lines++
 	return sh
 }
 

@@ -41,6 +41,7 @@ const Format = 1
 const (
 	manifestName = "manifest.json"
 	keyName      = "secret.key"
+	previousName = "secret.key.previous"
 	dumpName     = "database.dump"
 )
 
@@ -59,6 +60,10 @@ type Manifest struct {
 	CreatedAt time.Time `json:"created_at"`
 	// Key reports whether the archive holds the operator key.
 	Key bool `json:"key"`
+	// PreviousKey reports whether it also holds ANVIL_SECRET_KEY_PREVIOUS:
+	// a backup taken during a key rotation holds secrets sealed under
+	// either key, and the archive must open all of them.
+	PreviousKey bool `json:"previous_key,omitempty"`
 	// DumpSHA256 and DumpBytes let a restore check the dump before using it.
 	DumpSHA256 string `json:"dump_sha256"`
 	DumpBytes  int64  `json:"dump_bytes"`
@@ -130,16 +135,19 @@ func tool(ctx context.Context, path string, env []string, stdin io.Reader, stdou
 		if msg == "" {
 			msg = err.Error()
 		}
-		return fmt.Errorf("%s: %s", filepath.Base(path), msg)
+		if name := filepath.Base(path); !strings.HasPrefix(msg, name+": ") {
+			msg = name + ": " + msg
+		}
+		return errors.New(msg)
 	}
 	return nil
 }
 
 // Write dumps the database at dbURL with pgDump (a path to pg_dump) and
-// writes the archive to path with key (may be nil) and m, whose Format,
-// Key, DumpSHA256 and DumpBytes it fills in. path must not exist: a backup
-// never replaces another.
-func Write(ctx context.Context, path, pgDump, dbURL string, key []byte, m Manifest) (Manifest, error) {
+// writes the archive to path with key and previous (each may be nil) and
+// m, whose Format, Key, PreviousKey, DumpSHA256 and DumpBytes it fills in.
+// path must not exist: a backup never replaces another.
+func Write(ctx context.Context, path, pgDump, dbURL string, key, previous []byte, m Manifest) (Manifest, error) {
 	conn, env, err := Libpq(dbURL)
 	if err != nil {
 		return m, err
@@ -162,7 +170,7 @@ func Write(ctx context.Context, path, pgDump, dbURL string, key []byte, m Manife
 	if err != nil {
 		return m, err
 	}
-	m.Format, m.Key = Format, key != nil
+	m.Format, m.Key, m.PreviousKey = Format, key != nil, previous != nil
 	m.DumpSHA256, m.DumpBytes = hex.EncodeToString(h.Sum(nil)), fi.Size()
 	manifest, err := json.MarshalIndent(m, "", "  ")
 	if err != nil {
@@ -198,6 +206,11 @@ func Write(ctx context.Context, path, pgDump, dbURL string, key []byte, m Manife
 			return m, fmt.Errorf("backup: %w", err)
 		}
 	}
+	if previous != nil {
+		if err := add(previousName, int64(len(previous)), bytes.NewReader(previous)); err != nil {
+			return m, fmt.Errorf("backup: %w", err)
+		}
+	}
 	if err := add(dumpName, fi.Size(), dump); err != nil {
 		return m, fmt.Errorf("backup: %w", err)
 	}
@@ -222,9 +235,10 @@ func Write(ctx context.Context, path, pgDump, dbURL string, key []byte, m Manife
 type Archive struct {
 	Manifest Manifest
 	// Key is the operator key it holds (the key's text as written), nil
-	// when it holds none.
-	Key  []byte
-	path string
+	// when it holds none; PreviousKey the previous key, likewise.
+	Key         []byte
+	PreviousKey []byte
+	path        string
 }
 
 // maxSmall bounds the manifest and the key, read into memory.
@@ -268,6 +282,13 @@ func Open(path string) (*Archive, error) {
 			if a.Key, err = io.ReadAll(tr); err != nil {
 				return nil, fmt.Errorf("backup: %s: %w", path, err)
 			}
+		case previousName:
+			if hdr.Size > maxSmall {
+				return nil, fmt.Errorf("backup: %s: the previous key is too large", path)
+			}
+			if a.PreviousKey, err = io.ReadAll(tr); err != nil {
+				return nil, fmt.Errorf("backup: %s: %w", path, err)
+			}
 		case dumpName:
 			h := sha256.New()
 			n, err := io.Copy(h, tr)
@@ -285,40 +306,129 @@ func Open(path string) (*Archive, error) {
 	if !sawDump {
 		return nil, fmt.Errorf("backup: %s holds no database dump", path)
 	}
-	if a.Manifest.Key != (a.Key != nil) {
+	if a.Manifest.Key != (a.Key != nil) || a.Manifest.PreviousKey != (a.PreviousKey != nil) {
 		return nil, fmt.Errorf("backup: %s: the manifest and the archive disagree about the key", path)
 	}
 	return a, nil
 }
 
-// Restore loads the archive's dump into the database at dbURL with
-// pgRestore (a path to pg_restore), in one transaction: all of it or
-// nothing. Objects are owned by the connecting role (--no-owner), as the
-// role that made the dump may not exist here. The caller has checked that
-// the database is empty, or cleared it.
-func (a *Archive) Restore(ctx context.Context, pgRestore, dbURL string) error {
-	conn, env, err := Libpq(dbURL)
-	if err != nil {
-		return err
-	}
+// dump opens the archive's database dump for reading.
+func (a *Archive) dump() (io.Reader, io.Closer, error) {
 	f, err := os.Open(a.path)
 	if err != nil {
-		return fmt.Errorf("backup: %w", err)
+		return nil, nil, fmt.Errorf("backup: %w", err)
 	}
-	defer f.Close()
 	tr := tar.NewReader(f)
 	for {
 		hdr, err := tr.Next()
 		if err != nil {
-			return fmt.Errorf("backup: %s: no database dump: %w", a.path, err)
+			f.Close()
+			return nil, nil, fmt.Errorf("backup: %s: no database dump: %w", a.path, err)
 		}
 		if hdr.Name == dumpName {
-			break
+			return tr, f, nil
 		}
 	}
-	if err := tool(ctx, pgRestore, env, tr, io.Discard, "--no-owner", "--no-privileges", "--exit-on-error",
-		"--single-transaction", "--no-password", "--dbname="+conn); err != nil {
-		return fmt.Errorf("restore: %w", err)
+}
+
+// Check asks pgRestore whether it can read the dump at all (pg_restore
+// --list: its table of contents), before anything is changed: a dump from
+// a newer pg_dump, or a damaged one, is refused here.
+func (a *Archive) Check(ctx context.Context, pgRestore string) error {
+	r, c, err := a.dump()
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	if err := tool(ctx, pgRestore, nil, r, io.Discard, "--list"); err != nil {
+		return fmt.Errorf("restore: the archive's dump cannot be read, nothing was changed: %w", err)
+	}
+	return nil
+}
+
+// Restore loads the archive's dump into the database at dbURL in one
+// transaction: all of it or nothing. With clear, dropping the public
+// schema is part of that same transaction, so a dump that fails halfway
+// (a newer pg_dump, a role that may not create an extension, a full disk)
+// leaves the database as it was (docs/install.md, "Backup and restore").
+//
+// pgRestore (a path to pg_restore) turns the dump into SQL, which psql (a
+// path to psql) runs on one connection: BEGIN, the drop, the SQL, and
+// COMMIT only once pg_restore has written all of it and exited cleanly.
+// psql stops at the first error (ON_ERROR_STOP); either way the
+// connection ends inside the transaction, and PostgreSQL rolls it back.
+// Objects are owned by the connecting role (--no-owner), as the role that
+// made the dump may not exist here.
+func (a *Archive) Restore(ctx context.Context, pgRestore, psql, dbURL string, clear bool) error {
+	conn, env, err := Libpq(dbURL)
+	if err != nil {
+		return err
+	}
+	r, c, err := a.dump()
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+
+	script, scriptW := io.Pipe()
+	sqlIn, sqlW := io.Pipe()
+	restoreErr := make(chan error, 1)
+	go func() {
+		err := tool(ctx, pgRestore, nil, r, scriptW, "--no-owner", "--no-privileges", "--exit-on-error", "--file=-")
+		scriptW.CloseWithError(err)
+		restoreErr <- err
+	}()
+	feedErr := make(chan error, 1)
+	go func() {
+		err := feed(sqlW, script, clear, restoreErr)
+		// Without COMMIT, psql reads EOF inside the transaction: its
+		// connection ends, and the transaction with it.
+		sqlW.Close()
+		feedErr <- err
+	}()
+	psqlErr := tool(ctx, psql, env, sqlIn, io.Discard, "--no-psqlrc", "--quiet", "--set=ON_ERROR_STOP=1", "--no-password", "--file=-", "--dbname="+conn)
+	if psqlErr != nil {
+		// pg_restore has nobody to write to any more.
+		cancel()
+	}
+	// psql is done: whatever feed still writes or reads fails at once.
+	sqlIn.CloseWithError(io.ErrClosedPipe)
+	script.CloseWithError(io.ErrClosedPipe)
+	fErr := <-feedErr
+	if psqlErr != nil {
+		return fmt.Errorf("restore: nothing was changed: %w", psqlErr)
+	}
+	if fErr != nil {
+		return fmt.Errorf("restore: nothing was changed: %w", fErr)
+	}
+	return nil
+}
+
+// feed writes the transaction psql runs: BEGIN, the drop when clear, the
+// script as pg_restore writes it, and COMMIT only when pg_restore ended
+// without an error.
+func feed(w io.Writer, script *io.PipeReader, clear bool, restoreErr <-chan error) error {
+	head := "BEGIN;\n"
+	if clear {
+		head += "DROP SCHEMA public CASCADE;\nCREATE SCHEMA public;\n"
+	}
+	if _, err := io.WriteString(w, head); err != nil {
+		return fmt.Errorf("psql stopped reading: %w", err)
+	}
+	if _, err := io.Copy(w, script); err != nil {
+		script.CloseWithError(err)
+		if rerr := <-restoreErr; rerr != nil {
+			return rerr
+		}
+		return fmt.Errorf("psql stopped reading: %w", err)
+	}
+	if err := <-restoreErr; err != nil {
+		return err
+	}
+	if _, err := io.WriteString(w, "\nCOMMIT;\n"); err != nil {
+		return fmt.Errorf("psql stopped reading: %w", err)
 	}
 	return nil
 }

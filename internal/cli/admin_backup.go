@@ -72,12 +72,23 @@ func cmdBackup(ctx context.Context, cfg *Config, cerr error, args []string, stdo
 		return err
 	}
 	key := []byte(base64.StdEncoding.EncodeToString(cfg.SecretKey) + "\n")
-	m, err = backup.Write(ctx, file, pgDump, cfg.DatabaseURL, key, m)
+	var previous []byte
+	if cfg.SecretKeyPrevious != nil {
+		// Mid-rotation some secrets are still sealed under the previous
+		// key: the archive carries it too, or they would not open after a
+		// restore (docs/install.md, "Backup and restore").
+		previous = []byte(base64.StdEncoding.EncodeToString(cfg.SecretKeyPrevious) + "\n")
+	}
+	m, err = backup.Write(ctx, file, pgDump, cfg.DatabaseURL, key, previous, m)
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "wrote %s (%s): database %s at migration %s, PostgreSQL %s, anvil %s, with its key\n",
-		file, humanBytes(m.DumpBytes), m.Database, orNone(m.Migration), m.ServerVersion, m.AnvilVersion)
+	keys := "with its key"
+	if m.PreviousKey {
+		keys = "with its key and ANVIL_SECRET_KEY_PREVIOUS"
+	}
+	fmt.Fprintf(stdout, "wrote %s (%s): database %s at migration %s, PostgreSQL %s, anvil %s, %s\n",
+		file, humanBytes(m.DumpBytes), m.Database, orNone(m.Migration), m.ServerVersion, m.AnvilVersion, keys)
 	fmt.Fprintln(stderr, "the archive holds the operator key: keep it where you keep the key")
 	return nil
 }
@@ -87,7 +98,8 @@ func cmdBackup(ctx context.Context, cfg *Config, cerr error, args []string, stdo
 // where the configuration reads the key from.
 func cmdRestore(ctx context.Context, cfg *Config, cerr error, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("restore", "anvil admin restore [--force] FILE\n\nRestores an archive of `anvil admin backup` into the database of ANVIL_DATABASE_URL, in one\n"+
-		"transaction. The database must be empty: --force first drops everything in its public schema.\n"+
+		"transaction. The database must be empty: --force drops everything in its public schema, in the\n"+
+		"same transaction, so a dump that cannot be restored leaves the database as it was.\n"+
 		"An archive from a newer anvil (a newer schema) is refused. The archive's key is written to\n"+
 		"ANVIL_SECRET_KEY_FILE (a different key already there is kept beside it as FILE.before-restore);\n"+
 		"without ANVIL_SECRET_KEY_FILE it is printed, unless ANVIL_SECRET_KEY is that key already.\n"+
@@ -109,6 +121,10 @@ func cmdRestore(ctx context.Context, cfg *Config, cerr error, args []string, std
 	if err != nil {
 		return errors.New("restore: pg_restore not found: install postgresql-client (of the archive's server version or newer)")
 	}
+	psql, err := exec.LookPath("psql")
+	if err != nil {
+		return errors.New("restore: psql not found: install postgresql-client (of the archive's server version or newer)")
+	}
 	a, err := backup.Open(file)
 	if err != nil {
 		return err
@@ -122,10 +138,15 @@ func cmdRestore(ctx context.Context, cfg *Config, cerr error, args []string, std
 		return fmt.Errorf("%w: its schema is at migration %s, this anvil (%s) knows up to %s; restore it with anvil %s or newer",
 			backup.ErrNewerArchive, m.Migration, Version(), newest, m.AnvilVersion)
 	}
-	var key []byte
+	var key, previous []byte
 	if a.Key != nil {
 		if key, err = secret.ParseKey(string(a.Key)); err != nil {
 			return fmt.Errorf("restore: the archive's key: %w", err)
+		}
+	}
+	if a.PreviousKey != nil {
+		if previous, err = secret.ParseKey(string(a.PreviousKey)); err != nil {
+			return fmt.Errorf("restore: the archive's previous key: %w", err)
 		}
 	}
 
@@ -134,29 +155,43 @@ func cmdRestore(ctx context.Context, cfg *Config, cerr error, args []string, std
 		return err
 	}
 	defer d.Close()
-	tables, err := userTables(ctx, d)
+	var target string
+	if err := d.SQL.QueryRowContext(ctx, "SELECT current_database()").Scan(&target); err != nil {
+		return fmt.Errorf("restore: read the database's name: %w", err)
+	}
+	// The dump is read through before anything is touched.
+	if err := a.Check(ctx, pgRestore); err != nil {
+		return fmt.Errorf("%w (database %s)", err, target)
+	}
+	rels, err := userRelations(ctx, d)
 	if err != nil {
 		return err
 	}
-	if len(tables) > 0 {
-		if !*force {
-			return fmt.Errorf("restore: the database is not empty (%d tables, such as %s): restore into an empty database, or give --force to drop everything in its public schema first",
-				len(tables), strings.Join(tables[:min(3, len(tables))], ", "))
-		}
-		if _, err := d.SQL.ExecContext(ctx, "DROP SCHEMA public CASCADE; CREATE SCHEMA public"); err != nil {
-			return fmt.Errorf("restore: clear the database: %w", err)
-		}
-		fmt.Fprintf(stderr, "dropped %d tables and everything else in the public schema (--force)\n", len(tables))
+	clear := len(rels.names) > 0
+	if clear && !*force {
+		return fmt.Errorf("restore: database %s is not empty (%s, such as %s): restore into an empty database, or give --force to replace everything in its public schema",
+			target, rels.counts(), strings.Join(rels.names[:min(3, len(rels.names))], ", "))
 	}
-	if err := a.Restore(ctx, pgRestore, cfg.DatabaseURL); err != nil {
-		return err
+	if err := a.Restore(ctx, pgRestore, psql, cfg.DatabaseURL, clear); err != nil {
+		return fmt.Errorf("%w (database %s)", err, target)
 	}
-	fmt.Fprintf(stdout, "restored %s into the database: %s at migration %s, made %s by anvil %s\n",
-		file, m.Database, orNone(m.Migration), m.CreatedAt.Format(time.RFC3339), m.AnvilVersion)
+	if clear {
+		fmt.Fprintf(stderr, "replaced %s and everything else in the public schema of database %s (--force)\n", rels.counts(), target)
+	}
+	fmt.Fprintf(stdout, "restored %s into database %s: %s at migration %s, made %s by anvil %s\n",
+		file, target, m.Database, orNone(m.Migration), m.CreatedAt.Format(time.RFC3339), m.AnvilVersion)
 	if m.Migration < newest {
 		fmt.Fprintf(stdout, "anvil applies the migrations after %s when it starts\n", orNone(m.Migration))
 	}
-	return placeKey(cfg, key, stdout, stderr)
+	if err := placeKey(cfg, key, stdout, stderr); err != nil {
+		return err
+	}
+	if previous != nil {
+		fmt.Fprintln(stdout, base64.StdEncoding.EncodeToString(previous))
+		fmt.Fprintln(stderr, "the line above is the archive's previous key: the backup was taken during a key rotation, and some secrets are sealed under it;"+
+			" set ANVIL_SECRET_KEY_PREVIOUS to it, run `anvil admin rotate-key`, then remove it")
+	}
+	return nil
 }
 
 // placeKey puts the restored key where the configuration reads it, or
@@ -225,25 +260,52 @@ func placeKey(cfg *Config, key []byte, stdout, stderr io.Writer) error {
 	return nil
 }
 
-// userTables names the tables, views and sequences outside the system
+// relations are what a restore finds in a database: names, and how many
+// of each kind, so that messages count tables as tables.
+type relations struct {
+	names  []string
+	byKind map[string]int
+}
+
+// counts says "12 tables, 3 sequences, 1 view".
+func (r relations) counts() string {
+	var parts []string
+	for _, k := range []struct{ kind, one, many string }{
+		{"table", "table", "tables"}, {"view", "view", "views"}, {"sequence", "sequence", "sequences"}, {"other", "other relation", "other relations"},
+	} {
+		switch n := r.byKind[k.kind]; n {
+		case 0:
+		case 1:
+			parts = append(parts, "1 "+k.one)
+		default:
+			parts = append(parts, fmt.Sprintf("%d %s", n, k.many))
+		}
+	}
+	return strings.Join(parts, ", ")
+}
+
+// userRelations names the tables, views and sequences outside the system
 // schemas: a restore goes only into a database without any.
-func userTables(ctx context.Context, d *db.DB) ([]string, error) {
-	rows, err := d.SQL.QueryContext(ctx, `SELECT n.nspname || '.' || c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+func userRelations(ctx context.Context, d *db.DB) (relations, error) {
+	r := relations{byKind: map[string]int{}}
+	rows, err := d.SQL.QueryContext(ctx, `SELECT n.nspname || '.' || c.relname, CASE WHEN c.relkind IN ('r', 'p') THEN 'table'
+		WHEN c.relkind IN ('v', 'm') THEN 'view' WHEN c.relkind = 'S' THEN 'sequence' ELSE 'other' END
+		FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
 		WHERE c.relkind IN ('r', 'p', 'v', 'm', 'S', 'f') AND n.nspname NOT IN ('pg_catalog', 'information_schema')
-		AND n.nspname NOT LIKE 'pg\_toast%' AND n.nspname NOT LIKE 'pg\_temp%' ORDER BY 1`)
+		AND n.nspname NOT LIKE 'pg\_toast%' AND n.nspname NOT LIKE 'pg\_temp%' ORDER BY c.relkind NOT IN ('r', 'p'), 1`)
 	if err != nil {
-		return nil, fmt.Errorf("restore: list the database's tables: %w", err)
+		return r, fmt.Errorf("restore: list the database's tables: %w", err)
 	}
 	defer rows.Close()
-	var names []string
 	for rows.Next() {
-		var n string
-		if err := rows.Scan(&n); err != nil {
-			return nil, err
+		var n, kind string
+		if err := rows.Scan(&n, &kind); err != nil {
+			return r, err
 		}
-		names = append(names, n)
+		r.names = append(r.names, n)
+		r.byKind[kind]++
 	}
-	return names, rows.Err()
+	return r, rows.Err()
 }
 
 func orNone(s string) string {

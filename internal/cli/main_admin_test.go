@@ -5,7 +5,10 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"database/sql"
+	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -380,7 +383,7 @@ func TestBackupThenRestoreGivesTheSameRows(t *testing.T) {
 
 	// Into a database with tables: refused, then replaced with --force.
 	code, _, stderr = anvil(t, renv, "", "admin", "restore", file)
-	if code != 1 || !strings.Contains(stderr, "the database is not empty") || !strings.Contains(stderr, "--force") {
+	if code != 1 || !strings.Contains(stderr, " is not empty (") || !strings.Contains(stderr, "--force") {
 		t.Fatalf("restore into a non-empty database: exit %d %s", code, stderr)
 	}
 	if code, _, stderr := anvil(t, renv, "", "admin", "restore", "--force", file); code != 0 {
@@ -444,5 +447,130 @@ func rewriteManifest(t *testing.T, from, to string, edit func(map[string]any)) {
 	tw.Close()
 	if err := os.WriteFile(to, out.Bytes(), 0o600); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// rewriteDump copies the archive at from to to with its dump changed by
+// edit, and the manifest's size and SHA-256 made to match, so that only
+// pg_restore can tell.
+func rewriteDump(t *testing.T, from, to string, edit func([]byte) []byte) {
+	t.Helper()
+	in, err := os.ReadFile(from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := tar.NewReader(bytes.NewReader(in))
+	members := map[string][]byte{}
+	var order []*tar.Header
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		members[h.Name], _ = io.ReadAll(tr)
+		order = append(order, h)
+	}
+	dump := edit(members["database.dump"])
+	members["database.dump"] = dump
+	var m map[string]any
+	json.Unmarshal(members["manifest.json"], &m)
+	sum := sha256.Sum256(dump)
+	m["dump_sha256"], m["dump_bytes"] = hex.EncodeToString(sum[:]), len(dump)
+	members["manifest.json"], _ = json.Marshal(m)
+	var out bytes.Buffer
+	tw := tar.NewWriter(&out)
+	for _, h := range order {
+		h.Size = int64(len(members[h.Name]))
+		tw.WriteHeader(h)
+		tw.Write(members[h.Name])
+	}
+	tw.Close()
+	if err := os.WriteFile(to, out.Bytes(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// restore --force never loses the database: a dump pg_restore refuses —
+// garbage, one from a future pg_dump, one cut short in its data — leaves
+// every table and row as they were, and the messages name the database
+// and count its tables as tables. A backup taken mid-rotation carries the
+// previous key, and the restore hands it back.
+func TestRestoreForceOfARefusedDumpKeepsEveryTable(t *testing.T) {
+	t.Parallel()
+	src := testdb.URLFor(testdb.Name(t))
+	prevKey := base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{9}, 32))
+	env := []string{"ANVIL_DATABASE_URL=" + src, "ANVIL_SECRET_KEY=" + testKey, "ANVIL_SANDBOX=process", "ANVIL_WORK_DIR=" + t.TempDir()}
+	seedProject(t, env)
+	file := filepath.Join(t.TempDir(), "anvil.backup")
+	code, out, stderr := anvil(t, append(env, "ANVIL_SECRET_KEY_PREVIOUS="+prevKey), "", "admin", "backup", file)
+	if code != 0 || !strings.Contains(out, "with its key and ANVIL_SECRET_KEY_PREVIOUS") {
+		t.Fatalf("backup: exit %d %s %s", code, out, stderr)
+	}
+	dst := testdb.URLFor(emptyDatabase(t))
+	var dstName string // as PostgreSQL spells it: at most 63 bytes
+	if d, err := sql.Open("pgx", dst); err != nil || d.QueryRow("SELECT current_database()").Scan(&dstName) != nil {
+		t.Fatal(err)
+	} else {
+		d.Close()
+	}
+	renv := []string{"ANVIL_DATABASE_URL=" + dst, "ANVIL_SECRET_KEY=" + testKey}
+	code, out, stderr = anvil(t, renv, "", "admin", "restore", file)
+	if code != 0 || !strings.Contains(out, "restored "+file+" into database "+dstName) || !strings.Contains(out, prevKey) ||
+		!strings.Contains(stderr, "ANVIL_SECRET_KEY_PREVIOUS") {
+		t.Fatalf("restore: exit %d %s %s", code, out, stderr)
+	}
+	want := tableSums(t, dst)
+
+	for _, c := range []struct {
+		name string
+		edit func([]byte) []byte
+		says string
+	}{
+		{"garbage", func(b []byte) []byte { return bytes.Repeat([]byte("x"), len(b)) }, "cannot be read, nothing was changed"},
+		{"a future pg_dump", func(b []byte) []byte { b = bytes.Clone(b); b[5] = 99; return b }, "cannot be read, nothing was changed"},
+		{"cut short", func(b []byte) []byte { return b[:len(b)-64] }, "nothing was changed"},
+	} {
+		bad := filepath.Join(t.TempDir(), "bad.backup")
+		rewriteDump(t, file, bad, c.edit)
+		code, out, stderr := anvil(t, renv, "", "admin", "restore", "--force", bad)
+		t.Logf("%s: %s", c.name, stderr)
+		if code != 1 || !strings.Contains(stderr, c.says) || !strings.Contains(stderr, dstName) {
+			t.Fatalf("%s: exit %d %s %s", c.name, code, out, stderr)
+		}
+		if got := tableSums(t, dst); !equalMaps(got, want) {
+			t.Fatalf("%s: the database changed:\n got %v\nwant %v", c.name, got, want)
+		}
+	}
+	// A database that refuses the writes themselves (read-only, as a full
+	// disk or a role without rights would): psql stops at the first
+	// error, pg_restore is stopped, and the drop is rolled back with it.
+	admin, err := sql.Open("pgx", testdb.AdminURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	if _, err := admin.Exec(`ALTER DATABASE ` + pgx.Identifier{dstName}.Sanitize() + ` SET default_transaction_read_only = on`); err != nil {
+		t.Fatal(err)
+	}
+	code, out, stderr = anvil(t, renv, "", "admin", "restore", "--force", file)
+	t.Logf("read-only: %s", stderr)
+	if code != 1 || !strings.Contains(stderr, "nothing was changed") || !strings.Contains(stderr, "read-only") {
+		t.Fatalf("read-only: exit %d %s %s", code, out, stderr)
+	}
+	if _, err := admin.Exec(`ALTER DATABASE ` + pgx.Identifier{dstName}.Sanitize() + ` RESET default_transaction_read_only`); err != nil {
+		t.Fatal(err)
+	}
+	if got := tableSums(t, dst); !equalMaps(got, want) {
+		t.Fatalf("read-only: the database changed")
+	}
+
+	// Without --force: refused, the database named, its tables counted
+	// as tables and its sequences as sequences.
+	code, _, stderr = anvil(t, renv, "", "admin", "restore", file)
+	if code != 1 || !regexp.MustCompile(`database `+dstName+` is not empty \(\d+ tables, \d+ sequences?`).MatchString(stderr) {
+		t.Fatalf("restore into a non-empty database: exit %d %s", code, stderr)
 	}
 }
