@@ -254,9 +254,19 @@ func cmdAdmin(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(stdout, "%s/reset/%s\n", cfg.PublicURL, r.Token)
+		link := cfg.PublicURL + "/reset/" + r.Token
+		fmt.Fprintln(stdout, link)
 		fmt.Fprintf(stderr, "the link is valid until %s and works once; the old password no longer works\n", r.Expires.UTC().Format(time.RFC3339))
 		fmt.Fprintf(stderr, "every session ended and %d API token(s) of theirs were revoked\n", r.TokensRevoked)
+		if a.Accounts.Mail != nil {
+			// Mailed too when the server has SMTP (docs/mail.md); the link
+			// above stays the operator's to hand over if the mail fails.
+			if reply, err := a.Accounts.MailPasswordReset(ctx, *email, link, r.Expires); err != nil {
+				fmt.Fprintf(stderr, "the link was NOT mailed (%v); hand it over yourself\n", err)
+			} else {
+				fmt.Fprintf(stderr, "the link was mailed to %s (the server said: %s)\n", *email, reply.Text)
+			}
+		}
 		return nil
 	case "retention":
 		return cmdRetention(ctx, cfg, cerr, args[1:], stdout, stderr)
