@@ -47,6 +47,9 @@ type Options struct {
 	RefuseRcpt int
 	// Hang accepts connections and never says a word.
 	Hang bool
+	// HangFirst hangs only the first n connections; the later ones are
+	// served (a server that recovers: the retry gets through).
+	HangFirst int
 	// From is the sender the configuration names (default anvil@example.com).
 	From string
 }
@@ -69,6 +72,7 @@ type Server struct {
 	msgs []Received
 	// Connections counts the connections accepted.
 	conns int
+	held  []net.Conn // the hung ones (HangFirst)
 }
 
 // Start runs a server until the test ends.
@@ -126,7 +130,14 @@ func Start(t testing.TB, o Options) *Server {
 		srv.AllowInsecureAuth = true
 	}
 	go func() { _ = srv.Serve(&counting{Listener: ln, s: s}) }()
-	t.Cleanup(func() { _ = srv.Close() })
+	t.Cleanup(func() {
+		_ = srv.Close()
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		for _, c := range s.held {
+			c.Close()
+		}
+	})
 	return s
 }
 
@@ -183,13 +194,22 @@ type counting struct {
 }
 
 func (c *counting) Accept() (net.Conn, error) {
-	conn, err := c.Listener.Accept()
-	if err == nil {
+	for {
+		conn, err := c.Listener.Accept()
+		if err != nil {
+			return conn, err
+		}
 		c.s.mu.Lock()
 		c.s.conns++
+		hang := c.s.conns <= c.s.opts.HangFirst
+		if hang {
+			c.s.held = append(c.s.held, conn)
+		}
 		c.s.mu.Unlock()
+		if !hang {
+			return conn, nil
+		}
 	}
-	return conn, err
 }
 
 type quiet struct{}
