@@ -316,6 +316,12 @@ func (m *Mailer) Send(ctx context.Context, msg Message) (Reply, error) {
 // classify turns go-mail's error into an *Error: the server's code and
 // words when it answered, "timed out" or the kind of failure when not.
 func classify(err error) *Error {
+	if errors.Is(err, gomail.ErrNoSupportedAuthDiscovered) {
+		// Over a connection without TLS, go-mail offers only the
+		// mechanisms that never send the password (SCRAM, CRAM-MD5).
+		return &Error{Text: "no usable authentication: the password is sent only over TLS (smtps://, or a server that offers STARTTLS), " +
+			"or with a mechanism that never sends it (SCRAM, CRAM-MD5)"}
+	}
 	var te *textproto.Error
 	if errors.As(err, &te) {
 		return &Error{Code: te.Code, Text: clean(fmt.Sprintf("%03d %s", te.Code, te.Msg)), Temporary: te.Code < 500}

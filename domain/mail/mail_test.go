@@ -180,6 +180,22 @@ func TestSendHangingServer(t *testing.T) {
 	}
 }
 
+// A password is never sent over a connection without TLS: the server
+// offers only AUTH PLAIN and no STARTTLS, and the attempt stops with the
+// reason (permanent: retrying changes nothing).
+func TestSendNoPasswordInClear(t *testing.T) {
+	t.Parallel()
+	srv := mailtest.Start(t, mailtest.Options{User: "anvil", Password: "pw"})
+	_, err := mail.New(srv.Config(t, 0)).Send(context.Background(), message())
+	var me *mail.Error
+	if !errors.As(err, &me) || me.Temporary || !strings.Contains(me.Text, "only over TLS") {
+		t.Fatalf("%#v", err)
+	}
+	if len(srv.Messages()) != 0 {
+		t.Fatal("sent")
+	}
+}
+
 func TestNotConfigured(t *testing.T) {
 	t.Parallel()
 	var m *mail.Mailer

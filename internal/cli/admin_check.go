@@ -126,6 +126,7 @@ func cmdCheck(ctx context.Context, cfg *Config, cerr error, args []string, stdou
 	}
 	checkPublicURL(c, cfg)
 	checkListen(c, cfg)
+	checkMail(c, cfg)
 	if c.failed > 0 {
 		fmt.Fprintf(stdout, "\n%d problem(s): anvil will not work as configured\n", c.failed)
 		return errChecksFailed
@@ -379,4 +380,14 @@ func checkListen(c *checker, cfg *Config) {
 		return
 	}
 	c.ok("listen", "%s", cfg.Addr)
+}
+
+// checkMail names the SMTP server mail goes through, its password masked
+// (docs/mail.md); it sends nothing: a test alert does (Settings → Alerts).
+func checkMail(c *checker, cfg *Config) {
+	if cfg.Mail == nil {
+		c.ok("mail", "no SMTP server (ANVIL_SMTP_URL): no e-mail alerts; invitation and reset links are shown, not mailed")
+		return
+	}
+	c.ok("mail", "through %s from %s; send a test alert from Settings → Alerts to try it", cfg.Mail.Masked(), cfg.Mail.From)
 }
