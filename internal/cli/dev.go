@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -21,31 +22,39 @@ import (
 	"anvil/jobs/sandbox"
 )
 
+func init() {
+	register(&command{name: "dev", usage: "[--addr ADDR] [--dir .anvil]",
+		summary: "local development (what `make run` starts): own Postgres, key and demo login",
+		about: "Uses ANVIL_DATABASE_URL when set; otherwise the local Postgres on 127.0.0.1:5432 when one\n" +
+			"answers (creating its database), otherwise a cluster of its own in DIR/pg. It creates\n" +
+			"DIR/secret.key once, arms the feed, allows local checkouts and private addresses for\n" +
+			"alerts and runs, bootstraps a demo owner on the first start and prints the URL and the login.",
+		setup: func(fs *flag.FlagSet, _ *Config) func(context.Context, *invocation) error {
+			addr := fs.String("addr", envOr("ANVIL_ADDR", "127.0.0.1:8080"), "listen address")
+			dir := fs.String("dir", ".anvil", "folder for the key, the demo password and the local cluster")
+			return func(ctx context.Context, x *invocation) error { return cmdDev(ctx, *addr, *dir, x.stdout, x.stderr) }
+		}})
+}
+
 // cmdDev is what `make run` starts: the cockpit on an embedded default.
 // It uses ANVIL_DATABASE_URL when set; otherwise the local Postgres on
 // 127.0.0.1:5432 when one answers (creating database "anvil"); otherwise a
 // cluster of its own in .anvil/pg. It creates .anvil/secret.key once, arms
 // the feed, bootstraps a demo owner on the first start and prints the URL
 // and the login.
-func cmdDev(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("dev", "anvil dev [--addr ADDR] [--dir .anvil]", stdout)
-	addr := fs.String("addr", envOr("ANVIL_ADDR", "127.0.0.1:8080"), "listen address")
-	dir := fs.String("dir", ".anvil", "folder for the key, the demo password and the local cluster")
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	if err := os.MkdirAll(*dir, 0o700); err != nil {
+func cmdDev(ctx context.Context, addr, dir string, stdout, stderr io.Writer) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err
 	}
 	if os.Getenv("ANVIL_DATABASE_URL") == "" {
-		url, err := devDatabase(ctx, *dir, stderr)
+		url, err := devDatabase(ctx, dir, stderr)
 		if err != nil {
 			return err
 		}
 		os.Setenv("ANVIL_DATABASE_URL", url)
 	}
 	if os.Getenv("ANVIL_SECRET_KEY") == "" {
-		key, err := devSecret(filepath.Join(*dir, "secret.key"))
+		key, err := devSecret(filepath.Join(dir, "secret.key"))
 		if err != nil {
 			return err
 		}
@@ -66,7 +75,7 @@ func cmdDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		// (a webhook receiver on localhost), as its checkouts are.
 		os.Setenv("ANVIL_ALERTS_ALLOW_PRIVATE", "true")
 	}
-	os.Setenv("ANVIL_ADDR", *addr)
+	os.Setenv("ANVIL_ADDR", addr)
 	cfg, err := loadConfig(os.Getenv)
 	if err != nil {
 		return err
@@ -83,7 +92,7 @@ func cmdDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		a.close()
 		return err
 	}
-	pwFile := filepath.Join(*dir, "demo-password")
+	pwFile := filepath.Join(dir, "demo-password")
 	email := "demo@anvil.local"
 	has, err := a.Accounts.HasUsers(ctx)
 	if err != nil {
