@@ -38,7 +38,7 @@ func init() {
 
 // cmdDev is what `make run` starts: the cockpit on an embedded default.
 // It uses ANVIL_DATABASE_URL when set; otherwise the local Postgres on
-// 127.0.0.1:5432 when one answers (creating database "anvil"); otherwise a
+// 127.0.0.1:5432 when one answers (creating database DemoDatabase); otherwise a
 // cluster of its own in .anvil/pg. It creates .anvil/secret.key once, arms
 // the feed, bootstraps a demo owner on the first start and prints the URL
 // and the login.
@@ -74,6 +74,11 @@ func cmdDev(ctx context.Context, addr, dir string, stdout, stderr io.Writer) err
 		// The local demo's alert destinations are on this machine too
 		// (a webhook receiver on localhost), as its checkouts are.
 		os.Setenv("ANVIL_ALERTS_ALLOW_PRIVATE", "true")
+	}
+	if os.Getenv("ANVIL_RUNS_ALLOW_PRIVATE") == "" {
+		// And so are what its runs reach: a registry mirror, a model
+		// gateway on the host (docs/network.md). The banner says so.
+		os.Setenv("ANVIL_RUNS_ALLOW_PRIVATE", "true")
 	}
 	os.Setenv("ANVIL_ADDR", addr)
 	cfg, err := loadConfig(os.Getenv)
@@ -121,10 +126,34 @@ func cmdDev(ctx context.Context, addr, dir string, stdout, stderr io.Writer) err
 	// log lines, so that it is the last thing the terminal shows; requests
 	// are logged at debug (ANVIL_LOG_LEVEL=debug shows them).
 	return serveWith(ctx, cfg, stderr, serveExtras{requestLogLevel: slog.LevelDebug, serving: func() {
-		fmt.Fprintf(stdout, "\n  anvil is serving on %s\n  log in as %s\n  feed armed: %v · database: %s\n\n",
-			cfg.PublicURL, login, cfg.FeedArmed, redactURL(cfg.DatabaseURL))
+		fmt.Fprintf(stdout, "\n  anvil is serving on %s\n  log in as %s\n  feed armed: %v · database: %s\n%s\n",
+			cfg.PublicURL, login, cfg.FeedArmed, redactURL(cfg.DatabaseURL), devAllowances(cfg))
 	}})
 }
+
+// devAllowances says which of the demo's switches are on: a local demo
+// reaches this machine and its network, which a server must not.
+func devAllowances(cfg *Config) string {
+	var on []string
+	if cfg.CheckoutAllowLocal {
+		on = append(on, "checkouts of local repositories (ANVIL_CHECKOUT_ALLOW_LOCAL)")
+	}
+	if cfg.AlertsAllowPrivate {
+		on = append(on, "alerts to private addresses (ANVIL_ALERTS_ALLOW_PRIVATE)")
+	}
+	if cfg.RunsAllowPrivate {
+		on = append(on, "runs' network lists reaching private and reserved addresses, such as a model API on this host (ANVIL_RUNS_ALLOW_PRIVATE)")
+	}
+	if len(on) == 0 {
+		return ""
+	}
+	return "  allowed for this local demo, not for a server: " + strings.Join(on, "; ") + "\n"
+}
+
+// DemoDatabase is the demo's database: never "anvil", the name the
+// install steps give a service's database, so that a demo and a service on
+// one machine's Postgres never share one (README, "Install as a service").
+const DemoDatabase = "anvil_demo"
 
 func envOr(k, def string) string {
 	if v := os.Getenv(k); v != "" {
@@ -169,7 +198,7 @@ func devSecret(path string) (string, error) {
 // devDatabase finds or makes a Postgres for local use.
 func devDatabase(ctx context.Context, dir string, log io.Writer) (string, error) {
 	local := "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"
-	if url, err := ensureDatabase(ctx, local, "anvil"); err == nil {
+	if url, err := ensureDatabase(ctx, local, DemoDatabase); err == nil {
 		return url, nil
 	}
 	return ownCluster(ctx, dir, log)
@@ -248,7 +277,7 @@ func ownCluster(ctx context.Context, dir string, log io.Writer) (string, error) 
 	} else if err := runPG("pg_ctl", "-D", data, "-l", filepath.Join(data, "server.log"), "-w", "-o", "-p "+port+" -k "+data+" -h 127.0.0.1", "start"); err != nil {
 		return "", fmt.Errorf("start the local cluster: %w", err)
 	}
-	return ensureDatabase(ctx, url, "anvil")
+	return ensureDatabase(ctx, url, DemoDatabase)
 }
 
 func findPGBin() (string, error) {
