@@ -39,8 +39,8 @@ func (MailInvitationArgs) Kind() string { return "mail_invitation" }
 // MailRetryFor is how long an invitation's mail is retried.
 const MailRetryFor = 24 * time.Hour
 
-// InsertOpts: one job per invitation, enough attempts for the back-off
-// to reach the end of the day.
+// InsertOpts makes one job per invitation, with enough attempts for the
+// back-off to reach the end of the day.
 func (MailInvitationArgs) InsertOpts() river.InsertOpts {
 	return river.InsertOpts{MaxAttempts: 60, UniqueOpts: river.UniqueOpts{ByArgs: true}}
 }
@@ -121,7 +121,7 @@ func (a *Accounts) SendInvitationMail(ctx context.Context, args MailInvitationAr
 	}
 	if a.s.Now().Sub(created) >= MailRetryFor {
 		_ = a.mailStatus(ctx, args.InvitationID, "not sent: "+err.Error()+"; retried for 24 h, giving up")
-		return fmt.Errorf("%w: %v; retried for 24 h", ErrMailPermanent, err)
+		return fmt.Errorf("%w: %w; retried for 24 h", ErrMailPermanent, err)
 	}
 	_ = a.mailStatus(ctx, args.InvitationID, "retrying: "+err.Error())
 	return err
