@@ -117,4 +117,9 @@ func TestInvitationMailEnqueued(t *testing.T) {
 	if inv["mail_status"] != "sending" {
 		t.Fatalf("invitation %v", inv)
 	}
+	br := b.browser(t)
+	br.login("owner@acme.test", testPassword)
+	if _, page := br.get("/settings/members"); !strings.Contains(page, `data-testid="invitation-mail">mail on its way<`) {
+		t.Fatal("the members page does not say the invitation's mail is on its way")
+	}
 }

@@ -172,3 +172,31 @@ func codeOf(err error) string {
 	}
 	return ""
 }
+
+// The minute's digest reaches an e-mail destination as one message ("and
+// N more"), and only then are the folded lines digested.
+func TestEmailDigest(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	srv := mailtest.Start(t, mailtest.Options{})
+	b.alerts.Mail = mail.New(srv.Config(t, 0))
+	id := b.emailDestination(t, "ops@acme.test")
+	for i := range 3 {
+		if _, err := b.db.Bun.NewRaw(`INSERT INTO alert_deliveries (destination_id, message_id, kind, status) VALUES (?, ?, 'incident.new', 'folded')`,
+			id, "msg_folded_"+string(rune('a'+i))).Exec(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if o := b.alerts.Digest(ctx, id, 1, time.Now()); !o.Done {
+		t.Fatalf("digest: %+v", o)
+	}
+	got := srv.Messages()
+	if len(got) != 1 || got[0].Header("Subject") != "[anvil] and 3 more alerts" || got[0].To[0] != "ops@acme.test" {
+		t.Fatalf("received %+v", got)
+	}
+	var n int
+	if err := b.db.Bun.NewRaw(`SELECT count(*) FROM alert_deliveries WHERE destination_id = ? AND status = 'folded'`, id).Scan(ctx, &n); err != nil || n != 0 {
+		t.Fatalf("%d still folded (%v)", n, err)
+	}
+}
