@@ -16,7 +16,8 @@ node_modules: package.json package-lock.json
 
 .PHONY: run
 run: ## run the cockpit on an embedded default (own Postgres, key and demo login); prints URL and login; Ctrl-C stops it
-	$(GO) build -o bin/anvil .
+	@test -x bin/anvil || echo "make run: the first build of bin/anvil downloads and compiles every module (a minute or two); each package is named as it is built"
+	$(GO) build -v -o bin/anvil .
 	bin/anvil dev
 # Not `go run`: it answers an interrupt with exit status 1 even when the
 # program it runs stopped cleanly, which make reports as an error. The binary

@@ -7,6 +7,8 @@ require (
 	github.com/a-h/templ v0.3.1100
 	github.com/andybalholm/brotli v1.2.7
 	github.com/coreos/go-systemd/v22 v22.7.0
+	github.com/emersion/go-sasl v0.0.0-20241020182733-b788ff22d5a6
+	github.com/emersion/go-smtp v0.26.0
 	github.com/getsentry/sentry-go v0.46.2
 	github.com/go-sourcemap/sourcemap v2.1.4+incompatible
 	github.com/google/go-containerregistry v0.22.1
@@ -26,6 +28,7 @@ require (
 	github.com/standard-webhooks/standard-webhooks/libraries v1.3.0
 	github.com/uptrace/bun v1.3.0
 	github.com/uptrace/bun/dialect/pgdialect v1.3.0
+	github.com/wneessen/go-mail v0.8.1
 	gitlab.com/gitlab-org/api/client-go v1.46.0
 	go.opentelemetry.io/otel v1.47.0
 	go.opentelemetry.io/otel/exporters/otlp/otlplog/otlploghttp v0.23.0

@@ -16,6 +16,7 @@ import (
 	"anvil/db/testdb"
 	"anvil/domain"
 	"anvil/domain/account"
+	"anvil/domain/mail"
 	"anvil/domain/network"
 	"anvil/domain/project"
 	"anvil/domain/repourl"
@@ -69,6 +70,8 @@ type options struct {
 	// network, when set, shapes the runs' network service before anything
 	// starts (the private switch, the test's own names).
 	network func(*network.Service)
+	// mail, when set, is the SMTP server (ANVIL_SMTP_URL) of the services.
+	mail *mail.Config
 	// cacheBytes, when set, gives runs their project's cache, bounded so
 	// (b.caches, beside the process folders as ANVIL_WORK_DIR/caches is).
 	cacheBytes int64
@@ -95,7 +98,8 @@ func setup(t *testing.T, o options) *testBundle {
 	keys, _ := secret.NewKeyring(make([]byte, 32), nil)
 	// The fixtures are local repositories (jobstest.GitRepo).
 	policy := repourl.Policy{AllowLocal: true}
-	sv := wiring.NewServices(d, keys, o.log, wiring.Options{HeartbeatTimeout: o.heartbeatTimeout, CheckoutPolicy: policy})
+	sv := wiring.NewServices(d, keys, o.log, wiring.Options{HeartbeatTimeout: o.heartbeatTimeout, CheckoutPolicy: policy,
+		Mail: o.mail})
 	store := sv.Store
 	if o.network != nil {
 		o.network(sv.Network)

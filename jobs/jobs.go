@@ -68,6 +68,7 @@ func Register(w *river.Workers, d Deps) {
 	river.AddWorker(w, &FixCheckWorker{fixes: d.Fixes, log: d.Log})
 	river.AddWorker(w, &CheckAncestryWorker{fixes: d.Fixes, git: d.Git, workRoot: d.WorkRoot})
 	river.AddWorker(w, &AlertDigestWorker{alerts: d.Alerts})
+	river.AddWorker(w, &MailInvitationWorker{accounts: d.Accounts})
 	river.AddWorker(w, NewMonitorSweepWorker(d.Monitors, d.Log))
 	river.AddWorker(w, &ExecuteRunWorker{Queue: d.Queue, Projects: d.Projects, Logs: d.Logs, Hub: d.Hub,
 		Executor: d.Executor, Git: d.Git, Limits: d.Limits, WorkRoot: d.WorkRoot, Repair: NewRepair(d.Incidents, d.Projects, d.Git.Policy), Log: d.Log,

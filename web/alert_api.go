@@ -26,6 +26,9 @@ func (s *Server) apiAlertDestinationCreate(c echo.Context) error {
 		return err
 	}
 	out := map[string]any{"destination_id": d.ID, "name": d.Name, "kind": d.Kind, "url": d.URLHint}
+	if d.Kind == alert.KindEmail {
+		out["recipients"] = d.Recipients
+	}
 	if sec != "" {
 		out["secret"] = sec
 	}

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
+	"unicode"
 
 	"github.com/labstack/echo/v4"
 
@@ -20,15 +22,18 @@ func (s *Server) alertsProps(c echo.Context) (views.AlertsProps, error) {
 	if err != nil {
 		return views.AlertsProps{}, err
 	}
-	props := views.AlertsProps{Page: s.page(c, "Alerts", "alerts"), CanManage: p.AtLeast(domain.RoleAdmin)}
+	props := views.AlertsProps{Page: s.page(c, "Alerts", "alerts"), CanManage: p.AtLeast(domain.RoleAdmin), MailConfigured: s.alerts.Mail != nil}
 	for _, d := range ds {
 		row := views.AlertDestinationRow{ID: d.ID.String(), Name: d.Name, Kind: d.Kind, URL: d.URLHint, Failing: d.Failing}
+		if d.Kind == alert.KindEmail {
+			row.URL = strings.Join(d.Recipients, ", ")
+		}
 		log, err := s.alerts.Deliveries(ctx, p, d.ID)
 		if err != nil {
 			return props, err
 		}
 		for _, l := range log[:min(len(log), 10)] {
-			r := views.AlertDeliveryRow{Kind: l.Kind, Status: l.Status, Error: l.Error, At: l.At}
+			r := views.AlertDeliveryRow{Kind: l.Kind, Status: l.Status, Error: l.Error, Answer: l.Answer, At: l.At}
 			if l.StatusCode != nil {
 				r.StatusCode = strconv.Itoa(*l.StatusCode)
 			}
@@ -56,8 +61,15 @@ func (s *Server) alertsPage(c echo.Context) error {
 }
 
 func (s *Server) alertCreateSubmit(c echo.Context) error {
-	name, kind, url := c.FormValue("name"), c.FormValue("kind"), c.FormValue("url")
-	_, sec, err := s.alerts.Create(c.Request().Context(), principal(c), alert.Input{Name: &name, Kind: &kind, URL: &url})
+	name, kind, url, rcpts := c.FormValue("name"), c.FormValue("kind"), c.FormValue("url"), c.FormValue("recipients")
+	in := alert.Input{Name: &name, Kind: &kind, URL: &url}
+	if kind == alert.KindEmail {
+		// One field, addresses split on commas, semicolons and blanks;
+		// the domain checks each (and their number).
+		list := strings.FieldsFunc(rcpts, func(r rune) bool { return r == ',' || r == ';' || unicode.IsSpace(r) })
+		in.URL, in.Recipients = nil, &list
+	}
+	_, sec, err := s.alerts.Create(c.Request().Context(), principal(c), in)
 	var de *domain.Error
 	if err != nil && !errors.As(err, &de) {
 		return err
@@ -68,7 +80,7 @@ func (s *Server) alertCreateSubmit(c echo.Context) error {
 			return err
 		}
 		props.Error = de.Message
-		props.Form = views.AlertForm{Name: name, Kind: kind, URL: url}
+		props.Form = views.AlertForm{Name: name, Kind: kind, URL: url, Recipients: rcpts}
 		return Render(c, statusOf(de.Kind), views.Alerts(props))
 	}
 	if sec != "" {

@@ -55,7 +55,8 @@ func (s *Server) membersProps(c echo.Context) (views.MembersProps, error) {
 			return props, err
 		}
 		for _, i := range is {
-			props.Invitations = append(props.Invitations, views.InvitationRow{ID: i.ID.String(), Email: i.Email, Role: i.Role, InvitedBy: i.InvitedBy, ExpiresAt: i.ExpiresAt})
+			props.Invitations = append(props.Invitations, views.InvitationRow{ID: i.ID.String(), Email: i.Email, Role: i.Role, InvitedBy: i.InvitedBy, ExpiresAt: i.ExpiresAt,
+				Mail: invitationMailWords(i.MailStatus)})
 		}
 	}
 	return props, nil
@@ -147,4 +148,20 @@ func (s *Server) invitationRevokeSubmit(c echo.Context) error {
 	}
 	s.flash(c, "invitation_revoked")
 	return redirect(c, "/settings/members")
+}
+
+// invitationMailWords says what became of an invitation's mail
+// (docs/mail.md): the stored status is a word or "refused: <the server's
+// answer>".
+func invitationMailWords(status string) string {
+	switch status {
+	case "":
+		return ""
+	case "sending":
+		return "mail on its way"
+	case "sent":
+		return "mailed"
+	default:
+		return "mail " + status
+	}
 }

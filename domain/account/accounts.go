@@ -16,6 +16,7 @@ import (
 	"anvil/domain"
 	"anvil/domain/internal/dbutil"
 	"anvil/domain/internal/tokens"
+	anvilmail "anvil/domain/mail"
 )
 
 // SessionTTL is how long a browser session lasts.
@@ -41,7 +42,13 @@ type User struct {
 }
 
 // Accounts manages organisations, people, sessions and personal tokens.
-type Accounts struct{ s *domain.Store }
+type Accounts struct {
+	s *domain.Store
+	// Mail, when set, mails invitations and password resets (docs/mail.md).
+	Mail *anvilmail.Mailer
+	// PublicURL is the cockpit's address, for the links in mail.
+	PublicURL string
+}
 
 // NewAccounts builds the service.
 func NewAccounts(s *domain.Store) *Accounts { return &Accounts{s: s} }

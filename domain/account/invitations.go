@@ -36,6 +36,9 @@ type Invitation struct {
 	ExpiresAt time.Time  `json:"expires_at"`
 	UsedAt    *time.Time `json:"used_at,omitempty"`
 	RevokedAt *time.Time `json:"revoked_at,omitempty"`
+	// MailStatus is what became of the invitation's mail: "" (none sent),
+	// "sending", "sent", "retrying: …", "refused: …" (docs/mail.md).
+	MailStatus string `json:"mail_status"`
 }
 
 // InvitationSummary is what the invitation page shows its visitor.
@@ -86,6 +89,11 @@ func (a *Accounts) CreateInvitation(ctx context.Context, p *domain.Principal, em
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?)`, inv.ID, p.OrgID, email, role, invitationHash(tok), p.UserID, now, inv.ExpiresAt).Exec(ctx); err != nil {
 			return fmt.Errorf("invitation: create: %w", err)
 		}
+		if a.Mail != nil {
+			if err := a.enqueueInvitationMail(ctx, tx, inv.ID, tok); err != nil {
+				return err
+			}
+		}
 		return domain.RecordAudit(ctx, tx, p, domain.AuditInvitationCreated, email, map[string]any{"role": role, "invitation_id": inv.ID.String()})
 	})
 	if err != nil {
@@ -101,7 +109,7 @@ func (a *Accounts) ListInvitations(ctx context.Context, p *domain.Principal) ([]
 		return nil, err
 	}
 	out := []Invitation{}
-	rows, err := a.s.DB.QueryContext(ctx, `SELECT i.id, i.email, i.role, COALESCE(u.email, ''), i.created_at, i.expires_at
+	rows, err := a.s.DB.QueryContext(ctx, `SELECT i.id, i.email, i.role, COALESCE(u.email, ''), i.created_at, i.expires_at, i.mail_status
 		FROM invitations i LEFT JOIN users u ON u.id = i.invited_by
 		WHERE i.org_id = ? AND i.used_at IS NULL AND i.revoked_at IS NULL AND i.expires_at > ?
 		ORDER BY i.created_at DESC`, p.OrgID, a.s.Now())
@@ -111,7 +119,7 @@ func (a *Accounts) ListInvitations(ctx context.Context, p *domain.Principal) ([]
 	defer rows.Close()
 	for rows.Next() {
 		var inv Invitation
-		if err := rows.Scan(&inv.ID, &inv.Email, &inv.Role, &inv.InvitedBy, &inv.CreatedAt, &inv.ExpiresAt); err != nil {
+		if err := rows.Scan(&inv.ID, &inv.Email, &inv.Role, &inv.InvitedBy, &inv.CreatedAt, &inv.ExpiresAt, &inv.MailStatus); err != nil {
 			return nil, err
 		}
 		inv.CreatedAt, inv.ExpiresAt = inv.CreatedAt.UTC(), inv.ExpiresAt.UTC()

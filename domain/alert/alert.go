@@ -1,6 +1,7 @@
 // Package alert tells a team when something needs them: destinations per
-// organisation (a Standard Webhooks signed webhook, or a Slack-compatible
-// incoming webhook), rules per project, and the delivery of each alert as a
+// organisation (a Standard Webhooks signed webhook, a Slack-compatible
+// incoming webhook, or e-mail to a few addresses through the operator's
+// SMTP server, docs/mail.md), rules per project, and the delivery of each alert as a
 // River job enqueued in the transaction of the change that caused it.
 //
 // The base package only names the causes (domain/alert_hook.go); this
@@ -27,8 +28,10 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/uptrace/bun"
+	"github.com/uptrace/bun/dialect/pgdialect"
 
 	"anvil/domain"
+	"anvil/domain/mail"
 	"anvil/domain/run"
 )
 
@@ -36,6 +39,7 @@ import (
 const (
 	KindWebhook = "webhook"
 	KindSlack   = "slack"
+	KindEmail   = "email"
 )
 
 // KindTest is the kind of a test alert.
@@ -119,6 +123,10 @@ type Service struct {
 	// net.DefaultResolver.
 	Resolver     Resolver
 	allowPrivate atomic.Bool
+	// Mail sends e-mail destinations' alerts; nil when the operator set
+	// no SMTP server (ANVIL_SMTP_URL), and then no e-mail destination can
+	// be added.
+	Mail *mail.Mailer
 }
 
 // New builds the alert service on s and installs its hooks on s and q. The
@@ -143,10 +151,12 @@ func New(s *domain.Store, q *run.Queue, publicURL string) *Service {
 
 // Destination is a destination as it leaves the domain.
 type Destination struct {
-	ID           uuid.UUID  `json:"destination_id" bun:"id"`
-	Name         string     `json:"name" bun:"name"`
-	Kind         string     `json:"kind" bun:"kind"`
-	URLHint      string     `json:"url" bun:"url_hint"`
+	ID      uuid.UUID `json:"destination_id" bun:"id"`
+	Name    string    `json:"name" bun:"name"`
+	Kind    string    `json:"kind" bun:"kind"`
+	URLHint string    `json:"url" bun:"url_hint"`
+	// Recipients are an e-mail destination's addresses.
+	Recipients   []string   `json:"recipients,omitempty" bun:"recipients,array"`
 	FailingSince *time.Time `json:"failing_since" bun:"failing_since"`
 	LastSuccess  *time.Time `json:"last_success" bun:"last_success"`
 	Failing      bool       `json:"failing" bun:"-"`
@@ -162,6 +172,21 @@ type Input struct {
 	Name *string `json:"name"`
 	Kind *string `json:"kind"`
 	URL  *string `json:"url"`
+	// Recipients are an e-mail destination's 1 to 20 addresses.
+	Recipients *[]string `json:"recipients"`
+}
+
+// checkRecipients validates an e-mail destination's addresses, and that
+// the server can send mail at all.
+func (a *Service) checkRecipients(list []string) ([]string, error) {
+	if a.Mail == nil {
+		return nil, domain.Invalid("mail_not_configured", "this server sends no e-mail: the operator sets ANVIL_SMTP_URL and ANVIL_MAIL_FROM (docs/mail.md)")
+	}
+	out, err := mail.CheckAddresses(list)
+	if err != nil {
+		return nil, domain.Invalid("invalid_recipients", "recipients: %v", err)
+	}
+	return out, nil
 }
 
 func checkName(n string) (string, error) {
@@ -215,6 +240,9 @@ func (a *Service) Create(ctx context.Context, p *domain.Principal, in Input) (*D
 	if err := admin(p); err != nil {
 		return nil, "", err
 	}
+	if in.Kind != nil && *in.Kind == KindEmail {
+		return a.createEmail(ctx, p, in)
+	}
 	if in.Name == nil || in.Kind == nil || in.URL == nil {
 		return nil, "", domain.Invalid("invalid_destination", "name, kind and url are required")
 	}
@@ -224,7 +252,10 @@ func (a *Service) Create(ctx context.Context, p *domain.Principal, in Input) (*D
 	}
 	kind := *in.Kind
 	if kind != KindWebhook && kind != KindSlack {
-		return nil, "", domain.Invalid("invalid_kind", "kind must be webhook or slack")
+		return nil, "", domain.Invalid("invalid_kind", "kind must be webhook, slack or email")
+	}
+	if in.Recipients != nil {
+		return nil, "", domain.Invalid("invalid_destination", "recipients are for kind email; a %s destination has a url", kind)
 	}
 	u, err := checkURL(*in.URL)
 	if err != nil {
@@ -263,10 +294,46 @@ func (a *Service) Create(ctx context.Context, p *domain.Principal, in Input) (*D
 	return d, sec, err
 }
 
+// createEmail adds an e-mail destination: a name and its recipients, no
+// URL and no secret.
+func (a *Service) createEmail(ctx context.Context, p *domain.Principal, in Input) (*Destination, string, error) {
+	if in.Name == nil || in.Recipients == nil {
+		return nil, "", domain.Invalid("invalid_destination", "name and recipients are required for kind email")
+	}
+	if in.URL != nil && *in.URL != "" {
+		return nil, "", domain.Invalid("invalid_destination", "an email destination has recipients, not a url")
+	}
+	name, err := checkName(*in.Name)
+	if err != nil {
+		return nil, "", err
+	}
+	to, err := a.checkRecipients(*in.Recipients)
+	if err != nil {
+		return nil, "", err
+	}
+	id := uuid.New()
+	err = a.s.DB.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+		if _, err := tx.NewRaw(`INSERT INTO alert_destinations (id, org_id, name, kind, url_enc, url_hint, recipients, created_at, updated_at)
+			VALUES (?, ?, ?, ?, '', '', ?, ?, ?)`, id, p.OrgID, name, KindEmail, pgdialect.Array(to), a.Now(), a.Now()).Exec(ctx); err != nil {
+			if strings.Contains(err.Error(), "23505") || strings.Contains(err.Error(), "duplicate key") {
+				return domain.Conflict("name_taken", "a destination named %q exists already", name)
+			}
+			return fmt.Errorf("alerts: create destination: %w", err)
+		}
+		return domain.RecordAudit(ctx, tx, p, domain.AuditAlertDestinationCreated, name, map[string]any{"destination_id": id.String(), "name": name, "kind": KindEmail, "recipients": to})
+	})
+	if err != nil {
+		return nil, "", err
+	}
+	a.forget(p.OrgID)
+	d, err := a.Get(ctx, p, id)
+	return d, "", err
+}
+
 // List returns the organisation's destinations.
 func (a *Service) List(ctx context.Context, p *domain.Principal) ([]Destination, error) {
 	var ds []Destination
-	err := a.s.DB.NewRaw(`SELECT id, name, kind, url_hint, failing_since, last_success, created_at FROM alert_destinations
+	err := a.s.DB.NewRaw(`SELECT id, name, kind, url_hint, recipients, failing_since, last_success, created_at FROM alert_destinations
 		WHERE org_id = ? ORDER BY name`, p.OrgID).Scan(ctx, &ds)
 	if err != nil {
 		return nil, fmt.Errorf("alerts: list destinations: %w", err)
@@ -283,7 +350,7 @@ func (a *Service) List(ctx context.Context, p *domain.Principal) ([]Destination,
 // Get returns one destination of the caller's organisation.
 func (a *Service) Get(ctx context.Context, p *domain.Principal, id uuid.UUID) (*Destination, error) {
 	var ds []Destination
-	if err := a.s.DB.NewRaw(`SELECT id, name, kind, url_hint, failing_since, last_success, created_at FROM alert_destinations
+	if err := a.s.DB.NewRaw(`SELECT id, name, kind, url_hint, recipients, failing_since, last_success, created_at FROM alert_destinations
 		WHERE org_id = ? AND id = ?`, p.OrgID, id).Scan(ctx, &ds); err != nil {
 		return nil, fmt.Errorf("alerts: get destination: %w", err)
 	}
@@ -302,12 +369,23 @@ func (a *Service) Update(ctx context.Context, p *domain.Principal, id uuid.UUID,
 	if in.Kind != nil {
 		return nil, domain.Invalid("invalid_kind", "a destination's kind cannot change; add a new destination")
 	}
-	if in.Name == nil && in.URL == nil {
-		return nil, domain.Invalid("invalid_destination", "nothing to change: give name or url")
+	if in.Name == nil && in.URL == nil && in.Recipients == nil {
+		return nil, domain.Invalid("invalid_destination", "nothing to change: give name, url or recipients")
 	}
 	was, err := a.Get(ctx, p, id)
 	if err != nil {
 		return nil, err
+	}
+	var to []string
+	switch {
+	case was.Kind == KindEmail && in.URL != nil:
+		return nil, domain.Invalid("invalid_destination", "an email destination has recipients, not a url")
+	case was.Kind != KindEmail && in.Recipients != nil:
+		return nil, domain.Invalid("invalid_destination", "recipients are for kind email; a %s destination has a url", was.Kind)
+	case in.Recipients != nil:
+		if to, err = a.checkRecipients(*in.Recipients); err != nil {
+			return nil, err
+		}
 	}
 	var u *url.URL
 	if in.URL != nil {
@@ -348,6 +426,13 @@ func (a *Service) Update(ctx context.Context, p *domain.Principal, id uuid.UUID,
 				return fmt.Errorf("alerts: change url: %w", err)
 			}
 			detail["url"], detail["from_url"] = hint(u), was.URLHint
+		}
+		if to != nil {
+			if _, err := tx.NewRaw(`UPDATE alert_destinations SET recipients = ?, failing_since = NULL, updated_at = ? WHERE id = ?`,
+				pgdialect.Array(to), a.Now(), id).Exec(ctx); err != nil {
+				return fmt.Errorf("alerts: change recipients: %w", err)
+			}
+			detail["recipients"], detail["from_recipients"] = to, was.Recipients
 		}
 		return domain.RecordAudit(ctx, tx, p, domain.AuditAlertDestinationUpdated, target, detail)
 	})
@@ -408,15 +493,17 @@ func (a *Service) Test(ctx context.Context, p *domain.Principal, id uuid.UUID) (
 
 // Delivery is one line of the delivery log.
 type Delivery struct {
-	ID         int64     `json:"id" bun:"id"`
-	MessageID  string    `json:"message_id" bun:"message_id"`
-	Kind       string    `json:"kind" bun:"kind"`
-	Status     string    `json:"status" bun:"status"`
-	StatusCode *int      `json:"status_code" bun:"status_code"`
-	LatencyMS  *int      `json:"latency_ms" bun:"latency_ms"`
-	Error      string    `json:"error" bun:"error"`
-	Attempt    int       `json:"attempt" bun:"attempt"`
-	At         time.Time `json:"at" bun:"created_at"`
+	ID         int64  `json:"id" bun:"id"`
+	MessageID  string `json:"message_id" bun:"message_id"`
+	Kind       string `json:"kind" bun:"kind"`
+	Status     string `json:"status" bun:"status"`
+	StatusCode *int   `json:"status_code" bun:"status_code"`
+	LatencyMS  *int   `json:"latency_ms" bun:"latency_ms"`
+	Error      string `json:"error" bun:"error"`
+	// Answer is what an SMTP server said when it accepted an e-mail.
+	Answer  string    `json:"answer" bun:"answer"`
+	Attempt int       `json:"attempt" bun:"attempt"`
+	At      time.Time `json:"at" bun:"created_at"`
 }
 
 // Deliveries returns the last 50 deliveries to a destination, newest first.
@@ -425,7 +512,7 @@ func (a *Service) Deliveries(ctx context.Context, p *domain.Principal, id uuid.U
 		return nil, err
 	}
 	ds := []Delivery{}
-	if err := a.s.DB.NewRaw(`SELECT id, message_id, kind, status, status_code, latency_ms, error, attempt, created_at
+	if err := a.s.DB.NewRaw(`SELECT id, message_id, kind, status, status_code, latency_ms, error, answer, attempt, created_at
 		FROM alert_deliveries WHERE destination_id = ? ORDER BY id DESC LIMIT 50`, id).Scan(ctx, &ds); err != nil {
 		return nil, fmt.Errorf("alerts: deliveries: %w", err)
 	}

@@ -192,6 +192,9 @@ func (a *Service) Deliver(ctx context.Context, args DeliverArgs, attempt int, cr
 		}
 		return Outcome{Done: true}
 	}
+	if d.Kind == KindEmail {
+		return a.deliverMail(ctx, d, args, attempt, body, created)
+	}
 	payload := body
 	if d.Kind == KindSlack {
 		payload, _ = json.Marshal(map[string]string{"text": text})
@@ -256,7 +259,12 @@ func (a *Service) Digest(ctx context.Context, destinationID uuid.UUID, attempt i
 		if d.Kind == KindSlack {
 			body, _ = json.Marshal(map[string]string{"text": text})
 		}
-		if o = a.send(ctx, d, msg, "digest", attempt, body, created); !o.Done {
+		if d.Kind == KindEmail {
+			o = a.sendMail(ctx, d, msg, "digest", attempt, digestMail(a.PublicURL, d, n), created)
+		} else {
+			o = a.send(ctx, d, msg, "digest", attempt, body, created)
+		}
+		if !o.Done {
 			return errNotSent // the rows stay folded for the next attempt
 		}
 		_, err := tx.NewRaw(`UPDATE alert_deliveries SET status = 'digested' WHERE id IN (?)`, bun.List(ids)).Exec(ctx)
@@ -373,6 +381,7 @@ type logLine struct {
 	at          time.Time
 	code, lat   int
 	msg         string
+	answer      string // an SMTP server's reply to an accepted e-mail
 }
 
 // The attempt's line in the log and, in the same statement, the
@@ -382,6 +391,10 @@ type logLine struct {
 const (
 	logDeliveredSQL = `WITH l AS (INSERT INTO alert_deliveries (destination_id, message_id, kind, status, status_code, latency_ms, error, attempt, created_at)
 		SELECT $1, $2, $3, 'delivered', $4, $5, $6, $7, $8 FROM ` + asyncCommit + `)
+		UPDATE alert_destinations SET failing_since = NULL, last_success = $9
+		WHERE id = $1 AND (failing_since IS NOT NULL OR last_success IS NULL OR last_success < $10)`
+	logAnsweredSQL = `WITH l AS (INSERT INTO alert_deliveries (destination_id, message_id, kind, status, status_code, latency_ms, error, attempt, created_at, answer)
+		SELECT $1, $2, $3, 'delivered', $4, $5, $6, $7, $8, $11 FROM ` + asyncCommit + `)
 		UPDATE alert_destinations SET failing_since = NULL, last_success = $9
 		WHERE id = $1 AND (failing_since IS NOT NULL OR last_success IS NULL OR last_success < $10)`
 	logFailedSQL = `WITH l AS (INSERT INTO alert_deliveries (destination_id, message_id, kind, status, status_code, latency_ms, error, attempt, created_at)
@@ -407,6 +420,9 @@ func (a *Service) finishLog(ctx context.Context, d dest, l logLine, o Outcome, c
 	q, args := logFailedSQL, []any{pgUUID(d.ID), l.msgID, l.kind, codeP, latP, l.msg, l.attempt, l.at, now}
 	if o.Done {
 		q, args = logDeliveredSQL, append(args, now.Add(-time.Minute))
+		if l.answer != "" {
+			q, args = logAnsweredSQL, append(args, l.answer)
+		}
 	}
 	if err := a.exec(ctx, q, args...); err != nil {
 		a.s.Log.Warn("alerts: log delivery", "destination", d.ID, "error", err)

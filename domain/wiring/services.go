@@ -24,6 +24,7 @@ import (
 	"anvil/domain/erasure"
 	"anvil/domain/feed"
 	"anvil/domain/incident"
+	"anvil/domain/mail"
 	"anvil/domain/monitor"
 	"anvil/domain/network"
 	"anvil/domain/project"
@@ -68,6 +69,9 @@ type Services struct {
 	// Fixes is the fix chain: merged and closed repairs, shipped, proven
 	// and recurred fixes (docs/releases.md).
 	Fixes *release.Fixes
+	// Mailer sends mail through the operator's SMTP server; nil when
+	// none is configured (docs/mail.md).
+	Mailer *mail.Mailer
 	// Network starts runs' egress proxies and keeps their connections
 	// (docs/network.md).
 	Network *network.Service
@@ -110,6 +114,10 @@ type Options struct {
 	RunsAllowPrivate bool
 	// MonitorsPerProject caps a project's monitors (0: monitor.DefaultPerProject).
 	MonitorsPerProject int
+	// Mail is the operator's SMTP server (ANVIL_SMTP_URL; docs/mail.md);
+	// nil sends no mail: no e-mail alert destination, invitations only as
+	// links.
+	Mail *mail.Config
 }
 
 // NewServices wires the services on d, alerts included (d's pool also
@@ -130,6 +138,9 @@ func NewServices(d *db.DB, keys *secret.Keyring, log *slog.Logger, o Options) *S
 		sv.Alerts.PerMinute = o.AlertsPerMinute
 	}
 	sv.Alerts.SetAllowPrivate(o.AlertsAllowPrivate)
+	sv.Mailer = mail.New(o.Mail)
+	sv.Alerts.Mail = sv.Mailer
+	sv.Accounts.Mail, sv.Accounts.PublicURL = sv.Mailer, o.PublicURL
 	sv.Retention = retention.New(s)
 	sv.Erasure = erasure.New(s, sv.Queue, sv.Feed, sv.Webhooks)
 	sv.Monitors = monitor.New(s, sv.Incidents, o.PublicURL)

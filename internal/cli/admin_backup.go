@@ -19,35 +19,27 @@ import (
 	"anvil/internal/backup"
 )
 
-// parseFile parses fs and requires exactly one argument, the file.
-func parseFile(fs *flag.FlagSet, args []string) (string, error) {
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return "", err
-		}
-		return "", fmt.Errorf("%w: %w", errUsage, err)
-	}
-	if len(fs.Args()) != 1 || fs.Args()[0] == "" {
-		return "", fmt.Errorf("%w: give exactly one FILE", errUsage)
-	}
-	return fs.Args()[0], nil
-}
-
 // cmdBackup is `anvil admin backup FILE` (docs/install.md, "Backup and
 // restore"): the database through pg_dump, the operator key and a manifest,
 // in one archive of mode 0600.
-func cmdBackup(ctx context.Context, cfg *Config, cerr error, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("backup", "anvil admin backup FILE\n\nWrites one archive (mode 0600; FILE must not exist) holding the database as pg_dump's\n"+
-		"custom format — a consistent snapshot, taken while anvil runs — the operator key that opens\n"+
-		"the secrets sealed in it, and a manifest (anvil version, schema level, PostgreSQL version).\n"+
-		"Keep it as you keep the key: it holds the key. pg_dump (postgresql-client) must be installed\n"+
-		"and no older than the server.", stdout)
-	envFile := envFileFlag(fs)
-	file, err := parseFile(fs, args)
-	if err != nil {
-		return err
-	}
-	cfg, cerr = reloadConfig(*envFile, cfg, cerr)
+func init() {
+	register(&command{name: "admin backup", usage: "FILE", file: "FILE",
+		summary: "write the database (pg_dump), the key and a manifest into one archive (0600)",
+		about: "Writes one archive (mode 0600; FILE must not exist) holding the database as pg_dump's\n" +
+			"custom format — a consistent snapshot, taken while anvil runs — the operator key that opens\n" +
+			"the secrets sealed in it, and a manifest (anvil version, schema level, PostgreSQL version).\n" +
+			"Keep it as you keep the key: it holds the key. pg_dump (postgresql-client) must be installed\n" +
+			"and no older than the server.",
+		setup: func(fs *flag.FlagSet, _ *Config) func(context.Context, *invocation) error {
+			envFile := envFileFlag(fs)
+			return func(ctx context.Context, x *invocation) error {
+				return cmdBackup(ctx, x.cfg, x.cerr, *envFile, x.file, x.stdout, x.stderr)
+			}
+		}})
+}
+
+func cmdBackup(ctx context.Context, cfg *Config, cerr error, envFile, file string, stdout, stderr io.Writer) error {
+	cfg, cerr = reloadConfig(envFile, cfg, cerr)
 	if cerr != nil {
 		return cerr
 	}
@@ -96,21 +88,27 @@ func cmdBackup(ctx context.Context, cfg *Config, cerr error, args []string, stdo
 // cmdRestore is `anvil admin restore [--force] FILE`: the archive's database
 // into the configured one, which must be empty unless --force, and its key
 // where the configuration reads the key from.
-func cmdRestore(ctx context.Context, cfg *Config, cerr error, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("restore", "anvil admin restore [--force] FILE\n\nRestores an archive of `anvil admin backup` into the database of ANVIL_DATABASE_URL, in one\n"+
-		"transaction. The database must be empty: --force drops everything in its public schema, in the\n"+
-		"same transaction, so a dump that cannot be restored leaves the database as it was.\n"+
-		"An archive from a newer anvil (a newer schema) is refused. The archive's key is written to\n"+
-		"ANVIL_SECRET_KEY_FILE (a different key already there is kept beside it as FILE.before-restore);\n"+
-		"without ANVIL_SECRET_KEY_FILE it is printed, unless ANVIL_SECRET_KEY is that key already.\n"+
-		"Start anvil afterwards: it applies the migrations newer than the archive's.", stdout)
-	force := fs.Bool("force", false, "replace whatever the database holds")
-	envFile := envFileFlag(fs)
-	file, err := parseFile(fs, args)
-	if err != nil {
-		return err
-	}
-	cfg, cerr = reloadConfig(*envFile, cfg, cerr)
+func init() {
+	register(&command{name: "admin restore", usage: "[--force] FILE", file: "FILE",
+		summary: "restore such an archive into an empty database and put its key in place",
+		about: "Restores an archive of `anvil admin backup` into the database of ANVIL_DATABASE_URL, in one\n" +
+			"transaction. The database must be empty: --force drops everything in its public schema, in the\n" +
+			"same transaction, so a dump that cannot be restored leaves the database as it was.\n" +
+			"An archive from a newer anvil (a newer schema) is refused. The archive's key is written to\n" +
+			"ANVIL_SECRET_KEY_FILE (a different key already there is kept beside it as FILE.before-restore);\n" +
+			"without ANVIL_SECRET_KEY_FILE it is printed, unless ANVIL_SECRET_KEY is that key already.\n" +
+			"Start anvil afterwards: it applies the migrations newer than the archive's.",
+		setup: func(fs *flag.FlagSet, _ *Config) func(context.Context, *invocation) error {
+			force := fs.Bool("force", false, "replace whatever the database holds")
+			envFile := envFileFlag(fs)
+			return func(ctx context.Context, x *invocation) error {
+				return cmdRestore(ctx, x.cfg, x.cerr, *force, *envFile, x.file, x.stdout, x.stderr)
+			}
+		}})
+}
+
+func cmdRestore(ctx context.Context, cfg *Config, cerr error, force bool, envFile, file string, stdout, stderr io.Writer) error {
+	cfg, cerr = reloadConfig(envFile, cfg, cerr)
 	if cerr != nil {
 		return cerr
 	}
@@ -168,7 +166,7 @@ func cmdRestore(ctx context.Context, cfg *Config, cerr error, args []string, std
 		return err
 	}
 	clear := len(rels.names) > 0
-	if clear && !*force {
+	if clear && !force {
 		return fmt.Errorf("restore: database %s is not empty (%s, such as %s): restore into an empty database, or give --force to replace everything in its public schema",
 			target, rels.counts(), strings.Join(rels.names[:min(3, len(rels.names))], ", "))
 	}

@@ -73,22 +73,29 @@ var errChecksFailed = errors.New("the configuration has problems (the FAIL lines
 // bubblewrap, the public URL and what it implies, the work folder, the
 // listen address, pg_dump for backups. Exit 0 when nothing failed
 // (warnings allowed), 1 otherwise.
-func cmdCheck(ctx context.Context, cfg *Config, cerr error, args []string, stdout io.Writer) error {
-	fs := newFlags("check", "anvil admin check [--role all|web|worker] [--env-file FILE]\n\nChecks the configuration before starting and says what is wrong, one line per item\n"+
-		"(ok, warn, FAIL). Run it as the service's user to see what the service will see:\n"+
-		"  sudo -u anvil anvil admin check --env-file /etc/anvil/anvil.env\n"+
-		"Exit status 0 when nothing failed, 1 otherwise.", stdout)
-	role := fs.String("role", "all", "the role to check for: web needs no sandbox and no work folder")
-	envFile := envFileFlag(fs)
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	switch *role {
+func init() {
+	register(&command{name: "admin check", usage: "[--role all|web|worker] [--env-file FILE]",
+		summary: "tell what is wrong with the configuration before starting (exit 1 if anything)",
+		about: "Checks the configuration before starting and says what is wrong, one line per item\n" +
+			"(ok, warn, FAIL). Run it as the service's user to see what the service will see:\n" +
+			"  sudo -u anvil anvil admin check --env-file /etc/anvil/anvil.env\n" +
+			"Exit status 0 when nothing failed, 1 otherwise.",
+		setup: func(fs *flag.FlagSet, _ *Config) func(context.Context, *invocation) error {
+			role := fs.String("role", "all", "the role to check for: web needs no sandbox and no work folder")
+			envFile := envFileFlag(fs)
+			return func(ctx context.Context, x *invocation) error {
+				return cmdCheck(ctx, x.cfg, x.cerr, *role, *envFile, x.stdout)
+			}
+		}})
+}
+
+func cmdCheck(ctx context.Context, cfg *Config, cerr error, role, envFile string, stdout io.Writer) error {
+	switch role {
 	case "all", "web", "worker":
 	default:
 		return fmt.Errorf("%w: --role must be all, web or worker", errUsage)
 	}
-	cfg, cerr = reloadConfig(*envFile, cfg, cerr)
+	cfg, cerr = reloadConfig(envFile, cfg, cerr)
 	c := &checker{out: stdout}
 	if cfg == nil {
 		var ce *configError
@@ -105,7 +112,7 @@ func cmdCheck(ctx context.Context, cfg *Config, cerr error, args []string, stdou
 			c.fail("settings", "%s", m)
 		}
 	}
-	cfg.Role = *role
+	cfg.Role = role
 	// validate also fills in the defaults (the public URL, the work folder);
 	// the key is judged below on its own.
 	if errors.As(cfg.validate(false), &ce) {
@@ -113,12 +120,12 @@ func cmdCheck(ctx context.Context, cfg *Config, cerr error, args []string, stdou
 			c.fail("settings", "%s", m)
 		}
 	} else if cerr == nil {
-		c.ok("settings", "every ANVIL_* variable is well-formed (role %s)", *role)
+		c.ok("settings", "every ANVIL_* variable is well-formed (role %s)", role)
 	}
 
 	keys := checkKey(c, cfg)
 	checkDatabase(ctx, c, cfg, keys)
-	if *role != "web" {
+	if role != "web" {
 		checkSandbox(c, cfg)
 		checkWorkDir(c, cfg)
 	} else {
@@ -126,6 +133,7 @@ func cmdCheck(ctx context.Context, cfg *Config, cerr error, args []string, stdou
 	}
 	checkPublicURL(c, cfg)
 	checkListen(c, cfg)
+	checkMail(c, cfg)
 	if c.failed > 0 {
 		fmt.Fprintf(stdout, "\n%d problem(s): anvil will not work as configured\n", c.failed)
 		return errChecksFailed
@@ -383,4 +391,14 @@ func checkListen(c *checker, cfg *Config) {
 		return
 	}
 	c.ok("listen", "%s", cfg.Addr)
+}
+
+// checkMail names the SMTP server mail goes through, its password masked
+// (docs/mail.md); it sends nothing: a test alert does (Settings → Alerts).
+func checkMail(c *checker, cfg *Config) {
+	if cfg.Mail == nil {
+		c.ok("mail", "no SMTP server (ANVIL_SMTP_URL): no e-mail alerts; invitation and reset links are shown, not mailed")
+		return
+	}
+	c.ok("mail", "through %s from %s; send a test alert from Settings → Alerts to try it", cfg.Mail.Masked(), cfg.Mail.From)
 }

@@ -96,6 +96,10 @@ func newApp(ctx context.Context, cfg *Config, logOut io.Writer, withWorkers bool
 		SourceMapLimits: cfg.SourceMaps, SourceMapCache: cfg.SourceMapsCache}
 	opts.RunsAllowPrivate = cfg.RunsAllowPrivate
 	opts.MonitorsPerProject = cfg.MonitorsPerProject
+	opts.Mail = cfg.Mail
+	if cfg.Mail != nil {
+		log.Info("mail is sent through the operator's SMTP server", "smtp", cfg.Mail.Masked(), "from", cfg.Mail.From)
+	}
 	var gitHead forgestatus.GitHead
 	if gitErr == nil {
 		opts.ProbeRepo, gitHead = git.Probe, git.Head

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"anvil/domain/mail"
 	"anvil/domain/retention"
 	"anvil/domain/secret"
 	"anvil/domain/sourcemap"
@@ -77,6 +78,11 @@ type Config struct {
 	// "" when it came from ANVIL_SECRET_KEY: `anvil admin restore` writes
 	// the archive's key there (docs/install.md).
 	SecretKeyFile string
+	// Mail is the SMTP server alerts, invitations and password resets are
+	// sent through (ANVIL_SMTP_URL, ANVIL_MAIL_FROM; docs/mail.md); nil:
+	// this server sends no mail.
+	Mail *mail.Config
+
 	// keyFileErr is why SecretKeyFile could not be read; validate reports
 	// it only for commands that need the key, so that a restore can create
 	// the file.
@@ -251,6 +257,11 @@ func loadConfig(getenv func(string) string) (*Config, error) {
 		Project: int64(integer("ANVIL_SOURCEMAP_MAX_PROJECT", sourcemap.DefaultMaxProject, 1024, 64<<30)),
 	}
 	c.SourceMapsCache = int64(integer("ANVIL_SOURCEMAP_CACHE", 256<<20, 1<<20, 16<<30))
+	if m, err := mail.ParseURL(getenv("ANVIL_SMTP_URL"), getenv("ANVIL_MAIL_FROM")); err != nil {
+		bad("%v", err) // never the URL: it may hold the password
+	} else {
+		c.Mail = m
+	}
 	c.BodyTimeout = 30 * time.Second
 	if v := str("ANVIL_BODY_TIMEOUT", ""); v != "" {
 		d, err := time.ParseDuration(v)

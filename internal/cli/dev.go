@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -21,31 +22,39 @@ import (
 	"anvil/jobs/sandbox"
 )
 
+func init() {
+	register(&command{name: "dev", usage: "[--addr ADDR] [--dir .anvil]",
+		summary: "local development (what `make run` starts): own Postgres, key and demo login",
+		about: "Uses ANVIL_DATABASE_URL when set; otherwise the local Postgres on 127.0.0.1:5432 when one\n" +
+			"answers (creating its database), otherwise a cluster of its own in DIR/pg. It creates\n" +
+			"DIR/secret.key once, arms the feed, allows local checkouts and private addresses for\n" +
+			"alerts and runs, bootstraps a demo owner on the first start and prints the URL and the login.",
+		setup: func(fs *flag.FlagSet, _ *Config) func(context.Context, *invocation) error {
+			addr := fs.String("addr", envOr("ANVIL_ADDR", "127.0.0.1:8080"), "listen address")
+			dir := fs.String("dir", ".anvil", "folder for the key, the demo password and the local cluster")
+			return func(ctx context.Context, x *invocation) error { return cmdDev(ctx, *addr, *dir, x.stdout, x.stderr) }
+		}})
+}
+
 // cmdDev is what `make run` starts: the cockpit on an embedded default.
 // It uses ANVIL_DATABASE_URL when set; otherwise the local Postgres on
-// 127.0.0.1:5432 when one answers (creating database "anvil"); otherwise a
+// 127.0.0.1:5432 when one answers (creating database DemoDatabase); otherwise a
 // cluster of its own in .anvil/pg. It creates .anvil/secret.key once, arms
 // the feed, bootstraps a demo owner on the first start and prints the URL
 // and the login.
-func cmdDev(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("dev", "anvil dev [--addr ADDR] [--dir .anvil]", stdout)
-	addr := fs.String("addr", envOr("ANVIL_ADDR", "127.0.0.1:8080"), "listen address")
-	dir := fs.String("dir", ".anvil", "folder for the key, the demo password and the local cluster")
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	if err := os.MkdirAll(*dir, 0o700); err != nil {
+func cmdDev(ctx context.Context, addr, dir string, stdout, stderr io.Writer) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err
 	}
 	if os.Getenv("ANVIL_DATABASE_URL") == "" {
-		url, err := devDatabase(ctx, *dir, stderr)
+		url, err := devDatabase(ctx, dir, stderr)
 		if err != nil {
 			return err
 		}
 		os.Setenv("ANVIL_DATABASE_URL", url)
 	}
 	if os.Getenv("ANVIL_SECRET_KEY") == "" {
-		key, err := devSecret(filepath.Join(*dir, "secret.key"))
+		key, err := devSecret(filepath.Join(dir, "secret.key"))
 		if err != nil {
 			return err
 		}
@@ -66,7 +75,12 @@ func cmdDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		// (a webhook receiver on localhost), as its checkouts are.
 		os.Setenv("ANVIL_ALERTS_ALLOW_PRIVATE", "true")
 	}
-	os.Setenv("ANVIL_ADDR", *addr)
+	if os.Getenv("ANVIL_RUNS_ALLOW_PRIVATE") == "" {
+		// And so are what its runs reach: a registry mirror, a model
+		// gateway on the host (docs/network.md). The banner says so.
+		os.Setenv("ANVIL_RUNS_ALLOW_PRIVATE", "true")
+	}
+	os.Setenv("ANVIL_ADDR", addr)
 	cfg, err := loadConfig(os.Getenv)
 	if err != nil {
 		return err
@@ -83,7 +97,7 @@ func cmdDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		a.close()
 		return err
 	}
-	pwFile := filepath.Join(*dir, "demo-password")
+	pwFile := filepath.Join(dir, "demo-password")
 	email := "demo@anvil.local"
 	has, err := a.Accounts.HasUsers(ctx)
 	if err != nil {
@@ -112,10 +126,34 @@ func cmdDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	// log lines, so that it is the last thing the terminal shows; requests
 	// are logged at debug (ANVIL_LOG_LEVEL=debug shows them).
 	return serveWith(ctx, cfg, stderr, serveExtras{requestLogLevel: slog.LevelDebug, serving: func() {
-		fmt.Fprintf(stdout, "\n  anvil is serving on %s\n  log in as %s\n  feed armed: %v · database: %s\n\n",
-			cfg.PublicURL, login, cfg.FeedArmed, redactURL(cfg.DatabaseURL))
+		fmt.Fprintf(stdout, "\n  anvil is serving on %s\n  log in as %s\n  feed armed: %v · database: %s\n%s\n",
+			cfg.PublicURL, login, cfg.FeedArmed, redactURL(cfg.DatabaseURL), devAllowances(cfg))
 	}})
 }
+
+// devAllowances says which of the demo's switches are on: a local demo
+// reaches this machine and its network, which a server must not.
+func devAllowances(cfg *Config) string {
+	var on []string
+	if cfg.CheckoutAllowLocal {
+		on = append(on, "checkouts of local repositories (ANVIL_CHECKOUT_ALLOW_LOCAL)")
+	}
+	if cfg.AlertsAllowPrivate {
+		on = append(on, "alerts to private addresses (ANVIL_ALERTS_ALLOW_PRIVATE)")
+	}
+	if cfg.RunsAllowPrivate {
+		on = append(on, "runs' network lists reaching private and reserved addresses, such as a model API on this host (ANVIL_RUNS_ALLOW_PRIVATE)")
+	}
+	if len(on) == 0 {
+		return ""
+	}
+	return "  allowed for this local demo, not for a server: " + strings.Join(on, "; ") + "\n"
+}
+
+// DemoDatabase is the demo's database: never "anvil", the name the
+// install steps give a service's database, so that a demo and a service on
+// one machine's Postgres never share one (README, "Install as a service").
+const DemoDatabase = "anvil_demo"
 
 func envOr(k, def string) string {
 	if v := os.Getenv(k); v != "" {
@@ -160,7 +198,7 @@ func devSecret(path string) (string, error) {
 // devDatabase finds or makes a Postgres for local use.
 func devDatabase(ctx context.Context, dir string, log io.Writer) (string, error) {
 	local := "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"
-	if url, err := ensureDatabase(ctx, local, "anvil"); err == nil {
+	if url, err := ensureDatabase(ctx, local, DemoDatabase); err == nil {
 		return url, nil
 	}
 	return ownCluster(ctx, dir, log)
@@ -239,7 +277,7 @@ func ownCluster(ctx context.Context, dir string, log io.Writer) (string, error) 
 	} else if err := runPG("pg_ctl", "-D", data, "-l", filepath.Join(data, "server.log"), "-w", "-o", "-p "+port+" -k "+data+" -h 127.0.0.1", "start"); err != nil {
 		return "", fmt.Errorf("start the local cluster: %w", err)
 	}
-	return ensureDatabase(ctx, url, "anvil")
+	return ensureDatabase(ctx, url, DemoDatabase)
 }
 
 func findPGBin() (string, error) {

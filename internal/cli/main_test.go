@@ -173,6 +173,9 @@ func TestDevBootstrapsALoginAndNoToken(t *testing.T) {
 	if serving := strings.Index(printed, `"msg":"anvil is serving"`); serving < 0 || serving > login {
 		t.Errorf("the login is not printed after start-up's log lines:\n%s", printed)
 	}
+	if !strings.Contains(printed, "allowed for this local demo") || !strings.Contains(printed, "ANVIL_RUNS_ALLOW_PRIVATE") {
+		t.Errorf("dev does not say that runs may reach private addresses:\n%s", printed)
+	}
 	if strings.Contains(printed, `"msg":"http request"`) {
 		t.Errorf("dev logs requests at info:\n%s", printed)
 	}

@@ -1,8 +1,9 @@
 package cli
 
 import (
+	"context"
+	"flag"
 	"fmt"
-	"io"
 	"runtime"
 	"runtime/debug"
 )
@@ -43,14 +44,15 @@ func Version() string {
 	return v
 }
 
+func init() {
+	register(&command{name: "version", summary: "print the version, then the Go toolchain and platform",
+		setup: func(*flag.FlagSet, *Config) func(context.Context, *invocation) error { return cmdVersion }})
+}
+
 // cmdVersion is `anvil version`: the version alone on the first line (for
 // scripts), then the toolchain and platform.
-func cmdVersion(args []string, stdout io.Writer) error {
-	fs := newFlags("version", "anvil version   (prints the version, then the Go toolchain and platform)", stdout)
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	fmt.Fprintln(stdout, Version())
-	fmt.Fprintf(stdout, "%s %s/%s\n", runtime.Version(), runtime.GOOS, runtime.GOARCH)
+func cmdVersion(_ context.Context, x *invocation) error {
+	fmt.Fprintln(x.stdout, Version())
+	fmt.Fprintf(x.stdout, "%s %s/%s\n", runtime.Version(), runtime.GOOS, runtime.GOARCH)
 	return nil
 }
