@@ -120,7 +120,7 @@ func (r *cacheRig) proxy(name string, list *netpolicy.List, names netproxy.Resol
 		return "", nil, nil, err
 	}
 	var n atomic.Int64
-	px := netproxy.New(netproxy.Options{List: list, AllowPrivate: allowPrivate, Resolver: names, MaxConns: 256,
+	px := netproxy.New(netproxy.Options{List: list, AllowPrivate: allowPrivate, AllowLoopback: allowPrivate, Resolver: names, MaxConns: 256,
 		OnConn: func(netproxy.Conn) { n.Add(1) }})
 	go func() { _ = px.Serve(ul) }()
 	return sock, n.Load, func() { _ = px.Close() }, nil

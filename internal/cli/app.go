@@ -95,6 +95,7 @@ func newApp(ctx context.Context, cfg *Config, logOut io.Writer, withWorkers bool
 		AlertsAllowPrivate: cfg.AlertsAllowPrivate, EventRetention: cfg.EventRetention, RetentionShare: cfg.RetentionShare,
 		SourceMapLimits: cfg.SourceMaps, SourceMapCache: cfg.SourceMapsCache}
 	opts.RunsAllowPrivate = cfg.RunsAllowPrivate
+	opts.RunsAllowLoopback = cfg.RunsAllowLoopback
 	opts.MonitorsPerProject = cfg.MonitorsPerProject
 	var gitHead forgestatus.GitHead
 	if gitErr == nil {
@@ -115,6 +116,9 @@ func newApp(ctx context.Context, cfg *Config, logOut io.Writer, withWorkers bool
 	}
 	if cfg.RunsAllowPrivate {
 		log.Warn("runs' network lists may reach private addresses (ANVIL_RUNS_ALLOW_PRIVATE=true)")
+	}
+	if cfg.RunsAllowLoopback {
+		log.Warn("runs' network lists may reach this machine's own loopback and link-local addresses (ANVIL_RUNS_ALLOW_LOOPBACK=true)")
 	}
 
 	rcfg := &river.Config{ID: riverClientID(), Logger: riverLogger(cfg, logOut), FetchCooldown: 10 * time.Millisecond, FetchPollInterval: 100 * time.Millisecond}

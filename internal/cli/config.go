@@ -54,6 +54,10 @@ type Config struct {
 	// RunsAllowPrivate lets runs' egress proxies reach loopback, private,
 	// link-local and unique-local addresses (docs/network.md).
 	RunsAllowPrivate bool
+	// RunsAllowLoopback lets them reach the worker's own loopback and
+	// link-local addresses, a cloud's metadata endpoint among them
+	// (docs/network.md, "Private addresses").
+	RunsAllowLoopback bool
 	// EventRetention is the default age of stored feed events and the most
 	// any retention policy may set (docs/retention.md).
 	EventRetention time.Duration
@@ -163,6 +167,13 @@ func loadConfig(getenv func(string) string) (*Config, error) {
 	case "false", "0", "no":
 	default:
 		bad("ANVIL_RUNS_ALLOW_PRIVATE must be true or false")
+	}
+	switch v := strings.ToLower(str("ANVIL_RUNS_ALLOW_LOOPBACK", "false")); v {
+	case "true", "1", "yes":
+		c.RunsAllowLoopback = true
+	case "false", "0", "no":
+	default:
+		bad("ANVIL_RUNS_ALLOW_LOOPBACK must be true or false")
 	}
 	c.SandboxTmpMax = 512 << 20
 	if v := str("ANVIL_SANDBOX_TMP_MAX", ""); v != "" {
