@@ -242,7 +242,7 @@ func (w *ExecuteRunWorker) execute(ctx context.Context, run *runs.Run, proj *dom
 
 	execCtx, cancelTimeout := context.WithTimeoutCause(runCtx, proj.RunTimeout(), sandbox.ErrTimeout)
 	defer cancelTimeout()
-	res, err := w.Executor.Run(execCtx, spec, logw)
+	res, err := w.Executor.Run(execCtx, spec, offlineOut(logw, spec.Network == nil && w.Executor.Sandboxed(), run.Trigger == runs.TriggerRepair))
 	afterRun()
 	switch {
 	case err != nil:

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"os/exec"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -325,5 +326,43 @@ func TestMalformedHostIsMaskedInTheRecord(t *testing.T) {
 	}
 	if len(conns) != 1 || conns[0].Verdict != "failed" || !strings.Contains(conns[0].Host, "***") {
 		t.Fatalf("connections: %+v\nlog:\n%s", conns, log)
+	}
+}
+
+// An offline run fails like one: npm ci, unchanged, and Node's own fetch
+// get "not found" from the first lookup and give up at once (npm's
+// retries, 70 s of backoff by default, would outlast the run's 40 s), no
+// JIT runtime dies of the memory bound (Node's fetch reserves 10 GiB of
+// address space for WebAssembly), and the log's first error is anvil's,
+// saying what to do.
+func TestOfflineRunFailsAtOnceWithAMessage(t *testing.T) {
+	t.Parallel()
+	if _, err := exec.LookPath("npm"); err != nil {
+		t.Skip("npm is not installed")
+	}
+	reg := anviltest.NewNPMRegistry(t, anviltest.NPMPackage{Name: "greeting", Version: "1.2.3",
+		Files: map[string]string{"index.js": `module.exports = () => "hello";` + "\n"}})
+	pj, lock := reg.Project("https://registry.npmjs.org")
+	repo := jobstest.GitRepoWith(t, map[string]string{"package.json": pj, "package-lock.json": lock})
+	b := setup(t, options{})
+	cmd := `npm ci --no-audit --no-fund; echo "npm: $?"
+node -e 'fetch("https://registry.npmjs.org/").then(() => console.log("fetched"), (e) => console.log("fetch:", e.cause && e.cause.code))'
+echo done`
+	p := b.project(t, "offline-npm", repo.URL, cmd, 40)
+	r := b.waitTerminal(t, accept(t, b, p).ID, 120*time.Second)
+	log := b.logText(t, r.ID)
+	hint := "[anvil] error: this project's runs have no network: add hosts in Edit → Network"
+	at, npmErr := strings.Index(log, hint), strings.Index(log, "npm error")
+	if r.Status() != runs.StatusPassed || !strings.Contains(log, "fetch: ENOTFOUND\n") || !strings.Contains(log, "\nnpm: 1\n") ||
+		strings.Contains(log, "bad_alloc") || strings.Contains(log, "Out of memory") {
+		t.Fatalf("run %s:\n%s", r.Status(), log)
+	}
+	if at < 0 || npmErr < 0 || at > npmErr || strings.Count(log, hint) != 1 {
+		t.Fatalf("the log's first error is not anvil's hint:\n%s", log)
+	}
+	for _, l := range strings.Split(log[:at], "\n") {
+		if strings.Contains(strings.ToLower(l), "error") {
+			t.Fatalf("an error line comes before the hint: %q\n%s", l, log)
+		}
 	}
 }

@@ -104,7 +104,6 @@ func newCacheRig(ctx context.Context, env *benchEnv) (*cacheRig, func(), error) 
 		return fail(err)
 	}
 	r.limits = sandbox.DefaultLimits()
-	r.limits.MemoryBytes = 0 // node and go reserve more address space than they use
 	r.caches = &sandbox.Caches{Root: filepath.Join(dir, "caches"), MaxBytes: 2 << 30}
 	return r, done, nil
 }

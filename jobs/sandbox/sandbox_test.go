@@ -598,7 +598,7 @@ func TestLimitsApplied(t *testing.T) {
 		l := Limits{CPUSeconds: 1234, MemoryBytes: 3 << 30, Processes: 321, FileSizeBytes: 5 << 20}
 		ws := newWorkspace(t)
 		var out syncBuffer
-		_, err := e.Run(context.Background(), Spec{Workspace: ws, Command: "ulimit -t; ulimit -v; ulimit -p 2>/dev/null || cat /proc/self/limits | grep processes; ulimit -f; ulimit -H -t", Limits: l}, &out)
+		_, err := e.Run(context.Background(), Spec{Workspace: ws, Command: "ulimit -t; ulimit -d; ulimit -v; ulimit -p 2>/dev/null || cat /proc/self/limits | grep processes; ulimit -f; ulimit -H -t", Limits: l}, &out)
 		if err != nil {
 			t.Fatalf("Run: %v", err)
 		}
