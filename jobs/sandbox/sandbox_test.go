@@ -44,6 +44,10 @@ func TestMain(m *testing.M) {
 	if len(os.Args) > 1 && os.Args[1] == BridgeCommand {
 		os.Exit(BridgeMain(os.Args[2:]))
 	}
+	// The test binary is also the non-root worker of cache_nonroot_test.go.
+	if dir := os.Getenv(nonRootCacheEnv); dir != "" {
+		os.Exit(nonRootCacheMain(dir))
+	}
 	os.Setenv(hostSecret, "xyz")
 	code, err := setup(m)
 	if err != nil {
