@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"net/url"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -33,10 +34,15 @@ type Config struct {
 	HeartbeatTimeout  time.Duration
 	BodyTimeout       time.Duration
 	WorkDir           string
-	LogLevel          string
-	RunConcurrency    int
-	LogMaxBytes       int64
-	Role              string
+	// DataDir is where a worker keeps what outlives its processes and the
+	// machine's restarts: the runs' caches (docs/caches.md). Never the
+	// system's temporary folder, shared by every anvil of the machine and
+	// emptied at boot.
+	DataDir        string
+	LogLevel       string
+	RunConcurrency int
+	LogMaxBytes    int64
+	Role           string
 	// CheckoutAllowLocal lifts the checkout policy: file:// and path
 	// repositories and loopback or private-network addresses are accepted.
 	CheckoutAllowLocal bool
@@ -127,6 +133,7 @@ func loadConfig(getenv func(string) string) (*Config, error) {
 		AlertsPerMinute: integer("ANVIL_ALERTS_PER_MINUTE", 20, 1, 1_000_000),
 		Sandbox:         str("ANVIL_SANDBOX", ""),
 		WorkDir:         str("ANVIL_WORK_DIR", ""),
+		DataDir:         str("ANVIL_DATA_DIR", ""),
 		LogLevel:        str("ANVIL_LOG_LEVEL", "info"),
 		Role:            "all",
 		RunConcurrency:  integer("ANVIL_RUN_CONCURRENCY", 8, 1, 256),
@@ -319,6 +326,14 @@ func (c *Config) validate(needKey bool) error {
 		bad("ANVIL_PUBLIC_URL must be an http(s) URL such as https://anvil.example.com")
 	}
 	c.PublicURL = strings.TrimRight(c.PublicURL, "/")
+	if c.DataDir == "" && c.WorkDir != "" {
+		// An operator who chose the work folder chose where its caches
+		// live (ANVIL_WORK_DIR/caches, as before the data folder existed).
+		c.DataDir = c.WorkDir
+	}
+	if c.DataDir == "" {
+		c.DataDir = defaultDataDir()
+	}
 	if c.WorkDir == "" {
 		c.WorkDir = os.TempDir() + "/anvil-work"
 	}
@@ -352,4 +367,17 @@ func parseBytes(v string) (int64, error) {
 func isConfigError(err error) bool {
 	var ce *configError
 	return errors.As(err, &ce)
+}
+
+// defaultDataDir is the user's data folder for anvil ($XDG_DATA_HOME/anvil,
+// else ~/.local/share/anvil), when neither ANVIL_DATA_DIR nor
+// ANVIL_WORK_DIR is set; `anvil dev` sets its own folder's data/.
+func defaultDataDir() string {
+	if x := os.Getenv("XDG_DATA_HOME"); filepath.IsAbs(x) {
+		return filepath.Join(x, "anvil")
+	}
+	if home, err := os.UserHomeDir(); err == nil && filepath.IsAbs(home) {
+		return filepath.Join(home, ".local", "share", "anvil")
+	}
+	return filepath.Join(os.TempDir(), "anvil-data")
 }

@@ -66,6 +66,15 @@ func cmdDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		// (a webhook receiver on localhost), as its checkouts are.
 		os.Setenv("ANVIL_ALERTS_ALLOW_PRIVATE", "true")
 	}
+	if os.Getenv("ANVIL_DATA_DIR") == "" {
+		// The demo's runs' caches, which `make clean-demo` removes with
+		// the rest of its folder.
+		data, err := filepath.Abs(filepath.Join(*dir, "data"))
+		if err != nil {
+			return err
+		}
+		os.Setenv("ANVIL_DATA_DIR", data)
+	}
 	os.Setenv("ANVIL_ADDR", *addr)
 	cfg, err := loadConfig(os.Getenv)
 	if err != nil {
