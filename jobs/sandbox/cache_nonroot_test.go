@@ -109,7 +109,7 @@ func nonRootCache(dir string) error {
 		return fmt.Errorf("a chmod 000 directory hid its bytes from the bound: %+v", u)
 	}
 	if _, err := os.Lstat(filepath.Join(data, "xdg")); !errors.Is(err, os.ErrNotExist) {
-		return fmt.Errorf("xdg is still there: %v", err)
+		return fmt.Errorf("xdg is still there: %w", err)
 	}
 
 	// Tool homes are not caches.
@@ -128,12 +128,12 @@ func nonRootCache(dir string) error {
 	}
 	for _, f := range []string{"cargo/config.toml", "cargo/credentials.toml", "cargo/bin", "cargo/env", "npm/_npx"} {
 		if _, err := os.Lstat(filepath.Join(data, f)); !errors.Is(err, os.ErrNotExist) {
-			return fmt.Errorf("%s is kept in the cache: %v", f, err)
+			return fmt.Errorf("%s is kept in the cache: %w", f, err)
 		}
 	}
 	for _, f := range []string{"cargo/registry/cache/crate.crate", "cargo/git/db/x", "npm/_cacache/index"} {
 		if _, err := os.Lstat(filepath.Join(data, f)); err != nil {
-			return fmt.Errorf("%s is not kept: %v", f, err)
+			return fmt.Errorf("%s is not kept: %w", f, err)
 		}
 	}
 
@@ -150,10 +150,10 @@ func nonRootCache(dir string) error {
 		return fmt.Errorf("a fork's run failed on an unreadable file: %w", err)
 	}
 	if l.Mode != CacheEmpty || l.CopyFailed == nil || !strings.Contains(l.CopyFailed.Error(), "Permission denied") {
-		return fmt.Errorf("a fork's run on an unreadable file: mode %s, %v", l.Mode, l.CopyFailed)
+		return fmt.Errorf("a fork's run on an unreadable file: mode %s, %w", l.Mode, l.CopyFailed)
 	}
 	if entries, err := os.ReadDir(l.Cache.Dir); err != nil || len(entries) != 0 {
-		return fmt.Errorf("the fork's empty cache: %v %v", entries, err)
+		return fmt.Errorf("the fork's empty cache: %v %w", entries, err)
 	}
 	if _, err := l.Release(); err != nil {
 		return err
