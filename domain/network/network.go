@@ -219,9 +219,6 @@ func (r *recorder) foldLocked(seq int, row Connection) {
 func (r *recorder) add(c netproxy.Conn) {
 	row := Connection{Host: c.Host, Port: c.Port, Method: c.Method, Verdict: c.Verdict, Reason: c.Reason,
 		BytesUp: c.BytesUp, BytesDown: c.BytesDown, DurationMS: c.Duration.Milliseconds(), Count: 1, StartedAt: c.Started.UTC()}
-	if m, ok := r.log.(Masker); ok {
-		row.Host, row.Reason, row.Method = m.MaskString(row.Host), m.MaskString(row.Reason), m.MaskString(row.Method)
-	}
 	if row.Host == "" {
 		row.Host = "(proxy)"
 	}
@@ -235,7 +232,7 @@ func (r *recorder) add(c netproxy.Conn) {
 		r.seq++
 		row.Seq = r.seq
 		r.rows[k] = row.Seq
-		r.inserts = append(r.inserts, row)
+		r.insertLocked(row)
 		return
 	}
 	if seq, ok := r.rows[k]; ok {
@@ -254,6 +251,15 @@ func (r *recorder) add(c netproxy.Conn) {
 	r.seq++
 	row.Seq = r.seq
 	r.rows[k] = row.Seq
+	r.insertLocked(row)
+}
+
+// insertLocked queues a new row, its host, reason and method masked with
+// the run's secrets (only new rows carry them: a repeat adds figures).
+func (r *recorder) insertLocked(row Connection) {
+	if m, ok := r.log.(Masker); ok {
+		row.Host, row.Reason, row.Method = m.MaskString(row.Host), m.MaskString(row.Reason), m.MaskString(row.Method)
+	}
 	r.inserts = append(r.inserts, row)
 }
 
