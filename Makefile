@@ -25,7 +25,8 @@ run: ## run the cockpit on an embedded default (own Postgres, key and demo login
 # "make: *** … Error" line.
 
 .PHONY: clean-demo
-clean-demo: ## reset the demo of `make run`: remove .anvil (its database, key and login)
+clean-demo: ## reset the demo of `make run`: remove .anvil (its database, key and login, and its runs' caches)
+	rm -rf .anvil/data # the runs' caches (ANVIL_DATA_DIR of `anvil dev`)
 	rm -rf .anvil
 
 .PHONY: build

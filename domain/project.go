@@ -36,6 +36,9 @@ type Project struct {
 	// (netpolicy's canonical entries; empty: offline; docs/network.md).
 	NetworkAllow       []string `bun:"network_allow,array"`
 	RepairNetworkAllow []string `bun:"repair_network_allow,array"`
+	// ForkCache gives runs of a fork's code a read-only copy of the
+	// project's cache; false: an empty one (docs/caches.md).
+	ForkCache bool `bun:"fork_cache"`
 	// StatusContext names the project's commit statuses on the forge
 	// (anvil/<slug> unless set; see StatusContextOf).
 	StatusContext string    `bun:"status_context"`

@@ -38,7 +38,7 @@ func TestNetworkJourney(t *testing.T) {
 		return l.Addr().(*net.TCPAddr).Port
 	}
 	port, other := listen("the registry answered\n"), listen("never\n")
-	s := startServer(t, "ANVIL_RUNS_ALLOW_PRIVATE=true")
+	s := startServer(t, "ANVIL_RUNS_ALLOW_PRIVATE=true", "ANVIL_RUNS_ALLOW_LOOPBACK=true")
 	repo := jobstest.GitRepo(t)
 	// The command waits a little before it connects, so that the page is
 	// open when the connections arrive: they must come live.

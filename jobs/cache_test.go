@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -13,9 +15,11 @@ import (
 	"github.com/uptrace/bun"
 
 	"anvil/domain"
+	"anvil/domain/project"
 	runs "anvil/domain/run"
 	"anvil/domain/runcache"
 	"anvil/internal/anviltest"
+	"anvil/jobs"
 	"anvil/jobs/jobstest"
 )
 
@@ -234,4 +238,96 @@ func TestDeletingAProjectRemovesItsCache(t *testing.T) {
 		}
 		return n == 0
 	})
+}
+
+// A worker that starts where an earlier process of the same host and pid
+// worked (a restarted container) sweeps what that process's runs left:
+// workspaces, forks' copies of a cache, proxy sockets — and keeps its
+// mirrors.
+func TestWorkerStartSweepsItsOwnFolder(t *testing.T) {
+	t.Parallel()
+	root := t.TempDir()
+	host, _ := os.Hostname()
+	if host == "" {
+		host = "local"
+	}
+	own := filepath.Join(root, host+"-"+strconv.Itoa(os.Getpid()))
+	for _, d := range []string{"ws-1/sub", "ws-1.cache/npm/locked", "mirrors/p"} {
+		if err := os.MkdirAll(filepath.Join(own, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Chmod(filepath.Join(own, "ws-1.cache", "npm", "locked"), 0); err != nil {
+		t.Fatal(err)
+	}
+	sock, err := net.Listen("unix", filepath.Join(own, "ws-1.proxy.sock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sock.(*net.UnixListener).SetUnlinkOnClose(false)
+	sock.Close()
+	dir, err := jobs.ProcessWorkRoot(root)
+	if err != nil || dir != own {
+		t.Fatalf("%s %v", dir, err)
+	}
+	left, _ := os.ReadDir(own)
+	if len(left) != 1 || left[0].Name() != "mirrors" {
+		t.Fatalf("left in the worker's folder: %v", left)
+	}
+}
+
+// A repair run has a cache of its own: it holds the secrets scoped to
+// repairs, so it never reads what an ordinary run left in /cache, and an
+// ordinary run never reads what it left.
+func TestRepairRunHasItsOwnCache(t *testing.T) {
+	t.Parallel()
+	b := setup(t, options{cacheBytes: 64 << 20})
+	rb := &repairBundle{testBundle: b, incidents: b.services.Incidents, cards: b.services.Cards, feed: b.services.Feed}
+	f := newForge(t)
+	repo := jobstest.GitRepo(t)
+	agent := `echo "repair found: $(ls "$XDG_CACHE_HOME" 2>/dev/null | wc -l)"; mkdir -p "$XDG_CACHE_HOME" && : > "$XDG_CACHE_HOME/from-repair"; echo >> README`
+	p, inc := rb.incident(t, repo.URL, agent, "github", f.srv.URL)
+	cmd := cacheCommand
+	if _, err := b.projects.Update(context.Background(), b.owner, p.ID, project.ProjectInput{RunCommand: &cmd}); err != nil {
+		t.Fatal(err)
+	}
+	own := b.waitTerminal(t, accept(t, b, p).ID, 60*time.Second)
+	if log := b.logText(t, own.ID); own.Status() != runs.StatusPassed || !strings.Contains(log, "found: 0\n") {
+		t.Fatalf("own run %s:\n%s", own.Status(), log)
+	}
+	_, run := rb.approveAndWait(t, inc)
+	log := b.logText(t, run.ID)
+	if !strings.Contains(log, "repair found: 0\n") || !strings.Contains(log, "cache: this repair run reads and writes the project's repair cache") {
+		t.Fatalf("the repair run saw the runs' cache:\n%s", log)
+	}
+	again := b.waitTerminal(t, accept(t, b, p).ID, 60*time.Second)
+	if log := b.logText(t, again.ID); !strings.Contains(log, "found: 1\n") {
+		t.Fatalf("the repair's file reached the project's next run:\n%s", log)
+	}
+}
+
+// A project may give forks' runs no cache: a fork's run then starts with
+// an empty one, and its log says why.
+func TestForkCacheOff(t *testing.T) {
+	t.Parallel()
+	b := setup(t, options{cacheBytes: 64 << 20})
+	repo, _, _ := gitRepo(t)
+	p := b.project(t, "no-fork-cache", repo, cacheCommand, 0)
+	if !p.ForkCache {
+		t.Fatal("a new project gives forks no cache")
+	}
+	own := b.waitTerminal(t, accept(t, b, p).ID, 60*time.Second)
+	if own.Status() != runs.StatusPassed {
+		t.Fatalf("own run:\n%s", b.logText(t, own.ID))
+	}
+	off := false
+	if _, err := b.projects.Update(context.Background(), b.owner, p.ID, project.ProjectInput{ForkCache: &off}); err != nil {
+		t.Fatal(err)
+	}
+	fork := b.waitTerminal(t, b.forkRun(t, p).ID, 60*time.Second)
+	flog := b.logText(t, fork.ID)
+	if fork.Status() != runs.StatusPassed || !strings.Contains(flog, "found: 0\n") ||
+		!strings.Contains(flog, "this project gives forks' runs no cache") {
+		t.Fatalf("fork run %s:\n%s", fork.Status(), flog)
+	}
 }

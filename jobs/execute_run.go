@@ -214,7 +214,7 @@ func (w *ExecuteRunWorker) execute(ctx context.Context, run *runs.Run, proj *dom
 	}
 
 	if w.Caches != nil {
-		releaseCache, err := w.startCache(ctx, run, ws, &spec, logw)
+		releaseCache, err := w.startCache(ctx, run, proj, ws, &spec, logw)
 		if err != nil {
 			logw.Printf("could not prepare the project's cache: %v", err)
 			return failed(runs.ReasonSandbox, nil)
@@ -242,7 +242,7 @@ func (w *ExecuteRunWorker) execute(ctx context.Context, run *runs.Run, proj *dom
 
 	execCtx, cancelTimeout := context.WithTimeoutCause(runCtx, proj.RunTimeout(), sandbox.ErrTimeout)
 	defer cancelTimeout()
-	res, err := w.Executor.Run(execCtx, spec, logw)
+	res, err := w.Executor.Run(execCtx, spec, offlineOut(logw, spec.Network == nil && w.Executor.Sandboxed(), run.Trigger == runs.TriggerRepair))
 	afterRun()
 	switch {
 	case err != nil:
@@ -371,7 +371,11 @@ func firstLine(s string) string {
 // ProcessWorkRoot returns this process's own workspace folder under root
 // and removes the folders of processes of this host that no longer exist
 // (a worker killed with SIGKILL leaves its workspace behind; its sandbox
-// died with it).
+// died with it). A folder of this very host and pid is an earlier
+// process's — a container restarted gives its worker the same pid —, and
+// what its runs left in it is swept too: workspaces, the copies of a
+// cache given to forks' runs, the proxies' sockets (its mirrors and the
+// bridge stay, they are no run's).
 func ProcessWorkRoot(root string) (string, error) {
 	host, _ := os.Hostname()
 	if host == "" {
@@ -396,18 +400,19 @@ func ProcessWorkRoot(root string) (string, error) {
 		}
 	}
 	dir := filepath.Join(root, prefix+strconv.Itoa(os.Getpid()))
+	if own, err := os.ReadDir(dir); err == nil {
+		for _, e := range own {
+			if n := e.Name(); strings.HasPrefix(n, "ws-") {
+				_ = removeTree(filepath.Join(dir, n))
+			}
+		}
+	}
 	return dir, os.MkdirAll(dir, 0o711)
 }
 
-func removeTree(dir string) error {
-	_ = filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
-		if err == nil && d.IsDir() {
-			_ = os.Chmod(p, 0o700)
-		}
-		return nil
-	})
-	return os.RemoveAll(dir)
-}
+// removeTree removes dir whatever modes a run left in it, never following
+// a symbolic link out of it.
+func removeTree(dir string) error { return sandbox.RemoveAll(dir) }
 
 // ExecutorID names this process for claimed runs.
 func ExecutorID() string {

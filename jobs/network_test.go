@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"os/exec"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -29,16 +30,17 @@ import (
 type testNames map[string]string
 
 func (n testNames) LookupNetIP(_ context.Context, _, host string) ([]netip.Addr, error) {
-	if a, ok := n[host]; ok {
+	if a, ok := n[strings.TrimSuffix(host, ".")]; ok {
 		return []netip.Addr{netip.MustParseAddr(a)}, nil
 	}
 	return nil, &net.DNSError{Err: "no such host", Name: host, IsNotFound: true}
 }
 
 // netOptions gives runs the test's names and, when private, lets them
-// reach the local servers (ANVIL_RUNS_ALLOW_PRIVATE=true).
+// reach the local servers (ANVIL_RUNS_ALLOW_PRIVATE=true and, as they are
+// on loopback, ANVIL_RUNS_ALLOW_LOOPBACK=true).
 func netOptions(private bool, names testNames) options {
-	return options{network: func(n *network.Service) { n.AllowPrivate, n.Resolver = private, names }}
+	return options{network: func(n *network.Service) { n.AllowPrivate, n.AllowLoopback, n.Resolver = private, private, names }}
 }
 
 // countingServer serves body and counts the connections it accepted.
@@ -146,18 +148,21 @@ timeout 5 curl -sS http://127.0.0.1:%d/ 2>&1; echo "curl by address: $?"`, port,
 	}
 }
 
-// Without the operator's switch, a listed name that resolves to a private
-// address is refused, named in the log, and never contacted.
+// Without the operator's switch, a listed name that resolves to the
+// worker's own loopback is refused, named in the log, and never contacted
+// — even with ANVIL_RUNS_ALLOW_PRIVATE=true, which opens the private
+// ranges and never the worker itself.
 func TestPrivateAddressRefusedWithoutTheSwitch(t *testing.T) {
 	t.Parallel()
-	b := setup(t, netOptions(false, testNames{"files.test": "127.0.0.1"}))
+	names := testNames{"files.test": "127.0.0.1"}
+	b := setup(t, options{network: func(n *network.Service) { n.AllowPrivate, n.Resolver = true, names }})
 	_, port, accepts := countingServer(t, "the file\n")
 	repo, _, _ := gitRepo(t)
 	p := b.networkProject(t, "private", repo, fmt.Sprintf(`curl -sS -m 5 -w '%%{http_code}\n' http://files.test:%d/`, port), []string{fmt.Sprintf("files.test:%d", port)})
 	r := b.waitTerminal(t, accept(t, b, p).ID, 60*time.Second)
 	log := b.logText(t, r.ID)
-	if !strings.Contains(log, fmt.Sprintf("[anvil] refused files.test:%d — files.test resolves to a private address: 127.0.0.1", port)) ||
-		!strings.Contains(log, "\n403\n") || !strings.Contains(log, "ANVIL_RUNS_ALLOW_PRIVATE=true") {
+	if !strings.Contains(log, fmt.Sprintf("[anvil] refused files.test:%d — files.test resolves to the worker's own address", port)) ||
+		!strings.Contains(log, "\n403\n") || !strings.Contains(log, "ANVIL_RUNS_ALLOW_LOOPBACK=true") {
 		t.Fatalf("log:\n%s", log)
 	}
 	if accepts.Load() != 0 {
@@ -292,5 +297,72 @@ func TestProcessExecutorNetworkIsNotEnforced(t *testing.T) {
 	}
 	if conns := b.connections(t, r.ID); conns[0].Verdict != "allowed" || conns[0].Host != "files.test" {
 		t.Fatalf("connections: %+v", conns)
+	}
+}
+
+// A host a command sends the proxy is the command's to choose: one made of
+// a secret (a malformed name, refused before any lookup) is masked in the
+// run's Network section as it is in its log.
+func TestMalformedHostIsMaskedInTheRecord(t *testing.T) {
+	t.Parallel()
+	b := setup(t, netOptions(false, testNames{}))
+	ctx := context.Background()
+	repo, _, _ := gitRepo(t)
+	const value = "tok_Secret_Value_42"
+	p := b.networkProject(t, "masked", repo, `curl -sS -m 5 -o /dev/null -w '%{http_code}\n' "http://${TOKEN}.example/" || true`, []string{"files.test"})
+	if _, _, err := runsecret.New(b.store).Put(ctx, b.owner, p.ID, "TOKEN", value); err != nil {
+		t.Fatal(err)
+	}
+	r := b.waitTerminal(t, accept(t, b, p).ID, 60*time.Second)
+	log := b.logText(t, r.ID)
+	conns := b.connections(t, r.ID)
+	if strings.Contains(log, value) || !strings.Contains(log, "***") {
+		t.Fatalf("log:\n%s", log)
+	}
+	for _, c := range conns {
+		if strings.Contains(c.Host+c.Reason+c.Method, value) || strings.Contains(c.Host+c.Reason, strings.ToLower(value)) {
+			t.Fatalf("the record shows the secret: %+v", c)
+		}
+	}
+	if len(conns) != 1 || conns[0].Verdict != "failed" || !strings.Contains(conns[0].Host, "***") {
+		t.Fatalf("connections: %+v\nlog:\n%s", conns, log)
+	}
+}
+
+// An offline run fails like one: npm ci, unchanged, and Node's own fetch
+// get "not found" from the first lookup and give up at once (npm's
+// retries, 70 s of backoff by default, would outlast the run's 40 s), no
+// JIT runtime dies of the memory bound (Node's fetch reserves 10 GiB of
+// address space for WebAssembly), and the log's first error is anvil's,
+// saying what to do.
+func TestOfflineRunFailsAtOnceWithAMessage(t *testing.T) {
+	t.Parallel()
+	if _, err := exec.LookPath("npm"); err != nil {
+		t.Skip("npm is not installed")
+	}
+	reg := anviltest.NewNPMRegistry(t, anviltest.NPMPackage{Name: "greeting", Version: "1.2.3",
+		Files: map[string]string{"index.js": `module.exports = () => "hello";` + "\n"}})
+	pj, lock := reg.Project("https://registry.npmjs.org")
+	repo := jobstest.GitRepoWith(t, map[string]string{"package.json": pj, "package-lock.json": lock})
+	b := setup(t, options{})
+	cmd := `npm ci --no-audit --no-fund; echo "npm: $?"
+node -e 'fetch("https://registry.npmjs.org/").then(() => console.log("fetched"), (e) => console.log("fetch:", e.cause && e.cause.code))'
+echo done`
+	p := b.project(t, "offline-npm", repo.URL, cmd, 40)
+	r := b.waitTerminal(t, accept(t, b, p).ID, 120*time.Second)
+	log := b.logText(t, r.ID)
+	hint := "[anvil] error: this project's runs have no network: add hosts in Edit → Network"
+	at, npmErr := strings.Index(log, hint), strings.Index(log, "npm error")
+	if r.Status() != runs.StatusPassed || !strings.Contains(log, "fetch: ENOTFOUND\n") || !strings.Contains(log, "\nnpm: 1\n") ||
+		strings.Contains(log, "bad_alloc") || strings.Contains(log, "Out of memory") {
+		t.Fatalf("run %s:\n%s", r.Status(), log)
+	}
+	if at < 0 || npmErr < 0 || at > npmErr || strings.Count(log, hint) != 1 {
+		t.Fatalf("the log's first error is not anvil's hint:\n%s", log)
+	}
+	for _, l := range strings.Split(log[:at], "\n") {
+		if strings.Contains(strings.ToLower(l), "error") {
+			t.Fatalf("an error line comes before the hint: %q\n%s", l, log)
+		}
 	}
 }

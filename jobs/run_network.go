@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"strings"
 
@@ -60,4 +61,18 @@ func (w *ExecuteRunWorker) startNetwork(ctx context.Context, run *runs.Run, ws s
 			w.Log.Warn("close a run's proxy", "run_id", run.ID, "error", fmt.Sprint(err))
 		}
 	}, nil
+}
+
+// offlineOut is where a run's output goes: its log, through the hint that
+// explains a failed name lookup when the run is offline in a sandbox
+// (docs/network.md, "A run without a network").
+func offlineOut(logw *runs.LogWriter, offline, repair bool) io.Writer {
+	if !offline {
+		return logw
+	}
+	whose := "this project's runs have"
+	if repair {
+		whose = "this project's repair runs have"
+	}
+	return sandbox.OfflineHint(logw, "[anvil] error: "+whose+" no network: add hosts in Edit → Network (a name lookup failed below; a run reaches only the hosts its project lists, through anvil's proxy)")
 }

@@ -190,3 +190,44 @@ func TestRunSecretScopes(t *testing.T) {
 		t.Fatalf("the secrets page does not show scopes:\n%s", page)
 	}
 }
+
+// A project may give runs of forks' code no copy of its cache: the API
+// field (true unless set), the edit form's checkbox, and the audit.
+func TestProjectForkCache(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	status, p := b.api(t, b.owner.Token, "POST", "/api/private/projects", validProject("shop"))
+	if status != http.StatusCreated || p["fork_cache"] != true {
+		t.Fatalf("create: %d %v", status, p)
+	}
+	id := p["id"].(string)
+	if status, p = b.api(t, b.owner.Token, "PATCH", "/api/private/projects/"+id, map[string]any{"fork_cache": false}); status != http.StatusOK || p["fork_cache"] != false {
+		t.Fatalf("patch: %d %v", status, p)
+	}
+	br := b.browser(t)
+	br.login("owner@acme.test", testPassword)
+	page := "/projects/" + id + "/edit"
+	_, form := br.get(page)
+	if !strings.Contains(form, `data-testid="fork-cache"`) || strings.Contains(form, `name="fork_cache" value="1" class="mt-0.5" checked`) {
+		t.Fatalf("the form does not show the box unticked:\n%s", form)
+	}
+	vals := url.Values{"_csrf": {br.csrf(page)}, "slug": {"shop"}, "name": {"Web shop"}, "repo_url": {"https://git.example/shop.git"},
+		"default_branch": {"main"}, "run_command": {"make test"}, "fork_cache_shown": {"1"}, "fork_cache": {"1"}}
+	if res, body := br.post(page, vals); res.StatusCode != http.StatusOK && res.StatusCode != http.StatusSeeOther {
+		t.Fatalf("tick: %d\n%s", res.StatusCode, body)
+	}
+	if _, got := b.api(t, b.owner.Token, "GET", "/api/private/projects/"+id, nil); got["fork_cache"] != true {
+		t.Fatalf("the ticked box saved %v", got["fork_cache"])
+	}
+	delete(vals, "fork_cache")
+	vals["_csrf"] = []string{br.csrf(page)}
+	if res, body := br.post(page, vals); res.StatusCode != http.StatusOK && res.StatusCode != http.StatusSeeOther {
+		t.Fatalf("untick: %d\n%s", res.StatusCode, body)
+	}
+	if _, got := b.api(t, b.owner.Token, "GET", "/api/private/projects/"+id, nil); got["fork_cache"] != false {
+		t.Fatalf("the unticked box saved %v", got["fork_cache"])
+	}
+	if _, audit := br.get("/settings/audit"); !strings.Contains(audit, "cache for forks") {
+		t.Fatalf("the audit page does not say the change:\n%s", audit)
+	}
+}

@@ -39,6 +39,8 @@ type projectJSON struct {
 	// NetworkAllow and RepairNetworkAllow: docs/network.md ([] = offline).
 	NetworkAllow       []string `json:"network_allow"`
 	RepairNetworkAllow []string `json:"repair_network_allow"`
+	// ForkCache: docs/caches.md (true = forks' runs read a copy).
+	ForkCache bool `json:"fork_cache"`
 }
 
 func toProjectJSON(p *domain.Project) projectJSON {
@@ -47,7 +49,8 @@ func toProjectJSON(p *domain.Project) projectJSON {
 		ProviderRepo: p.ProviderRepo, HasProviderToken: p.ProviderTokenEnc != "", RunTimeoutSeconds: p.RunTimeoutSeconds,
 		BranchFilters: append([]string{}, p.BranchFilters...), StatusContext: domain.StatusContextOf(p), CreatedAt: p.CreatedAt.UTC(), UpdatedAt: p.UpdatedAt.UTC(), Warnings: p.Warnings,
 		FixVerificationWindow: domain.FormatWindow(p.FixWindow()),
-		NetworkAllow:          append([]string{}, p.NetworkAllow...), RepairNetworkAllow: append([]string{}, p.RepairNetworkAllow...)}
+		NetworkAllow:          append([]string{}, p.NetworkAllow...), RepairNetworkAllow: append([]string{}, p.RepairNetworkAllow...),
+		ForkCache: p.ForkCache}
 }
 
 func (s *Server) apiProjectList(c echo.Context) error {

@@ -88,6 +88,12 @@ func formInput(c echo.Context) (project.ProjectInput, views.ProjectForm) {
 			*l.dst = &lines
 		}
 	}
+	// The checkbox is sent only when ticked; the hidden field says the form
+	// had it.
+	if _, ok := c.Request().PostForm["fork_cache_shown"]; ok {
+		on := c.FormValue("fork_cache") == "1"
+		f.NoForkCache, in.ForkCache = !on, &on
+	}
 	if m := strings.TrimSpace(f.RunTimeoutMinutes); m != "" {
 		secs := 0
 		if n, err := strconv.Atoi(m); err == nil && n >= 1 && n <= 1440 {
@@ -115,6 +121,7 @@ var formFields = map[string]struct{ field, label string }{
 	"status_context":          {"status_context", "Status context"},
 	"network_allow":           {"network_allow", "Network list of runs"},
 	"repair_network_allow":    {"repair_network_allow", "Network list of repair runs"},
+	"fork_cache":              {"fork_cache", "Cache for forks' runs"},
 	"fix_verification_window": {"fix_verification_window", "Fix verification window"},
 }
 
@@ -196,7 +203,7 @@ func projectForm(p *domain.Project) views.ProjectForm {
 		ProviderRepo: p.ProviderRepo, HasProviderToken: p.ProviderTokenEnc != "", RunTimeoutMinutes: strconv.Itoa(p.RunTimeoutSeconds / 60),
 		BranchFilters: strings.Join(p.BranchFilters, "\n"), StatusContext: domain.StatusContextOf(p),
 		NetworkAllow: strings.Join(p.NetworkAllow, "\n"), RepairNetworkAllow: strings.Join(p.RepairNetworkAllow, "\n"),
-		FixWindow: domain.FormatWindow(p.FixWindow())}
+		NoForkCache: !p.ForkCache, FixWindow: domain.FormatWindow(p.FixWindow())}
 }
 
 func (s *Server) projectEditPage(c echo.Context) error {

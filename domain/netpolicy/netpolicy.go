@@ -62,6 +62,10 @@ const (
 // addresses.
 const EnvAllowPrivate = "ANVIL_RUNS_ALLOW_PRIVATE"
 
+// EnvAllowLoopback is the operator's switch that lets runs reach the
+// worker's own loopback and link-local addresses ([Reach]).
+const EnvAllowLoopback = "ANVIL_RUNS_ALLOW_LOOPBACK"
+
 // Refusal kinds. Errors about an entry are *EntryError, errors about a
 // request are *Refusal; both wrap one of these.
 var (
@@ -115,9 +119,16 @@ type Refusal struct {
 // Error reads "not in this project's network list: example.org:443" or
 // "example.org resolves to a private address: 10.0.0.5".
 func (r *Refusal) Error() string {
+	if errors.Is(r.Kind, ErrPrivate) && IsWorkerLocal(r.Addr) {
+		what := "the worker's own address (loopback, link-local or a cloud's metadata endpoint)"
+		if r.Host == r.Addr.String() {
+			return fmt.Sprintf("%s is %s; the operator allows such addresses with %s=true", r.Host, what, EnvAllowLoopback)
+		}
+		return fmt.Sprintf("%s resolves to %s: %s; the operator allows such addresses with %s=true", r.Host, what, r.Addr, EnvAllowLoopback)
+	}
 	if errors.Is(r.Kind, ErrPrivate) {
 		if r.Host == r.Addr.String() {
-			return fmt.Sprintf("%s is a private address (loopback, private, link-local or unique-local); the operator allows such addresses with %s=true", r.Host, EnvAllowPrivate)
+			return fmt.Sprintf("%s is a private address (private, unique-local or reserved); the operator allows such addresses with %s=true", r.Host, EnvAllowPrivate)
 		}
 		return fmt.Sprintf("%s %s: %s; the operator allows such addresses with %s=true", r.Host, ErrPrivate, r.Addr, EnvAllowPrivate)
 	}
@@ -496,15 +507,66 @@ func (l *List) Allow(host string, port int) error {
 	return refused
 }
 
-// CheckAddr refuses addr, which host resolved to (or is), when it is
-// loopback, private, link-local or otherwise local and allowPrivate is
-// false: a *Refusal of kind ErrPrivate.
-func CheckAddr(host string, port int, addr netip.Addr, allowPrivate bool) error {
-	if allowPrivate {
-		return nil
-	}
+// Reach is what the operator lets runs reach beyond public addresses.
+// The two switches are apart on purpose: a registry mirror on the office
+// network is a reason to open the private ranges, never the worker's own
+// loopback (its database, its metrics, anything bound to 127.0.0.1) or a
+// cloud's metadata endpoint (169.254.169.254, the machine's credentials),
+// which need a switch of their own (docs/network.md, "Private addresses").
+type Reach struct {
+	// Private opens private, unique-local, shared and reserved addresses
+	// (ANVIL_RUNS_ALLOW_PRIVATE).
+	Private bool
+	// Loopback opens the worker's own addresses: loopback, unspecified,
+	// link-local and the clouds' metadata endpoints
+	// (ANVIL_RUNS_ALLOW_LOOPBACK).
+	Loopback bool
+}
+
+// Refuses reports whether a connection to addr is refused under r.
+func (r Reach) Refuses(addr netip.Addr) bool {
 	addr = addr.WithZone("").Unmap()
-	if repourl.IsLocalAddr(addr) {
+	if IsWorkerLocal(addr) {
+		return !r.Loopback
+	}
+	return !r.Private && repourl.IsLocalAddr(addr)
+}
+
+// metadata are the clouds' instance metadata endpoints that do not sit in
+// the link-local range: AWS's IPv6 one and Alibaba's.
+var metadata = []netip.Addr{netip.MustParseAddr("fd00:ec2::254"), netip.MustParseAddr("100.100.100.200")}
+
+// nat64WellKnown embeds an IPv4 address in its last four bytes.
+var nat64WellKnown = netip.MustParsePrefix("64:ff9b::/96")
+
+// IsWorkerLocal reports whether addr is the worker's own: loopback,
+// unspecified or "this network" (which Linux routes to loopback),
+// link-local (a cloud's metadata endpoint is 169.254.169.254), or one of
+// the metadata endpoints elsewhere — also when embedded in an IPv4-mapped
+// or NAT64 address.
+func IsWorkerLocal(addr netip.Addr) bool {
+	addr = addr.WithZone("").Unmap()
+	if nat64WellKnown.Contains(addr) {
+		b := addr.As16()
+		addr = netip.AddrFrom4([4]byte{b[12], b[13], b[14], b[15]})
+	}
+	if !addr.IsValid() || addr.IsLoopback() || addr.IsUnspecified() || addr.IsLinkLocalUnicast() || addr.IsLinkLocalMulticast() ||
+		addr.IsInterfaceLocalMulticast() || (addr.Is4() && addr.As4()[0] == 0) {
+		return true
+	}
+	for _, m := range metadata {
+		if addr == m {
+			return true
+		}
+	}
+	return false
+}
+
+// CheckAddr refuses addr, which host resolved to (or is), when reach does
+// not open it: a *Refusal of kind ErrPrivate.
+func CheckAddr(host string, port int, addr netip.Addr, reach Reach) error {
+	addr = addr.WithZone("").Unmap()
+	if reach.Refuses(addr) {
 		return &Refusal{Kind: ErrPrivate, Host: host, Port: port, Addr: addr}
 	}
 	return nil

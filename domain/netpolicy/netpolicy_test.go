@@ -136,20 +136,32 @@ func TestAllow(t *testing.T) {
 
 func TestCheckAddr(t *testing.T) {
 	t.Parallel()
-	err := netpolicy.CheckAddr("example.org", 443, netip.MustParseAddr("10.0.0.5"), false)
+	err := netpolicy.CheckAddr("example.org", 443, netip.MustParseAddr("10.0.0.5"), netpolicy.Reach{})
 	if !errors.Is(err, netpolicy.ErrPrivate) || !strings.HasPrefix(err.Error(), "example.org resolves to a private address: 10.0.0.5") ||
 		!strings.Contains(err.Error(), "ANVIL_RUNS_ALLOW_PRIVATE=true") {
 		t.Fatalf("private: %v", err)
 	}
-	for _, a := range []string{"127.0.0.1", "169.254.169.254", "::ffff:10.1.2.3", "fd00::1", "100.64.0.1"} {
-		if netpolicy.CheckAddr("h.example", 443, netip.MustParseAddr(a), false) == nil {
+	for _, a := range []string{"::ffff:10.1.2.3", "fd00::1", "100.64.0.1", "192.168.1.1"} {
+		if netpolicy.CheckAddr("h.example", 443, netip.MustParseAddr(a), netpolicy.Reach{}) == nil {
 			t.Errorf("%s is not refused", a)
 		}
-		if netpolicy.CheckAddr("h.example", 443, netip.MustParseAddr(a), true) != nil {
+		if netpolicy.CheckAddr("h.example", 443, netip.MustParseAddr(a), netpolicy.Reach{Private: true}) != nil {
 			t.Errorf("%s is refused with the switch on", a)
 		}
 	}
-	if err := netpolicy.CheckAddr("h.example", 443, netip.MustParseAddr("93.184.215.14"), false); err != nil {
+	// The private switch never opens the worker's own addresses: they have
+	// a switch of their own.
+	for _, a := range []string{"127.0.0.1", "127.9.9.9", "::1", "0.0.0.0", "0.1.2.3", "::", "169.254.169.254", "fe80::1",
+		"::ffff:127.0.0.1", "64:ff9b::7f00:1", "fd00:ec2::254", "100.100.100.200"} {
+		err := netpolicy.CheckAddr("h.example", 443, netip.MustParseAddr(a), netpolicy.Reach{Private: true})
+		if !errors.Is(err, netpolicy.ErrPrivate) || !strings.Contains(err.Error(), "ANVIL_RUNS_ALLOW_LOOPBACK=true") {
+			t.Errorf("%s with ANVIL_RUNS_ALLOW_PRIVATE: %v", a, err)
+		}
+		if netpolicy.CheckAddr("h.example", 443, netip.MustParseAddr(a), netpolicy.Reach{Loopback: true}) != nil {
+			t.Errorf("%s is refused with ANVIL_RUNS_ALLOW_LOOPBACK", a)
+		}
+	}
+	if err := netpolicy.CheckAddr("h.example", 443, netip.MustParseAddr("93.184.215.14"), netpolicy.Reach{}); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -26,6 +26,7 @@
 package netproxy
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -41,6 +42,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"golang.org/x/net/http/httpguts"
 
 	"anvil/domain/internal/egress"
 	"anvil/domain/netpolicy"
@@ -86,8 +89,14 @@ type Options struct {
 	// everything).
 	List *netpolicy.List
 	// AllowPrivate lets the proxy reach private addresses (the operator's
-	// ANVIL_RUNS_ALLOW_PRIVATE).
+	// ANVIL_RUNS_ALLOW_PRIVATE); never the worker's own loopback or
+	// link-local addresses, which only AllowLoopback opens
+	// (netpolicy.Reach).
 	AllowPrivate bool
+	// AllowLoopback lets the proxy reach the worker's own loopback and
+	// link-local addresses, a cloud's metadata endpoint among them (the
+	// operator's ANVIL_RUNS_ALLOW_LOOPBACK).
+	AllowLoopback bool
 	// Resolver resolves names; nil is net.DefaultResolver. Tests give
 	// names of their own to local servers.
 	Resolver Resolver
@@ -104,6 +113,7 @@ type Options struct {
 // Server is one run's proxy.
 type Server struct {
 	o      Options
+	reach  netpolicy.Reach
 	dialer *net.Dialer
 	rp     *httputil.ReverseProxy
 	tr     *http.Transport
@@ -137,9 +147,8 @@ func New(o Options) *Server {
 	if o.Resolver == nil {
 		o.Resolver = net.DefaultResolver
 	}
-	s := &Server{o: o, tunnels: map[*tunnel]struct{}{}, done: make(chan struct{})}
-	allow := o.AllowPrivate
-	s.dialer = egress.NewDialer(egress.Options{AllowPrivate: func() bool { return allow }, Refused: errPrivateDial})
+	s := &Server{o: o, reach: netpolicy.Reach{Private: o.AllowPrivate, Loopback: o.AllowLoopback}, tunnels: map[*tunnel]struct{}{}, done: make(chan struct{})}
+	s.dialer = egress.NewDialer(egress.Options{IsPrivate: s.reach.Refuses, Refused: errPrivateDial})
 	s.tr = &http.Transport{
 		Proxy:                  nil,
 		DialContext:            s.dialForward,
@@ -316,13 +325,16 @@ func (s *Server) resolve(ctx context.Context, host string, port int) ([]netip.Ad
 	} else {
 		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		defer cancel()
-		addrs, err = s.o.Resolver.LookupNetIP(rctx, "ip", host)
+		// Fully qualified: "registry" must never become
+		// "registry.corp.internal" through the worker's search list, a
+		// host the list did not name (docs/network.md).
+		addrs, err = s.o.Resolver.LookupNetIP(rctx, "ip", host+".")
 		if err != nil || len(addrs) == 0 {
 			return nil, fmt.Errorf("%s does not resolve", host)
 		}
 	}
 	for _, a := range addrs {
-		if err := netpolicy.CheckAddr(host, port, a, s.o.AllowPrivate); err != nil {
+		if err := netpolicy.CheckAddr(host, port, a, s.reach); err != nil {
 			return nil, err
 		}
 	}
@@ -403,16 +415,26 @@ func (s *Server) connect(w http.ResponseWriter, r *http.Request, c Conn) {
 		up.Close()
 		return
 	}
+	_ = client.SetDeadline(time.Time{})
 	c.Verdict = Allowed
-	t := &tunnel{client: client, up: up}
+	s.splice(&tunnel{client: client, up: up}, brw.Reader, up, []byte("HTTP/1.1 200 Connection established\r\n\r\n"), c)
+}
+
+// splice joins a client and its destination for as long as either sends
+// — a CONNECT's tunnel, or a connection upgraded by a 101 answer — after
+// writing greeting to the client. The tunnel is tracked from the start:
+// counted, closed by the idle reaper when it moves nothing for
+// IdleTimeout, and by Close; it is reported when it ends, with its bytes.
+// fromClient and fromUp read what each side sends, including what was
+// read ahead into a buffer before the switch.
+func (s *Server) splice(t *tunnel, fromClient, fromUp io.Reader, greeting []byte, c Conn) {
 	t.touch()
 	if !s.track(t) {
 		t.close()
 		return
 	}
 	defer s.untrack(t)
-	_ = client.SetDeadline(time.Time{})
-	if _, err := io.WriteString(client, "HTTP/1.1 200 Connection established\r\n\r\n"); err != nil {
+	if _, err := t.client.Write(greeting); err != nil {
 		t.close()
 		c.Duration = time.Since(c.Started)
 		s.report(c)
@@ -422,16 +444,17 @@ func (s *Server) connect(w http.ResponseWriter, r *http.Request, c Conn) {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		// The client may have sent its TLS hello right behind the
-		// CONNECT: it waits in brw's buffer.
-		t.pipe(up, brw.Reader, &t.upBytes)
-		closeWrite(up)
+		// The client may have sent its first bytes (a TLS hello) right
+		// behind the request: they wait in fromClient's buffer.
+		t.pipe(t.up, fromClient, &t.upBytes)
+		closeWrite(t.up)
 	}()
-	t.pipe(client, up, &t.downBytes)
-	closeWrite(client)
+	t.pipe(t.client, fromUp, &t.downBytes)
+	closeWrite(t.client)
 	wg.Wait()
 	t.close()
-	c.BytesUp, c.BytesDown = t.upBytes.Load(), t.downBytes.Load()
+	c.BytesUp += t.upBytes.Load()
+	c.BytesDown += t.downBytes.Load()
 	c.Duration = time.Since(c.Started)
 	s.report(c)
 }
@@ -444,6 +467,10 @@ func closeWrite(c net.Conn) {
 
 // forward serves one plain HTTP request.
 func (s *Server) forward(w http.ResponseWriter, r *http.Request, c Conn) {
+	if isUpgrade(r) {
+		s.upgrade(w, r, c)
+		return
+	}
 	body := &countReader{r: r.Body}
 	if r.Body != nil && r.Body != http.NoBody {
 		r.Body = body
@@ -460,6 +487,106 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, c Conn) {
 }
 
 type connKey struct{}
+
+// isUpgrade reports a request that asks to switch protocols (a WebSocket,
+// h2c): Connection names upgrade and Upgrade says to what.
+func isUpgrade(r *http.Request) bool {
+	return r.Header.Get("Upgrade") != "" && httpguts.HeaderValuesContainsToken(r.Header["Connection"], "upgrade")
+}
+
+// hopHeaders are a connection's own headers, never passed on (but for the
+// upgrade's Connection and Upgrade, which upgrade sets itself).
+var hopHeaders = []string{"Connection", "Proxy-Connection", "Proxy-Authorization", "Proxy-Authenticate", "Keep-Alive", "Te",
+	"Trailer", "Transfer-Encoding"}
+
+// upgrade serves a request that asks to switch protocols: it is sent to
+// the destination on a connection of its own and, when the answer is 101,
+// the two connections are joined like a CONNECT's tunnel (splice) —
+// counted, reaped when idle, closed by Close and reported with their
+// bytes — rather than left to a copy nothing tracks. Another answer is
+// passed on and the connection ends.
+func (s *Server) upgrade(w http.ResponseWriter, r *http.Request, c Conn) {
+	hj, ok := w.(http.Hijacker)
+	if !ok {
+		c.Verdict, c.Reason = Failed, "the connection cannot be upgraded"
+		s.answer(w, http.StatusInternalServerError, c)
+		return
+	}
+	up, err := s.dial(r.Context(), c.Host, c.Port)
+	if err != nil {
+		status, verdict := verdictOf(err)
+		c.Verdict, c.Reason = verdict, err.Error()
+		s.answer(w, status, c)
+		return
+	}
+	proto := r.Header.Get("Upgrade")
+	out := r.Clone(r.Context())
+	out.RequestURI, out.Host = "", r.URL.Host
+	for _, h := range hopHeaders {
+		out.Header.Del(h)
+	}
+	out.Header.Set("Connection", "Upgrade")
+	out.Header.Set("Upgrade", proto)
+	body := &countReader{r: io.NopCloser(r.Body)}
+	if r.Body != nil && r.Body != http.NoBody {
+		out.Body = body
+	}
+	_ = up.SetDeadline(time.Now().Add(s.o.IdleTimeout))
+	fromUp := bufio.NewReader(up)
+	var res *http.Response
+	if err = out.Write(up); err == nil {
+		res, err = http.ReadResponse(fromUp, out)
+	}
+	if err != nil {
+		up.Close()
+		c.Verdict, c.Reason = Failed, "the request failed: "+dialReason(err)
+		s.answer(w, http.StatusBadGateway, c)
+		return
+	}
+	c.BytesUp = body.n.Load()
+	if res.StatusCode != http.StatusSwitchingProtocols {
+		defer up.Close()
+		defer res.Body.Close()
+		for k, vs := range res.Header {
+			w.Header()[k] = vs
+		}
+		for _, h := range hopHeaders {
+			w.Header().Del(h)
+		}
+		w.Header().Set("Connection", "close")
+		w.WriteHeader(res.StatusCode)
+		cw := &countWriter{ResponseWriter: w}
+		_, _ = io.Copy(cw, &idleConnReader{r: res.Body, c: up, idle: s.o.IdleTimeout})
+		c.Verdict, c.BytesDown, c.Duration = Allowed, cw.n, time.Since(c.Started)
+		s.report(c)
+		return
+	}
+	client, brw, err := hj.Hijack()
+	if err != nil {
+		up.Close()
+		return
+	}
+	_ = client.SetDeadline(time.Time{})
+	_ = up.SetDeadline(time.Time{})
+	var greeting strings.Builder
+	fmt.Fprintf(&greeting, "HTTP/1.1 %s\r\n", res.Status)
+	_ = res.Header.Write(&greeting)
+	greeting.WriteString("\r\n")
+	c.Verdict = Allowed
+	s.splice(&tunnel{client: client, up: up}, brw.Reader, fromUp, []byte(greeting.String()), c)
+}
+
+// idleConnReader reads r, failing when c's peer sends nothing for idle.
+type idleConnReader struct {
+	r    io.Reader
+	c    net.Conn
+	idle time.Duration
+}
+
+func (i *idleConnReader) Read(p []byte) (int, error) {
+	_ = i.c.SetReadDeadline(time.Now().Add(i.idle))
+	return i.r.Read(p)
+}
 
 // dialForward is the forwarding transport's dialer: the request's own
 // host and port, resolved and checked.

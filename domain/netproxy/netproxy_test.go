@@ -21,11 +21,13 @@ import (
 	"anvil/domain/netproxy"
 )
 
-// names is a resolver of the test's own names.
+// names is a resolver of the test's own names. It answers fully
+// qualified names only (a trailing dot), as the proxy must ask: a name
+// without one would go through the resolver's search list.
 type names map[string]string
 
 func (n names) LookupNetIP(_ context.Context, _, host string) ([]netip.Addr, error) {
-	if a, ok := n[host]; ok {
+	if a, ok := n[strings.TrimSuffix(host, ".")]; ok && strings.HasSuffix(host, ".") {
 		return []netip.Addr{netip.MustParseAddr(a)}, nil
 	}
 	return nil, &net.DNSError{Err: "no such host", Name: host, IsNotFound: true}
@@ -119,7 +121,7 @@ func TestAllowedRequestAndTunnel(t *testing.T) {
 	tlsPort := tlsOrg.Listener.Addr().(*net.TCPAddr).Port
 	rec := newRecorder()
 	_, addr := startProxy(t, netproxy.Options{List: mustList(t, fmt.Sprintf("registry.test:%d", org.port), fmt.Sprintf("secure.test:%d", tlsPort)),
-		AllowPrivate: true, Resolver: names{"registry.test": "127.0.0.1", "secure.test": "127.0.0.1"}, OnConn: rec.record})
+		AllowPrivate: true, AllowLoopback: true, Resolver: names{"registry.test": "127.0.0.1", "secure.test": "127.0.0.1"}, OnConn: rec.record})
 
 	res, err := client(addr).Post(fmt.Sprintf("http://registry.test:%d/pkg", org.port), "text/plain", strings.NewReader("hello"))
 	if err != nil {
@@ -168,7 +170,7 @@ func TestRefusals(t *testing.T) {
 		status             int
 	}{
 		{fmt.Sprintf("http://other.test:%d/", org.port), fmt.Sprintf("not in this project's network list: other.test:%d", org.port), netproxy.Refused, 403},
-		{fmt.Sprintf("http://private.test:%d/", org.port), "private.test resolves to a private address: 127.0.0.1", netproxy.Refused, 403},
+		{fmt.Sprintf("http://private.test:%d/", org.port), "private.test resolves to the worker's own address (loopback, link-local or a cloud's metadata endpoint): 127.0.0.1", netproxy.Refused, 403},
 		{"http://nowhere.test/", "nowhere.test does not resolve", netproxy.Failed, 502},
 	} {
 		res, err := client(addr).Get(tc.url)
@@ -248,7 +250,7 @@ func TestBoundsAndClose(t *testing.T) {
 	}()
 	port := echo.Addr().(*net.TCPAddr).Port
 	rec := newRecorder()
-	px, addr := startProxy(t, netproxy.Options{List: mustList(t, fmt.Sprintf("echo.test:%d", port)), AllowPrivate: true,
+	px, addr := startProxy(t, netproxy.Options{List: mustList(t, fmt.Sprintf("echo.test:%d", port)), AllowPrivate: true, AllowLoopback: true,
 		Resolver: names{"echo.test": "127.0.0.1"}, OnConn: rec.record, MaxConns: 2})
 	var tunnels []net.Conn
 	for range 2 {
@@ -397,3 +399,129 @@ func (l *pipeListener) Accept() (net.Conn, error) {
 
 func (l *pipeListener) Close() error   { l.once.Do(func() { close(l.done) }); return nil }
 func (l *pipeListener) Addr() net.Addr { return &net.TCPAddr{} }
+
+// upgradeOrigin answers a request asking to upgrade with 101 and then
+// echoes what it receives.
+func upgradeOrigin(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				br := bufio.NewReader(c)
+				r, err := http.ReadRequest(br)
+				if err != nil {
+					return
+				}
+				if r.Header.Get("Upgrade") != "echo" || r.RequestURI != "/chat" {
+					io.WriteString(c, "HTTP/1.1 400 Bad Request\r\nContent-Length: 3\r\nConnection: close\r\n\r\nno\n")
+					return
+				}
+				io.WriteString(c, "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: echo\r\n\r\n")
+				_, _ = io.Copy(c, br)
+			}()
+		}
+	}()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// upgradeThrough asks the proxy at addr to upgrade a request to the echo
+// origin, and says hello through the upgraded connection.
+func upgradeThrough(t *testing.T, addr string, port int) net.Conn {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	fmt.Fprintf(c, "GET http://ws.test:%d/chat HTTP/1.1\r\nHost: ws.test:%d\r\nConnection: Upgrade\r\nUpgrade: echo\r\n\r\n", port, port)
+	br := bufio.NewReader(c)
+	res, err := http.ReadResponse(br, nil)
+	if err != nil || res.StatusCode != http.StatusSwitchingProtocols || res.Header.Get("Upgrade") != "echo" {
+		t.Fatalf("upgrade: %v %v", res, err)
+	}
+	io.WriteString(c, "hello")
+	buf := make([]byte, 5)
+	if _, err := io.ReadFull(br, buf); err != nil || string(buf) != "hello" {
+		t.Fatalf("echo through the upgraded connection: %q %v", buf, err)
+	}
+	return c
+}
+
+// A connection upgraded by a 101 answer (a WebSocket) is a tunnel like a
+// CONNECT's: its bytes are counted in its record, it is reaped when it
+// moves nothing for the idle timeout, and Close ends it.
+func TestUpgradedConnectionIsCountedAndReaped(t *testing.T) {
+	t.Parallel()
+	port := upgradeOrigin(t)
+	list := fmt.Sprintf("ws.test:%d", port)
+	rec := newRecorder()
+	_, addr := startProxy(t, netproxy.Options{List: mustList(t, list), AllowLoopback: true,
+		Resolver: names{"ws.test": "127.0.0.1"}, OnConn: rec.record, IdleTimeout: 200 * time.Millisecond})
+	c := upgradeThrough(t, addr, port)
+	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if _, err := c.Read(make([]byte, 1)); !errors.Is(err, io.EOF) && !isReset(err) {
+		t.Fatalf("an idle upgraded connection was not reaped: %v", err)
+	}
+	if got := rec.next(t); got.Verdict != netproxy.Allowed || got.Method != "GET" || got.Host != "ws.test" || got.BytesUp != 5 || got.BytesDown != 5 {
+		t.Fatalf("the upgraded connection reported as %+v", got)
+	}
+
+	rec = newRecorder()
+	px, addr := startProxy(t, netproxy.Options{List: mustList(t, list), AllowLoopback: true,
+		Resolver: names{"ws.test": "127.0.0.1"}, OnConn: rec.record})
+	c = upgradeThrough(t, addr, port)
+	closed := make(chan error, 1)
+	go func() { closed <- px.Close() }()
+	select {
+	case err := <-closed:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Close waits for an upgraded connection")
+	}
+	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if _, err := c.Read(make([]byte, 1)); !errors.Is(err, io.EOF) && !isReset(err) {
+		t.Fatalf("an upgraded connection outlived Close: %v", err)
+	}
+	if got := rec.next(t); got.BytesUp != 5 || got.BytesDown != 5 {
+		t.Fatalf("the upgraded connection reported as %+v", got)
+	}
+}
+
+// The private switch never opens the worker's own loopback or a cloud's
+// metadata endpoint: those have a switch of their own.
+func TestAllowPrivateKeepsLoopbackClosed(t *testing.T) {
+	t.Parallel()
+	org := newOrigin(t, func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "reached") })
+	rec := newRecorder()
+	_, addr := startProxy(t, netproxy.Options{List: mustList(t, fmt.Sprintf("local.test:%d", org.port), "meta.test"), AllowPrivate: true,
+		Resolver: names{"local.test": "127.0.0.1", "meta.test": "169.254.169.254"}, OnConn: rec.record})
+	for _, u := range []string{fmt.Sprintf("http://local.test:%d/", org.port), "http://meta.test/latest/meta-data/"} {
+		res, err := client(addr).Get(u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		if res.StatusCode != http.StatusForbidden || !strings.Contains(string(got), "ANVIL_RUNS_ALLOW_LOOPBACK=true") {
+			t.Errorf("%s with ANVIL_RUNS_ALLOW_PRIVATE: %d %q", u, res.StatusCode, got)
+		}
+		if c := rec.next(t); c.Verdict != netproxy.Refused {
+			t.Errorf("%s reported as %+v", u, c)
+		}
+	}
+	if n := org.accepts.Load(); n != 0 {
+		t.Fatalf("the worker's loopback was reached %d times", n)
+	}
+}

@@ -10,9 +10,15 @@
 // row each; after that, a connection is folded into the row of the same
 // destination and verdict (its count, bytes and time added up), and when
 // that destination has no row either, into one row per verdict for the
-// rest ([OtherHost]). Rows are written in small batches off the
-// connections' own path, and erased with the run (domain/erasure) and with
-// its log (domain/retention).
+// rest ([OtherHost]). Rows are written off the connections' own path, once
+// per flush interval: what arrived since the last flush is folded in memory
+// first — one pending sum per row, however many connections repeat it — so
+// a flush is at most one INSERT and one UPDATE statement, and a run that
+// retries a refused destination thousands of times a second costs the
+// database what one that retries it once does. The pending state is bounded
+// by the number of rows a run may have (MaxRows + MaxFoldedRows + one
+// OtherHost row per verdict). Rows are erased with the run (domain/erasure)
+// and with its log (domain/retention).
 package network
 
 import (
@@ -26,6 +32,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/uptrace/bun"
+	"github.com/uptrace/bun/dialect/pgdialect"
 
 	"anvil/domain"
 	"anvil/domain/netpolicy"
@@ -71,9 +78,16 @@ type Service struct {
 	// AllowPrivate lets runs reach private addresses (the operator's
 	// ANVIL_RUNS_ALLOW_PRIVATE).
 	AllowPrivate bool
+	// AllowLoopback lets runs reach the worker's own loopback and
+	// link-local addresses, a cloud's metadata endpoint among them (the
+	// operator's ANVIL_RUNS_ALLOW_LOOPBACK; docs/network.md).
+	AllowLoopback bool
 	// Resolver resolves the names runs ask for; nil is the system's.
 	// Tests give their local servers names.
 	Resolver netproxy.Resolver
+	// FlushEvery is how often a run's record is written; 0 is every
+	// 250 ms.
+	FlushEvery time.Duration
 }
 
 // New builds the service.
@@ -106,6 +120,14 @@ type Printer interface {
 	Printf(format string, args ...any)
 }
 
+// Masker is a Printer that also masks the run's secrets in a string (the
+// run's LogWriter): a host or reason a command sent — a malformed name
+// above all, which may be anything it had at hand — is masked in the
+// record as it is in the log.
+type Masker interface {
+	MaskString(string) string
+}
+
 // Proxy is a run's running proxy.
 type Proxy struct {
 	srv  *netproxy.Server
@@ -121,10 +143,15 @@ func (sv *Service) Start(ctx context.Context, r RunRef, entries []string, l net.
 	if err != nil {
 		return nil, fmt.Errorf("the project's network list: %w", err)
 	}
+	every := sv.FlushEvery
+	if every <= 0 {
+		every = flushEvery
+	}
 	rec := &recorder{s: sv.s, run: r, log: log, ctx: context.WithoutCancel(ctx), rows: map[foldKey]int{},
-		stop: make(chan struct{}), stopped: make(chan struct{})}
-	go rec.loop()
-	srv := netproxy.New(netproxy.Options{List: list, AllowPrivate: sv.AllowPrivate, Resolver: sv.Resolver, OnConn: rec.add})
+		folds: map[int]*foldSum{}, stop: make(chan struct{}), stopped: make(chan struct{})}
+	go rec.loop(every)
+	srv := netproxy.New(netproxy.Options{List: list, AllowPrivate: sv.AllowPrivate, AllowLoopback: sv.AllowLoopback,
+		Resolver: sv.Resolver, OnConn: rec.add})
 	p := &Proxy{srv: srv, rec: rec, done: make(chan struct{})}
 	go func() {
 		defer close(p.done)
@@ -161,15 +188,31 @@ type recorder struct {
 	rows     map[foldKey]int // the row a destination folds into, once past MaxRows
 	folded   int             // rows opened past MaxRows
 	logged   int
-	pending  []pendingRow
+	inserts  []Connection     // new rows since the last flush
+	folds    map[int]*foldSum // what repeats added to each row since the last flush
 	stop     chan struct{}
 	stopped  chan struct{}
 	stopOnce sync.Once
 }
 
-type pendingRow struct {
-	Connection
-	fold bool // add to row Seq rather than insert it
+// foldSum is what connections folded into one row added since the last
+// flush.
+type foldSum struct {
+	count                     int
+	bytesUp, bytesDown, durMS int64
+}
+
+// foldLocked adds a repeat to row seq's pending sum.
+func (r *recorder) foldLocked(seq int, row Connection) {
+	f := r.folds[seq]
+	if f == nil {
+		f = &foldSum{}
+		r.folds[seq] = f
+	}
+	f.count++
+	f.bytesUp += row.BytesUp
+	f.bytesDown += row.BytesDown
+	f.durMS += row.DurationMS
 }
 
 // add records one connection (netproxy's OnConn).
@@ -189,20 +232,18 @@ func (r *recorder) add(c netproxy.Conn) {
 		r.seq++
 		row.Seq = r.seq
 		r.rows[k] = row.Seq
-		r.pending = append(r.pending, pendingRow{Connection: row})
+		r.insertLocked(row)
 		return
 	}
 	if seq, ok := r.rows[k]; ok {
-		row.Seq = seq
-		r.pending = append(r.pending, pendingRow{Connection: row, fold: true})
+		r.foldLocked(seq, row)
 		return
 	}
 	if r.folded >= MaxFoldedRows {
 		k = foldKey{OtherHost, 0, row.Verdict}
 		row.Host, row.Port, row.Method, row.Reason = OtherHost, 0, "", ""
 		if seq, ok := r.rows[k]; ok {
-			row.Seq = seq
-			r.pending = append(r.pending, pendingRow{Connection: row, fold: true})
+			r.foldLocked(seq, row)
 			return
 		}
 	}
@@ -210,7 +251,16 @@ func (r *recorder) add(c netproxy.Conn) {
 	r.seq++
 	row.Seq = r.seq
 	r.rows[k] = row.Seq
-	r.pending = append(r.pending, pendingRow{Connection: row})
+	r.insertLocked(row)
+}
+
+// insertLocked queues a new row, its host, reason and method masked with
+// the run's secrets (only new rows carry them: a repeat adds figures).
+func (r *recorder) insertLocked(row Connection) {
+	if m, ok := r.log.(Masker); ok {
+		row.Host, row.Reason, row.Method = m.MaskString(row.Host), m.MaskString(row.Reason), m.MaskString(row.Method)
+	}
+	r.inserts = append(r.inserts, row)
 }
 
 // logLocked names a refused or failed connection in the run's log.
@@ -239,9 +289,9 @@ func (r *recorder) logLocked(c netproxy.Conn) {
 	r.log.Printf("%s %s — %s", verb, dest, reason)
 }
 
-func (r *recorder) loop() {
+func (r *recorder) loop(every time.Duration) {
 	defer close(r.stopped)
-	t := time.NewTicker(flushEvery)
+	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
 		select {
@@ -259,27 +309,50 @@ func (r *recorder) close() {
 	<-r.stopped
 }
 
-// flush stores what is pending in one transaction with one live event.
+// flush stores what is pending in one transaction — the new rows in one
+// INSERT, the repeats folded into rows in one UPDATE — with one live event.
 func (r *recorder) flush() {
 	r.mu.Lock()
-	rows := r.pending
-	r.pending = nil
+	rows, folds := r.inserts, r.folds
+	r.inserts, r.folds = nil, map[int]*foldSum{}
 	r.mu.Unlock()
-	if len(rows) == 0 {
+	if len(rows) == 0 && len(folds) == 0 {
 		return
 	}
 	err := r.s.InTx(r.ctx, func(ctx context.Context, tx bun.Tx) error {
-		for _, row := range rows {
-			var err error
-			if row.fold {
-				_, err = tx.NewRaw(`UPDATE run_connections SET count = count + 1, bytes_up = bytes_up + ?, bytes_down = bytes_down + ?,
-					duration_ms = duration_ms + ? WHERE run_id = ? AND seq = ?`, row.BytesUp, row.BytesDown, row.DurationMS, r.run.ID, row.Seq).Exec(ctx)
-			} else {
-				_, err = tx.NewRaw(`INSERT INTO run_connections (run_id, seq, host, port, verdict, reason, method, bytes_up, bytes_down, duration_ms, count, started_at)
-					VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1, ?)`, r.run.ID, row.Seq, row.Host, row.Port, row.Verdict, clip(row.Reason, 500),
-					clip(row.Method, 16), row.BytesUp, row.BytesDown, row.DurationMS, row.StartedAt).Exec(ctx)
+		if len(rows) > 0 {
+			n := len(rows)
+			seq, port, up, down, ms := make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n)
+			host, verdict, reason, method := make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+			started := make([]time.Time, n)
+			for i, row := range rows {
+				seq[i], port[i], up[i], down[i], ms[i] = int64(row.Seq), int64(row.Port), row.BytesUp, row.BytesDown, row.DurationMS
+				host[i], verdict[i], reason[i], method[i] = row.Host, row.Verdict, clip(row.Reason, 500), clip(row.Method, 16)
+				started[i] = row.StartedAt
 			}
-			if err != nil {
+			if _, err := tx.NewRaw(`INSERT INTO run_connections (run_id, seq, host, port, verdict, reason, method, bytes_up, bytes_down, duration_ms, count, started_at)
+				SELECT ?, v.seq, v.host, v.port, v.verdict, v.reason, v.method, v.up, v.down, v.ms, 1, v.started
+				FROM unnest(?::int[], ?::text[], ?::int[], ?::text[], ?::text[], ?::text[], ?::bigint[], ?::bigint[], ?::bigint[], ?::timestamptz[])
+					AS v(seq, host, port, verdict, reason, method, up, down, ms, started)`,
+				r.run.ID, pgdialect.Array(seq), pgdialect.Array(host), pgdialect.Array(port), pgdialect.Array(verdict),
+				pgdialect.Array(reason), pgdialect.Array(method), pgdialect.Array(up), pgdialect.Array(down), pgdialect.Array(ms),
+				pgdialect.Array(started)).Exec(ctx); err != nil {
+				return err
+			}
+		}
+		if len(folds) > 0 {
+			seq, count, up, down, ms := make([]int64, 0, len(folds)), make([]int64, 0, len(folds)), make([]int64, 0, len(folds)),
+				make([]int64, 0, len(folds)), make([]int64, 0, len(folds))
+			for s, f := range folds {
+				seq, count, up, down, ms = append(seq, int64(s)), append(count, int64(f.count)), append(up, f.bytesUp),
+					append(down, f.bytesDown), append(ms, f.durMS)
+			}
+			if _, err := tx.NewRaw(`UPDATE run_connections c SET count = c.count + v.n, bytes_up = c.bytes_up + v.up,
+				bytes_down = c.bytes_down + v.down, duration_ms = c.duration_ms + v.ms
+				FROM unnest(?::int[], ?::bigint[], ?::bigint[], ?::bigint[], ?::bigint[]) AS v(seq, n, up, down, ms)
+				WHERE c.run_id = ? AND c.seq = v.seq`,
+				pgdialect.Array(seq), pgdialect.Array(count), pgdialect.Array(up), pgdialect.Array(down), pgdialect.Array(ms),
+				r.run.ID).Exec(ctx); err != nil {
 				return err
 			}
 		}
@@ -289,7 +362,7 @@ func (r *recorder) flush() {
 	if err != nil {
 		// The record is the run's page, not its result: a lost batch is
 		// said in the worker's log and the run goes on.
-		r.s.Log.Warn("store a run's connections", "run_id", r.run.ID, "rows", len(rows), "error", err)
+		r.s.Log.Warn("store a run's connections", "run_id", r.run.ID, "rows", len(rows), "folded", len(folds), "error", err)
 	}
 }
 

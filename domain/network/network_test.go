@@ -1,6 +1,7 @@
 package network_test
 
 import (
+	"bufio"
 	"context"
 	"fmt"
 	"io"
@@ -10,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"anvil/db/testdb"
 	"anvil/domain/internal/domaintest"
@@ -114,5 +116,76 @@ func TestRecordIsBoundedAndCountsEverything(t *testing.T) {
 	}
 	if _, err := sv.Connections(ctx, other2.OrgID, r.ID); err == nil {
 		t.Fatal("another organisation reads the run's connections")
+	}
+}
+
+// A run that retries a refused destination in a loop — npm does, without
+// end — costs the database a bounded number of row updates: repeats fold
+// in memory and a flush writes each row once, however many connections it
+// carries. A trigger counts the rows Postgres really updates.
+func TestRefusedStormMakesBoundedUpdates(t *testing.T) {
+	t.Parallel()
+	b := domaintest.Setup(t)
+	ctx := context.Background()
+	p := b.Project(t, "storm")
+	r, err := b.Queue.AcceptManual(ctx, b.Owner, p.ID, "main")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{
+		`CREATE TABLE storm_updates (n bigint NOT NULL)`,
+		`INSERT INTO storm_updates VALUES (0)`,
+		`CREATE FUNCTION storm_count() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN UPDATE storm_updates SET n = n + 1; RETURN NEW; END $$`,
+		`CREATE TRIGGER storm_count AFTER UPDATE ON run_connections FOR EACH ROW EXECUTE FUNCTION storm_count()`,
+	} {
+		if _, err := b.DB.Bun.ExecContext(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sv := network.New(b.Store)
+	// One flush, at Close: what the loop costs does not depend on how fast
+	// this machine runs it.
+	sv.FlushEvery = time.Hour
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	px, err := sv.Start(ctx, network.RunRef{ID: r.ID, OrgID: r.OrgID, ProjectID: r.ProjectID}, nil, l, &lines{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const storm = network.MaxRows + 1000
+	for range storm {
+		c, err := net.Dial("tcp", l.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.WriteString(c, "CONNECT registry.npmjs.org:443 HTTP/1.1\r\nHost: registry.npmjs.org:443\r\n\r\n")
+		res, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil || res.StatusCode != http.StatusForbidden {
+			t.Fatalf("%v %v", res, err)
+		}
+		c.Close()
+	}
+	if err := px.Close(); err != nil {
+		t.Fatal(err)
+	}
+	var updates int
+	if err := b.DB.Bun.NewRaw(`SELECT n FROM storm_updates`).Scan(ctx, &updates); err != nil {
+		t.Fatal(err)
+	}
+	conns, err := sv.Connections(ctx, b.Owner.OrgID, r.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := 0
+	for _, c := range conns {
+		sum += c.Count
+	}
+	if sum != storm || len(conns) != network.MaxRows {
+		t.Fatalf("%d rows counting %d connections, want %d counting %d", len(conns), sum, network.MaxRows, storm)
+	}
+	if updates != 1 {
+		t.Fatalf("%d connections folded into one row cost %d row updates, want 1", storm-network.MaxRows, updates)
 	}
 }

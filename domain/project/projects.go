@@ -44,6 +44,9 @@ type ProjectInput struct {
 	// runs and of repair runs when given (netpolicy entries; docs/network.md).
 	NetworkAllow       *[]string `json:"network_allow"`
 	RepairNetworkAllow *[]string `json:"repair_network_allow"`
+	// ForkCache says whether runs of a fork's code get a read-only copy of
+	// the project's cache (true when left out on create; docs/caches.md).
+	ForkCache *bool `json:"fork_cache"`
 }
 
 var (
@@ -215,6 +218,12 @@ func (in *ProjectInput) apply(p *domain.Project, creating bool, pre domain.Field
 	}
 	applyNetworkList(&errs, "network_allow", in.NetworkAllow, &p.NetworkAllow)
 	applyNetworkList(&errs, "repair_network_allow", in.RepairNetworkAllow, &p.RepairNetworkAllow)
+	switch {
+	case in.ForkCache != nil:
+		p.ForkCache = *in.ForkCache
+	case creating:
+		p.ForkCache = true
+	}
 	if p.Provider != "" && p.ProviderRepo == "" && in.ProviderRepo != nil && !errs.Has("provider_repo") && !errs.Has("provider") {
 		errs.Add("provider_repo", "missing_provider_repo", "(owner/name) is required when provider is set")
 	}
@@ -395,7 +404,7 @@ func (ps *Projects) Update(ctx context.Context, pr *domain.Principal, id uuid.UU
 		if _, err := tx.NewUpdate().Model(p).WherePK().
 			Column("slug", "name", "repo_url", "default_branch", "run_command", "repair_command", "provider",
 				"provider_api_url", "provider_repo", "provider_token_enc", "run_timeout_seconds", "branch_filters", "status_context", "fix_verification_window",
-				"network_allow", "repair_network_allow", "updated_at").
+				"network_allow", "repair_network_allow", "fork_cache", "updated_at").
 			Exec(ctx); err != nil {
 			if dbutil.IsUnique(err, "projects_org_slug_key") {
 				return domain.Conflict("slug_taken", "a project with slug %q already exists in this organisation", p.Slug)
@@ -497,6 +506,7 @@ func projectChanges(was, now *domain.Project, in *ProjectInput) []domain.AuditCh
 	add("status_context", "status context", domain.StatusContextOf(was), domain.StatusContextOf(now))
 	add("network_allow", "network list of runs", networkWords(was.NetworkAllow), networkWords(now.NetworkAllow))
 	add("repair_network_allow", "network list of repair runs", networkWords(was.RepairNetworkAllow), networkWords(now.RepairNetworkAllow))
+	add("fork_cache", "cache for forks' runs", forkCacheWords(was.ForkCache), forkCacheWords(now.ForkCache))
 	add("fix_verification_window", "fix verification window", domain.FormatWindow(was.FixWindow()), domain.FormatWindow(now.FixWindow()))
 	if in.ProviderToken != nil {
 		switch {
@@ -507,4 +517,12 @@ func projectChanges(was, now *domain.Project, in *ProjectInput) []domain.AuditCh
 		}
 	}
 	return out
+}
+
+// forkCacheWords is the fork cache setting in the audit's words.
+func forkCacheWords(on bool) string {
+	if on {
+		return "a read-only copy"
+	}
+	return "none"
 }

@@ -127,6 +127,21 @@ func (w *LogWriter) Mask(values []string) {
 	}
 }
 
+// MaskString returns s with the run's secrets masked as the log masks
+// them, for what the run leaves outside its log (the hosts and reasons of
+// its Network section, docs/network.md).
+func (w *LogWriter) MaskString(s string) string {
+	w.mu.Lock()
+	values := w.values
+	w.mu.Unlock()
+	if len(values) == 0 || s == "" {
+		return s
+	}
+	m := mask.New(values)
+	out := m.Write([]byte(s))
+	return string(append(out, m.Flush()...))
+}
+
 // Write buffers p.
 func (w *LogWriter) Write(p []byte) (int, error) {
 	w.mu.Lock()

@@ -112,6 +112,9 @@ type Options struct {
 	// RunsAllowPrivate lets runs' proxies reach loopback, private,
 	// link-local and unique-local addresses (ANVIL_RUNS_ALLOW_PRIVATE).
 	RunsAllowPrivate bool
+	// RunsAllowLoopback lets them reach the worker's own loopback and
+	// link-local addresses (ANVIL_RUNS_ALLOW_LOOPBACK).
+	RunsAllowLoopback bool
 	// MonitorsPerProject caps a project's monitors (0: monitor.DefaultPerProject).
 	MonitorsPerProject int
 	// Mail is the operator's SMTP server (ANVIL_SMTP_URL; docs/mail.md);
@@ -157,6 +160,7 @@ func NewServices(d *db.DB, keys *secret.Keyring, log *slog.Logger, o Options) *S
 	sv.Webhooks.OnDelivered = sv.Fixes.FromDelivery
 	sv.Network = network.New(s)
 	sv.Network.AllowPrivate = o.RunsAllowPrivate
+	sv.Network.AllowLoopback = o.RunsAllowLoopback
 	if o.EventRetention > 0 {
 		sv.Retention.MaxEvents = o.EventRetention
 	}

@@ -104,7 +104,6 @@ func newCacheRig(ctx context.Context, env *benchEnv) (*cacheRig, func(), error) 
 		return fail(err)
 	}
 	r.limits = sandbox.DefaultLimits()
-	r.limits.MemoryBytes = 0 // node and go reserve more address space than they use
 	r.caches = &sandbox.Caches{Root: filepath.Join(dir, "caches"), MaxBytes: 2 << 30}
 	return r, done, nil
 }
@@ -120,7 +119,7 @@ func (r *cacheRig) proxy(name string, list *netpolicy.List, names netproxy.Resol
 		return "", nil, nil, err
 	}
 	var n atomic.Int64
-	px := netproxy.New(netproxy.Options{List: list, AllowPrivate: allowPrivate, Resolver: names, MaxConns: 256,
+	px := netproxy.New(netproxy.Options{List: list, AllowPrivate: allowPrivate, AllowLoopback: allowPrivate, Resolver: names, MaxConns: 256,
 		OnConn: func(netproxy.Conn) { n.Add(1) }})
 	go func() { _ = px.Serve(ul) }()
 	return sock, n.Load, func() { _ = px.Close() }, nil

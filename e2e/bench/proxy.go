@@ -25,6 +25,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -46,7 +47,7 @@ const (
 type benchNames map[string]string
 
 func (n benchNames) LookupNetIP(_ context.Context, _, host string) ([]netip.Addr, error) {
-	if a, ok := n[host]; ok {
+	if a, ok := n[strings.TrimSuffix(host, ".")]; ok {
 		return []netip.Addr{netip.MustParseAddr(a)}, nil
 	}
 	return nil, errors.New("no such host")
@@ -94,7 +95,7 @@ func benchProxy(ctx context.Context, env *benchEnv) error {
 	if err != nil {
 		return err
 	}
-	px := netproxy.New(netproxy.Options{List: list, AllowPrivate: true, Resolver: benchNames{"origin.bench": "127.0.0.1"},
+	px := netproxy.New(netproxy.Options{List: list, AllowPrivate: true, AllowLoopback: true, Resolver: benchNames{"origin.bench": "127.0.0.1"},
 		MaxConns: 256, OnConn: func(netproxy.Conn) {}})
 	go func() { _ = px.Serve(ul) }()
 	defer px.Close()

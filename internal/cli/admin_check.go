@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -128,6 +129,7 @@ func cmdCheck(ctx context.Context, cfg *Config, cerr error, role, envFile string
 	if role != "web" {
 		checkSandbox(c, cfg)
 		checkWorkDir(c, cfg)
+		checkDataDir(c, cfg)
 	} else {
 		checkProbe(c, cfg)
 	}
@@ -322,6 +324,26 @@ func checkProbe(c *checker, cfg *Config) {
 	if _, err := sandbox.NewGit(true, repourl.Policy{AllowLocal: cfg.CheckoutAllowLocal}); err != nil {
 		c.warn("sandbox", "git cannot be confined here (%v): a repository is not probed when a project is saved; runs are unaffected", err)
 	}
+}
+
+// checkDataDir checks the folder of the runs' caches (docs/caches.md),
+// when it is not the work folder, which checkWorkDir checked.
+func checkDataDir(c *checker, cfg *Config) {
+	if cfg.DataDir == cfg.WorkDir || cfg.RunCacheMB == 0 {
+		return
+	}
+	if err := os.MkdirAll(cfg.DataDir, 0o711); err != nil {
+		c.fail("data dir", "cannot create %s: %v (set ANVIL_DATA_DIR to a folder the service's user may write)", cfg.DataDir, err)
+		return
+	}
+	f, err := os.CreateTemp(cfg.DataDir, ".check-*")
+	if err != nil {
+		c.fail("data dir", "%s is not writable: %v", cfg.DataDir, err)
+		return
+	}
+	f.Close()
+	_ = os.Remove(f.Name())
+	c.ok("data dir", "%s is writable: the runs' caches live in %s", cfg.DataDir, filepath.Join(cfg.DataDir, "caches"))
 }
 
 func checkWorkDir(c *checker, cfg *Config) {

@@ -95,6 +95,7 @@ func newApp(ctx context.Context, cfg *Config, logOut io.Writer, withWorkers bool
 		AlertsAllowPrivate: cfg.AlertsAllowPrivate, EventRetention: cfg.EventRetention, RetentionShare: cfg.RetentionShare,
 		SourceMapLimits: cfg.SourceMaps, SourceMapCache: cfg.SourceMapsCache}
 	opts.RunsAllowPrivate = cfg.RunsAllowPrivate
+	opts.RunsAllowLoopback = cfg.RunsAllowLoopback
 	opts.MonitorsPerProject = cfg.MonitorsPerProject
 	opts.Mail = cfg.Mail
 	if cfg.Mail != nil {
@@ -120,6 +121,9 @@ func newApp(ctx context.Context, cfg *Config, logOut io.Writer, withWorkers bool
 	if cfg.RunsAllowPrivate {
 		log.Warn("runs' network lists may reach private addresses (ANVIL_RUNS_ALLOW_PRIVATE=true)")
 	}
+	if cfg.RunsAllowLoopback {
+		log.Warn("runs' network lists may reach this machine's own loopback and link-local addresses (ANVIL_RUNS_ALLOW_LOOPBACK=true)")
+	}
 
 	rcfg := &river.Config{ID: riverClientID(), Logger: riverLogger(cfg, logOut), FetchCooldown: 10 * time.Millisecond, FetchPollInterval: 100 * time.Millisecond}
 	if withWorkers {
@@ -144,9 +148,10 @@ func newApp(ctx context.Context, cfg *Config, logOut io.Writer, withWorkers bool
 			"checkout_allow_local", cfg.CheckoutAllowLocal, "tmp_max", cfg.SandboxTmpMax, "workspaces", root)
 		var caches *sandbox.Caches
 		if cfg.RunCacheMB > 0 {
-			// Beside the processes' own folders, shared by them: a cache
-			// outlives the worker process that wrote it (docs/caches.md).
-			caches = &sandbox.Caches{Root: filepath.Join(cfg.WorkDir, "caches"), MaxBytes: int64(cfg.RunCacheMB) << 20}
+			// Under the data folder, shared by the worker processes of the
+			// host: a cache outlives the process that wrote it and the
+			// machine's restarts (docs/caches.md).
+			caches = &sandbox.Caches{Root: filepath.Join(cfg.DataDir, "caches"), MaxBytes: int64(cfg.RunCacheMB) << 20}
 		}
 		jobs.Register(workers, jobs.Deps{Services: a.Services, Executor: exec, Git: git, Limits: limits, WorkRoot: root, Caches: caches, Log: log,
 			Reporter: forgestatus.NewReporter(a.Store, a.Projects, cfg.PublicURL)})

@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"net/url"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -34,10 +35,15 @@ type Config struct {
 	HeartbeatTimeout  time.Duration
 	BodyTimeout       time.Duration
 	WorkDir           string
-	LogLevel          string
-	RunConcurrency    int
-	LogMaxBytes       int64
-	Role              string
+	// DataDir is where a worker keeps what outlives its processes and the
+	// machine's restarts: the runs' caches (docs/caches.md). Never the
+	// system's temporary folder, shared by every anvil of the machine and
+	// emptied at boot.
+	DataDir        string
+	LogLevel       string
+	RunConcurrency int
+	LogMaxBytes    int64
+	Role           string
 	// CheckoutAllowLocal lifts the checkout policy: file:// and path
 	// repositories and loopback or private-network addresses are accepted.
 	CheckoutAllowLocal bool
@@ -55,6 +61,10 @@ type Config struct {
 	// RunsAllowPrivate lets runs' egress proxies reach loopback, private,
 	// link-local and unique-local addresses (docs/network.md).
 	RunsAllowPrivate bool
+	// RunsAllowLoopback lets them reach the worker's own loopback and
+	// link-local addresses, a cloud's metadata endpoint among them
+	// (docs/network.md, "Private addresses").
+	RunsAllowLoopback bool
 	// EventRetention is the default age of stored feed events and the most
 	// any retention policy may set (docs/retention.md).
 	EventRetention time.Duration
@@ -129,6 +139,7 @@ func loadConfig(getenv func(string) string) (*Config, error) {
 		AlertsPerMinute: integer("ANVIL_ALERTS_PER_MINUTE", 20, 1, 1_000_000),
 		Sandbox:         str("ANVIL_SANDBOX", ""),
 		WorkDir:         str("ANVIL_WORK_DIR", ""),
+		DataDir:         str("ANVIL_DATA_DIR", ""),
 		LogLevel:        str("ANVIL_LOG_LEVEL", "info"),
 		Role:            "all",
 		RunConcurrency:  integer("ANVIL_RUN_CONCURRENCY", 8, 1, 256),
@@ -169,6 +180,13 @@ func loadConfig(getenv func(string) string) (*Config, error) {
 	case "false", "0", "no":
 	default:
 		bad("ANVIL_RUNS_ALLOW_PRIVATE must be true or false")
+	}
+	switch v := strings.ToLower(str("ANVIL_RUNS_ALLOW_LOOPBACK", "false")); v {
+	case "true", "1", "yes":
+		c.RunsAllowLoopback = true
+	case "false", "0", "no":
+	default:
+		bad("ANVIL_RUNS_ALLOW_LOOPBACK must be true or false")
 	}
 	c.SandboxTmpMax = 512 << 20
 	if v := str("ANVIL_SANDBOX_TMP_MAX", ""); v != "" {
@@ -319,6 +337,14 @@ func (c *Config) validate(needKey bool) error {
 		bad("ANVIL_PUBLIC_URL must be an http(s) URL such as https://anvil.example.com")
 	}
 	c.PublicURL = strings.TrimRight(c.PublicURL, "/")
+	if c.DataDir == "" && c.WorkDir != "" {
+		// An operator who chose the work folder chose where its caches
+		// live (ANVIL_WORK_DIR/caches, as before the data folder existed).
+		c.DataDir = c.WorkDir
+	}
+	if c.DataDir == "" {
+		c.DataDir = defaultDataDir()
+	}
 	if c.WorkDir == "" {
 		c.WorkDir = os.TempDir() + "/anvil-work"
 	}
@@ -352,4 +378,17 @@ func parseBytes(v string) (int64, error) {
 func isConfigError(err error) bool {
 	var ce *configError
 	return errors.As(err, &ce)
+}
+
+// defaultDataDir is the user's data folder for anvil ($XDG_DATA_HOME/anvil,
+// else ~/.local/share/anvil), when neither ANVIL_DATA_DIR nor
+// ANVIL_WORK_DIR is set; `anvil dev` sets its own folder's data/.
+func defaultDataDir() string {
+	if x := os.Getenv("XDG_DATA_HOME"); filepath.IsAbs(x) {
+		return filepath.Join(x, "anvil")
+	}
+	if home, err := os.UserHomeDir(); err == nil && filepath.IsAbs(home) {
+		return filepath.Join(home, ".local", "share", "anvil")
+	}
+	return filepath.Join(os.TempDir(), "anvil-data")
 }

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"os"
 	"strings"
 	"testing"
 )
@@ -77,6 +78,31 @@ func TestRunCacheMB(t *testing.T) {
 	for _, bad := range []string{"-1", "1048577", "2GiB", "lots"} {
 		if _, err := loadConfig(env(bad)); err == nil || !strings.Contains(err.Error(), "ANVIL_RUN_CACHE_MB must be a whole number between 0 and 1048576") {
 			t.Errorf("ANVIL_RUN_CACHE_MB=%s: %v", bad, err)
+		}
+	}
+}
+
+// The runs' caches live under the data folder: ANVIL_DATA_DIR, else the
+// work folder the operator chose, else the user's data folder — never the
+// system's temporary folder.
+func TestDataDir(t *testing.T) {
+	t.Setenv("XDG_DATA_HOME", "/home/someone/.local/share")
+	for _, tc := range []struct{ data, work, want string }{
+		{"/srv/anvil", "", "/srv/anvil"},
+		{"/srv/anvil", "/var/lib/anvil/work", "/srv/anvil"},
+		{"", "/var/lib/anvil/work", "/var/lib/anvil/work"},
+		{"", "", "/home/someone/.local/share/anvil"},
+	} {
+		env := map[string]string{"ANVIL_DATA_DIR": tc.data, "ANVIL_WORK_DIR": tc.work}
+		cfg, err := loadConfig(func(k string) string { return env[k] })
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cfg.validate(false); err != nil && !strings.Contains(err.Error(), "DATABASE") {
+			t.Fatal(err)
+		}
+		if cfg.DataDir != tc.want || strings.HasPrefix(cfg.DataDir, os.TempDir()) {
+			t.Errorf("data %q work %q: %q, want %q", tc.data, tc.work, cfg.DataDir, tc.want)
 		}
 	}
 }

@@ -80,6 +80,20 @@ func cmdDev(ctx context.Context, addr, dir string, stdout, stderr io.Writer) err
 		// gateway on the host (docs/network.md). The banner says so.
 		os.Setenv("ANVIL_RUNS_ALLOW_PRIVATE", "true")
 	}
+	if os.Getenv("ANVIL_RUNS_ALLOW_LOOPBACK") == "" {
+		// The host's own loopback is a switch of its own
+		// (docs/network.md): the demo's model gateway listens there.
+		os.Setenv("ANVIL_RUNS_ALLOW_LOOPBACK", "true")
+	}
+	if os.Getenv("ANVIL_DATA_DIR") == "" {
+		// The demo's runs' caches, which `make clean-demo` removes with
+		// the rest of its folder.
+		data, err := filepath.Abs(filepath.Join(dir, "data"))
+		if err != nil {
+			return err
+		}
+		os.Setenv("ANVIL_DATA_DIR", data)
+	}
 	os.Setenv("ANVIL_ADDR", addr)
 	cfg, err := loadConfig(os.Getenv)
 	if err != nil {
@@ -142,7 +156,10 @@ func devAllowances(cfg *Config) string {
 		on = append(on, "alerts to private addresses (ANVIL_ALERTS_ALLOW_PRIVATE)")
 	}
 	if cfg.RunsAllowPrivate {
-		on = append(on, "runs' network lists reaching private and reserved addresses, such as a model API on this host (ANVIL_RUNS_ALLOW_PRIVATE)")
+		on = append(on, "runs' network lists reaching private and reserved addresses (ANVIL_RUNS_ALLOW_PRIVATE)")
+	}
+	if cfg.RunsAllowLoopback {
+		on = append(on, "runs' network lists reaching this machine's loopback, such as a model API on this host (ANVIL_RUNS_ALLOW_LOOPBACK)")
 	}
 	if len(on) == 0 {
 		return ""

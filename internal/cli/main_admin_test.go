@@ -574,3 +574,22 @@ func TestRestoreForceOfARefusedDumpKeepsEveryTable(t *testing.T) {
 		t.Fatalf("restore into a non-empty database: exit %d %s", code, stderr)
 	}
 }
+
+// admin check names a data folder the runs' caches cannot be kept in.
+func TestAdminCheckDataDir(t *testing.T) {
+	t.Parallel()
+	blocked := filepath.Join(t.TempDir(), "file")
+	os.WriteFile(blocked, nil, 0o600)
+	env := []string{"ANVIL_DATABASE_URL=" + testdb.URLFor(testdb.Name(t)), "ANVIL_SECRET_KEY=" + testKey, "ANVIL_SANDBOX=process",
+		"ANVIL_WORK_DIR=" + t.TempDir(), "ANVIL_ADDR=" + freeAddr(t), "ANVIL_PUBLIC_URL=https://anvil.example.com",
+		"ANVIL_DATA_DIR=" + filepath.Join(blocked, "data")}
+	code, out, _ := anvil(t, env, "", "admin", "check")
+	if code != 1 || !strings.Contains(out, "FAIL  data dir    cannot create "+filepath.Join(blocked, "data")) {
+		t.Fatalf("check of a blocked data folder: exit %d\n%s", code, out)
+	}
+	data := t.TempDir()
+	env[len(env)-1] = "ANVIL_DATA_DIR=" + data
+	if code, out, _ = anvil(t, env, "", "admin", "check"); code != 0 || !strings.Contains(out, "ok    data dir    "+data+" is writable") {
+		t.Fatalf("check of a good data folder: exit %d\n%s", code, out)
+	}
+}

@@ -186,7 +186,7 @@ func (b *bwrapExecutor) Run(ctx context.Context, spec Spec, out io.Writer) (Resu
 	if err := spec.Network.validate(true); err != nil {
 		return Result{}, err
 	}
-	spec.Env = withNetwork(withCache(spec.Env, spec.Cache, CacheMount), spec.Network, proxyURL(BridgeAddr))
+	spec.Env = withOffline(withNetwork(withCache(spec.Env, spec.Cache, CacheMount), spec.Network, proxyURL(BridgeAddr)), spec.Network)
 	env := spec.environ()
 
 	args := baseBwrapArgs(int64(spec.Limits.TmpBytes))
@@ -196,6 +196,9 @@ func (b *bwrapExecutor) Run(ctx context.Context, spec Spec, out io.Writer) (Resu
 	}
 	args = append(args, spec.Network.bwrapArgs()...)
 	args = append(args, spec.Cache.bwrapArgs()...)
+	// Host names are looked up in /etc/hosts only: no nameserver is
+	// reachable, and a lookup must fail at once and for good (offline.go).
+	args = append(args, "--ro-bind-data", "4", "/etc/nsswitch.conf")
 	// The environment is bwrap's own (cmd.Env below), which bwrap hands to
 	// the command unchanged: never argv, where --setenv would put every run
 	// secret into /proc/PID/cmdline for the whole run, readable by any local
@@ -215,11 +218,30 @@ func (b *bwrapExecutor) Run(ctx context.Context, spec Spec, out io.Writer) (Resu
 		outW.Close()
 		return Result{}, fmt.Errorf("sandbox: %w", err)
 	}
+	nssR, nssW, err := os.Pipe()
+	if err != nil {
+		outR.Close()
+		outW.Close()
+		stR.Close()
+		stW.Close()
+		return Result{}, fmt.Errorf("sandbox: %w", err)
+	}
+	// A few hundred bytes: the pipe holds them until bwrap reads them.
+	_, err = nssW.Write(sandboxNSSwitch())
+	nssW.Close()
+	defer nssR.Close()
+	if err != nil {
+		outR.Close()
+		outW.Close()
+		stR.Close()
+		stW.Close()
+		return Result{}, fmt.Errorf("sandbox: %w", err)
+	}
 	cmd := exec.Command(b.bwrap, args...)
 	cmd.Env = env
 	cmd.Dir = "/"
 	cmd.Stdout, cmd.Stderr = outW, outW
-	cmd.ExtraFiles = []*os.File{stW}
+	cmd.ExtraFiles = []*os.File{stW, nssR}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: credential(), Setsid: true, Pdeathsig: syscall.SIGKILL}
 
 	if ctx.Err() != nil {

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -28,6 +29,12 @@ import (
 // the lock taken does not wait: it gets an empty throw-away cache and its
 // log says why. After a writing run the directory is brought under the
 // bound, least recently used top-level entry first.
+//
+// A project has two caches, two scopes ([CacheScope]): its runs' and its
+// repair runs' (<root>/<project id>.repair). A repair run holds the
+// secrets scoped to repairs and reaches the repair network list: it never
+// reads what an ordinary run left, nor leaves anything an ordinary run
+// reads.
 
 // CacheMount is where a run sees its cache inside the bwrap sandbox.
 const CacheMount = "/cache"
@@ -44,6 +51,71 @@ var CacheDirs = map[string]string{
 	"BUNDLE_PATH":      "bundle",
 	"XDG_CACHE_HOME":   "xdg",
 }
+
+// toolHomeKeep names, per entry, what of it is cache: everything else
+// there is a tool's home — CARGO_HOME's config.toml, credentials.toml and
+// bin/ (what `cargo install` put there) — and is removed before a cache
+// is kept or copied, so no run plants configuration or executables that
+// a later run (or a fork's copy) would pick up, nor leaves a credential
+// a fork's copy would read (docs/caches.md, "What a cache holds").
+var toolHomeKeep = map[string][]string{
+	"cargo": {"registry", "git"},
+}
+
+// toolHomeDrop names, per entry, what is removed from it: npm's _npx holds
+// the packages `npx` installed, executables included.
+var toolHomeDrop = map[string][]string{
+	"npm": {"_npx"},
+}
+
+// stripToolHomes removes from the cache at dir what toolHomeKeep and
+// toolHomeDrop say is not cache.
+func stripToolHomes(dir string) error {
+	var first error
+	keep := func(err error) {
+		if err != nil && first == nil {
+			first = err
+		}
+	}
+	for entry, names := range toolHomeKeep {
+		d := filepath.Join(dir, entry)
+		if fi, err := os.Lstat(d); err != nil || !fi.IsDir() {
+			if err == nil {
+				keep(removeAll(d)) // a link or a file where the tool's directory goes
+			}
+			continue
+		}
+		_ = ownerAccess(d)
+		list, err := os.ReadDir(d)
+		keep(err)
+		for _, e := range list {
+			if !slices.Contains(names, e.Name()) || !e.IsDir() {
+				keep(removeAll(filepath.Join(d, e.Name())))
+			}
+		}
+	}
+	for entry, names := range toolHomeDrop {
+		for _, n := range names {
+			keep(removeAll(filepath.Join(dir, entry, n)))
+		}
+	}
+	return first
+}
+
+// RepairScope is the suffix of a project's repair runs' cache.
+const RepairScope = ".repair"
+
+// CacheScope names the cache a run of project uses: the project's own, or
+// its repair runs' when repair.
+func CacheScope(project string, repair bool) string {
+	if repair {
+		return project + RepairScope
+	}
+	return project
+}
+
+// CacheProject is the project a cache scope belongs to.
+func CacheProject(scope string) string { return strings.TrimSuffix(scope, RepairScope) }
 
 // CacheEnv returns the conventional variables for a cache seen at root.
 func CacheEnv(root string) map[string]string {
@@ -122,6 +194,9 @@ type Lease struct {
 	// Cleared reports that the data was erased at acquire, because the
 	// project's cache was cleared since it was written.
 	Cleared bool
+	// CopyFailed is why a fork's copy could not be taken (Mode is then
+	// CacheEmpty): the run goes on with an empty cache rather than fail.
+	CopyFailed error
 
 	c       *Caches
 	project string
@@ -149,7 +224,8 @@ func (c *Caches) dir(project string) (string, error) {
 	return filepath.Join(c.Root, project), nil
 }
 
-// Acquire prepares project's cache for one run. generation is how many
+// Acquire prepares project's cache for one run (project is a
+// [CacheScope]). generation is how many
 // times the project's cache was cleared: data of an older generation is
 // erased first (a clear that reached another worker, or this one while it
 // was down). write is false for a fork's code, which gets a copy. scratch
@@ -202,6 +278,9 @@ func (c *Caches) Acquire(project string, generation int64, write bool, scratch s
 			l.unlock()
 			return nil, err
 		}
+		// What a killed worker left unstripped is stripped before a run
+		// reads it.
+		_ = stripToolHomes(data)
 		l.Mode, l.Cache = CacheWrite, &Cache{Dir: data}
 		return l, nil
 	}
@@ -217,7 +296,26 @@ func (c *Caches) Acquire(project string, generation int64, write bool, scratch s
 	} else if _, err := os.Stat(data); err != nil {
 		data = ""
 	}
-	return l, l.makeScratch(scratch, data)
+	if err := l.makeScratch(scratch, data); err != nil {
+		if data == "" {
+			return nil, err
+		}
+		// A cache that cannot be copied (a file its owner cannot read,
+		// left by a worker killed before it set the modes right) costs
+		// the run its cache, never the run.
+		l.Mode, l.CopyFailed = CacheEmpty, err
+		if err := l.makeScratch(scratch, ""); err != nil {
+			return nil, err
+		}
+	}
+	return l, nil
+}
+
+// Empty gives a run an empty throw-away cache at scratch (a path beside
+// the workspace, not yet existing), kept by no scope. Release removes it.
+func (c *Caches) Empty(scratch string) (*Lease, error) {
+	l := &Lease{c: c, Mode: CacheEmpty}
+	return l, l.makeScratch(scratch, "")
 }
 
 // makeScratch creates the throw-away cache at path, a copy of from (or empty).
@@ -236,14 +334,20 @@ func (l *Lease) makeScratch(path, from string) error {
 	if err != nil {
 		_ = removeAll(path)
 		l.scratch, l.Cache = "", nil
-		return fmt.Errorf("sandbox: copy the cache: %w: %s", err, strings.TrimSpace(string(out)))
+		msg := strings.TrimSpace(string(out))
+		if len(msg) > 300 {
+			msg = msg[:300] + "…"
+		}
+		return fmt.Errorf("sandbox: copy the cache: %w: %s", err, msg)
 	}
-	return nil
+	return stripToolHomes(path)
 }
 
-// Release ends the lease: a writing run's cache is brought under the bound
-// and measured (its Usage); a throw-away cache is removed. The lock goes
-// last.
+// Release ends the lease: a writing run's cache gets its owner's access
+// back on everything (a `chmod 000` must hide nothing from the bound, nor
+// make the next fork's copy fail), loses what is a tool's home rather
+// than a cache, and is brought under the bound and measured (its Usage);
+// a throw-away cache is removed. The lock goes last.
 func (l *Lease) Release() (Usage, error) {
 	if l.scratch != "" {
 		return Usage{}, removeAll(l.scratch)
@@ -252,6 +356,10 @@ func (l *Lease) Release() (Usage, error) {
 		return Usage{}, nil
 	}
 	defer l.unlock()
+	_ = ownerAccess(l.Cache.Dir)
+	if err := stripToolHomes(l.Cache.Dir); err != nil {
+		return Usage{}, err
+	}
 	return bound(l.Cache.Dir, l.c.MaxBytes)
 }
 
@@ -293,12 +401,30 @@ func (c *Caches) Clear(project string, generation int64) error {
 	return writeGeneration(dir, generation)
 }
 
-// Remove deletes project's whole cache directory (its project is gone).
+// Remove deletes a cache scope's whole directory (its project is gone),
+// under its exclusive lock: ErrCacheBusy while a run still holds it (the
+// next prune tries again). A directory without a lock file (a worker
+// killed while it made it) goes without one.
 func (c *Caches) Remove(project string) error {
 	dir, err := c.dir(project)
 	if err != nil {
 		return err
 	}
+	lock, err := os.OpenFile(filepath.Join(dir, "lock"), os.O_RDWR|syscall.O_NOFOLLOW, 0)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return removeAll(dir)
+	case err != nil:
+		return fmt.Errorf("sandbox: cache lock: %w", err)
+	}
+	defer lock.Close()
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return ErrCacheBusy
+		}
+		return fmt.Errorf("sandbox: cache lock: %w", err)
+	}
+	// Unlocked by the kernel when lock is closed, after the removal.
 	return removeAll(dir)
 }
 
@@ -359,6 +485,9 @@ type entry struct {
 	name  string
 	bytes int64
 	used  time.Time
+	// unread: part of it could not be read, so bytes may be short of its
+	// disk use; such an entry is removed rather than kept unmeasured.
+	unread bool
 }
 
 // bound removes the least recently used top-level entries of dir until its
@@ -380,7 +509,21 @@ func bound(dir string, max int64) (Usage, error) {
 		total += e.bytes
 	}
 	u := Usage{Bytes: total}
-	if max <= 0 || total <= max {
+	// What could not be read could be any size: it goes first.
+	kept := entries[:0]
+	for _, e := range entries {
+		if !e.unread {
+			kept = append(kept, e)
+			continue
+		}
+		if err := removeAll(filepath.Join(dir, e.name)); err != nil {
+			return u, err
+		}
+		u.Bytes -= e.bytes
+		u.Removed = append(u.Removed, e.name)
+	}
+	entries = kept
+	if max <= 0 || u.Bytes <= max {
 		return u, nil
 	}
 	sort.Slice(entries, func(i, j int) bool {
@@ -408,6 +551,7 @@ func measure(p string) entry {
 	var e entry
 	_ = filepath.WalkDir(p, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
+			e.unread = true
 			return nil
 		}
 		var st syscall.Stat_t

@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -199,5 +200,72 @@ func TestCacheBoundRemovesLeastRecentlyUsed(t *testing.T) {
 	u, err = bound(dir, 100<<10)
 	if err != nil || strings.Join(u.Removed, ",") != "pip,npm" || u.Bytes != 0 {
 		t.Fatalf("usage %+v %v", u, err)
+	}
+}
+
+// Removing a cache (its project is gone) takes the cache's lock: a run
+// still holding it keeps it until the next prune.
+func TestCacheRemoveTakesTheLock(t *testing.T) {
+	t.Parallel()
+	c := newCaches(t, 0)
+	l, err := c.Acquire("gone", 0, true, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Remove("gone"); !errors.Is(err, ErrCacheBusy) {
+		t.Fatalf("remove under a run: %v", err)
+	}
+	if _, err := os.Stat(l.Cache.Dir); err != nil {
+		t.Fatalf("the cache went under its run: %v", err)
+	}
+	if _, err := l.Release(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Remove("gone"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(c.Root, "gone")); !os.IsNotExist(err) {
+		t.Fatalf("still there: %v", err)
+	}
+}
+
+// A project's repair runs have a cache of their own.
+func TestCacheScopes(t *testing.T) {
+	t.Parallel()
+	if CacheScope("p", false) == CacheScope("p", true) || CacheProject(CacheScope("p", true)) != "p" || CacheProject("p") != "p" {
+		t.Fatal("scopes")
+	}
+}
+
+// removeAll's way through a tree a run left unreadable never follows a
+// symbolic link: a link to a directory outside keeps its target's modes.
+func TestRemoveAllNeverFollowsALink(t *testing.T) {
+	t.Parallel()
+	outside := t.TempDir()
+	if err := os.Chmod(outside, 0o500); err != nil {
+		t.Fatal(err)
+	}
+	defer os.Chmod(outside, 0o700)
+	dir := filepath.Join(t.TempDir(), "tree")
+	if err := os.MkdirAll(filepath.Join(dir, "a", "b"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(outside, filepath.Join(dir, "a", "link")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(filepath.Join(dir, "a"), 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := ownerAccess(dir); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Stat(outside); err != nil || fi.Mode().Perm() != 0o500 {
+		t.Fatalf("the link's target was changed: %v %v", fi.Mode(), err)
+	}
+	if err := removeAll(dir); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(outside); err != nil {
+		t.Fatalf("the link's target went: %v", err)
 	}
 }

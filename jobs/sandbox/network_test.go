@@ -53,7 +53,7 @@ func proxyFor(t *testing.T, ws string, entries ...string) (*Network, chan netpro
 		t.Fatal(err)
 	}
 	conns := make(chan netproxy.Conn, 16)
-	px := netproxy.New(netproxy.Options{List: list, AllowPrivate: true, OnConn: func(c netproxy.Conn) { conns <- c }})
+	px := netproxy.New(netproxy.Options{List: list, AllowPrivate: true, AllowLoopback: true, OnConn: func(c netproxy.Conn) { conns <- c }})
 	go func() { _ = px.Serve(l) }()
 	t.Cleanup(func() {
 		_ = px.Close()

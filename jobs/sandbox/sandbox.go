@@ -97,9 +97,15 @@ var (
 type Limits struct {
 	// CPUSeconds is RLIMIT_CPU: CPU time per process, in seconds.
 	CPUSeconds uint64
-	// MemoryBytes is RLIMIT_AS: virtual address space per process. Note that
-	// V8/Chromium reserve far more address space than they use; commands that
-	// run a browser need this set to 0.
+	// MemoryBytes is RLIMIT_DATA: the writable private memory of each
+	// process (its heap, its anonymous mappings once made writable), which
+	// is what a runaway allocation grows. Not RLIMIT_AS, the address space:
+	// JIT runtimes reserve far more of it than they use — Node reserves
+	// about 10 GiB for one WebAssembly memory, and its own fetch (undici)
+	// instantiates one, so under a 2 GiB RLIMIT_AS every fetch of Node 18+
+	// fails and npm's retries die of std::bad_alloc — while a reservation
+	// without write access does not count toward RLIMIT_DATA
+	// (docs/runs.md, "Limits").
 	MemoryBytes uint64
 	// Processes is RLIMIT_NPROC. The kernel counts it per user, so it bounds
 	// all processes of the sandbox uid (in bwrap mode: of its user namespace),
@@ -116,7 +122,7 @@ type Limits struct {
 // DefaultTmpBytes is the default bound of a sandbox's /tmp: 512 MiB.
 const DefaultTmpBytes = 512 << 20
 
-// DefaultLimits returns 30 minutes of CPU per process, 2 GiB of address space,
+// DefaultLimits returns 30 minutes of CPU per process, 2 GiB of writable memory,
 // 512 processes, 1 GiB per written file and a /tmp of 512 MiB.
 func DefaultLimits() Limits {
 	return Limits{
@@ -294,7 +300,7 @@ func prlimitArgs(l Limits) []string {
 		args = append(args, opt+"="+s+":"+s)
 	}
 	add("--cpu", syscall.RLIMIT_CPU, l.CPUSeconds)
-	add("--as", syscall.RLIMIT_AS, l.MemoryBytes)
+	add("--data", syscall.RLIMIT_DATA, l.MemoryBytes)
 	add("--nproc", rlimitNPROC, l.Processes)
 	add("--fsize", syscall.RLIMIT_FSIZE, l.FileSizeBytes)
 	return args

@@ -44,6 +44,10 @@ func TestMain(m *testing.M) {
 	if len(os.Args) > 1 && os.Args[1] == BridgeCommand {
 		os.Exit(BridgeMain(os.Args[2:]))
 	}
+	// The test binary is also the non-root worker of cache_nonroot_test.go.
+	if dir := os.Getenv(nonRootCacheEnv); dir != "" {
+		os.Exit(nonRootCacheMain(dir))
+	}
 	os.Setenv(hostSecret, "xyz")
 	code, err := setup(m)
 	if err != nil {
@@ -418,6 +422,13 @@ func TestEnvAllowlist(t *testing.T) {
 			"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": ws, "LANG": "C.UTF-8",
 			"TERM": "xterm", "CI": "true", "ANVIL_TASK": "build",
 		}
+		if e.Sandboxed() {
+			// An offline sandbox's package managers do not retry
+			// (offline.go).
+			for k, v := range OfflineEnv {
+				want[k] = v
+			}
+		}
 		shell := map[string]bool{"PWD": true, "OLDPWD": true, "SHLVL": true, "_": true}
 		got := map[string]string{}
 		for _, line := range strings.Split(strings.TrimSpace(out.String()), "\n") {
@@ -598,7 +609,7 @@ func TestLimitsApplied(t *testing.T) {
 		l := Limits{CPUSeconds: 1234, MemoryBytes: 3 << 30, Processes: 321, FileSizeBytes: 5 << 20}
 		ws := newWorkspace(t)
 		var out syncBuffer
-		_, err := e.Run(context.Background(), Spec{Workspace: ws, Command: "ulimit -t; ulimit -v; ulimit -p 2>/dev/null || cat /proc/self/limits | grep processes; ulimit -f; ulimit -H -t", Limits: l}, &out)
+		_, err := e.Run(context.Background(), Spec{Workspace: ws, Command: "ulimit -t; ulimit -d; ulimit -v; ulimit -p 2>/dev/null || cat /proc/self/limits | grep processes; ulimit -f; ulimit -H -t", Limits: l}, &out)
 		if err != nil {
 			t.Fatalf("Run: %v", err)
 		}

@@ -3,7 +3,6 @@ package sandbox
 import (
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"syscall"
@@ -85,25 +84,20 @@ func checkTraversable(dir string) error {
 }
 
 // removeAll removes dir and everything below it. When a plain os.RemoveAll
-// fails (read-only directories when not root), it makes every directory of
-// the tree (never following symlinks) writable and tries again.
+// fails (directories without write or search permission when not root),
+// it gives the owner back access to the whole tree, never following a
+// symbolic link (ownerAccess), and tries again.
 func removeAll(dir string) error {
 	if err := os.RemoveAll(dir); err == nil {
 		return nil
 	}
-	_ = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err == nil && d.IsDir() {
-			_ = os.Chmod(p, 0o700)
-		}
-		if err != nil && d != nil && d.IsDir() {
-			// The directory could not be read: make it readable and
-			// let the second RemoveAll deal with its contents.
-			_ = os.Chmod(p, 0o700)
-		}
-		return nil
-	})
+	_ = ownerAccess(dir)
 	if err := os.RemoveAll(dir); err != nil {
-		return fmt.Errorf("sandbox: removing workspace: %w", err)
+		return fmt.Errorf("sandbox: removing %s: %w", dir, err)
 	}
 	return nil
 }
+
+// RemoveAll removes dir and everything below it, whatever modes a run
+// left in it, never following a symbolic link out of it.
+func RemoveAll(dir string) error { return removeAll(dir) }
