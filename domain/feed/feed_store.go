@@ -528,7 +528,7 @@ func (g *fastGroup) commit(ctx context.Context, updated, created []*group) error
 		if err := g.c.SendBatch(ctx, b).Close(); err != nil {
 			return fmt.Errorf("count and commit: %w", err)
 		}
-		if len(updated) > 0 {
+		if len(updated) > 0 && !g.f.SyncFold {
 			g.f.folds.Request(struct{}{})
 		}
 		return domain.Notify(ctx, nil, liveNotice(p.snd))
