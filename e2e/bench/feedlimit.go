@@ -121,6 +121,10 @@ func feedBenchLimit(ctx context.Context, env *benchEnv) error {
 		return fmt.Errorf("warm-up: %w\n%s", err, lastLines(f.Server.logs.String()))
 	}
 	checkpoint(ctx, f.DBURL)
+	startCost, err := f.Meter.read(ctx)
+	if err != nil {
+		return fmt.Errorf("cost meter: %w", err)
+	}
 
 	var (
 		accepted, failed atomic.Int64
@@ -160,6 +164,16 @@ func feedBenchLimit(ctx context.Context, env *benchEnv) error {
 	elapsed := time.Since(began)
 	sortDurations(lat)
 	eps := float64(accepted.Load()) / elapsed.Seconds()
+	endCost, err := f.Meter.read(ctx)
+	if err != nil {
+		return fmt.Errorf("cost meter: %w", err)
+	}
+	used := endCost.sub(startCost)
+	// Every accepted event counted once on its incident once the folds
+	// have caught up (docs/feed.md, "The write path and its costs").
+	if err := feedLimitCounted(ctx, f.DBURL); err != nil {
+		return err
+	}
 
 	copyRate, err := feedLimitCopy(ctx, f.DBURL, ts)
 	if err != nil {
@@ -175,7 +189,32 @@ func feedBenchLimit(ctx context.Context, env *benchEnv) error {
 	env.reportAtLeast("feed", "limit_ratio_a_to_b", float64(int(eps/copyRate*100))/100, 0.5)
 	env.note("feed", "limit_batch_p50_ms", ms(percentile(lat, 50)))
 	env.report("feed", "limit_batch_p99_ms", ms(percentile(lat, 99)), 50)
+	if n := accepted.Load(); n > 0 {
+		// CPU per event: what a busy machine's rates hide (docs/figures.md).
+		env.note("feed", "limit_server_cpu_us_per_event", float64(int(float64(used.Server.Microseconds())/float64(n)*10))/10)
+		env.note("feed", "limit_postgres_cpu_us_per_event", float64(int(float64(used.Postgres.Microseconds())/float64(n)*10))/10)
+	}
 	return nil
+}
+
+// feedLimitCounted waits (up to 30 s) until the incidents count every
+// stored event, and fails if they never do.
+func feedLimitCounted(ctx context.Context, dbURL string) error {
+	conn, err := pgx.Connect(ctx, dbURL)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(ctx)
+	var events, counted int64
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if err := conn.QueryRow(ctx, `SELECT (SELECT count(*) FROM feed_events), (SELECT coalesce(sum(event_count), 0) FROM incidents)`).Scan(&events, &counted); err != nil {
+			return err
+		}
+		if events == counted {
+			return nil
+		}
+	}
+	return fmt.Errorf("the incidents count %d events of %d stored", counted, events)
 }
 
 // feedLimitCopy writes two TSV files of feedLimitCopyRows events each, then
