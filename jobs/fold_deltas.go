@@ -25,7 +25,9 @@ type FoldDeltasWorker struct {
 const foldDeltasEvery = 15 * time.Second
 
 // Timeout bounds one fold.
-func (w *FoldDeltasWorker) Timeout(*river.Job[domain.FoldDeltasArgs]) time.Duration { return time.Minute }
+func (w *FoldDeltasWorker) Timeout(*river.Job[domain.FoldDeltasArgs]) time.Duration {
+	return time.Minute
+}
 
 // Work folds every delta stored.
 func (w *FoldDeltasWorker) Work(ctx context.Context, _ *river.Job[domain.FoldDeltasArgs]) error {

@@ -50,7 +50,8 @@ func setupErasure(t *testing.T) *erasureBundle {
 		t.Fatal(err)
 	}
 	sv := wiring.NewServices(d, keys, nil, wiring.Options{AlertsAllowPrivate: true}) // hooks.example does not resolve
-	sv.Feed.SyncFold = true // no fold of the feed's own takes the delta populate writes
+	// No fold of the feed's own takes the delta populate writes.
+	sv.Feed.SyncFold = true
 	b := &erasureBundle{sv: sv, db: d, alerts: sv.Alerts}
 	ctx := context.Background()
 	if _, err := sv.Start(ctx, nil); err != nil {
