@@ -80,6 +80,43 @@ func feedBenchLimit(ctx context.Context, env *benchEnv) error {
 		return err
 	}
 	defer f.Stop()
+	st, err := feedLimitStorm(ctx, f)
+	if err != nil {
+		return err
+	}
+	copyRate, err := feedLimitCopy(ctx, f.DBURL, st.ts)
+	if err != nil {
+		return err
+	}
+	if st.firstErr != nil {
+		fmt.Fprintf(env.Out, "first failed batch: %v\n%s\n", st.firstErr, lastLines(f.Server.logs.String()))
+	}
+	env.note("feed", "limit_events_accepted", float64(st.accepted))
+	env.report("feed", "limit_failed_batches", float64(st.failed), 0)
+	env.note("feed", "limit_a_accepted_events_per_s", float64(int(st.eps)))
+	env.note("feed", "limit_b_copy_rows_per_s", float64(int(copyRate)))
+	env.reportAtLeast("feed", "limit_ratio_a_to_b", float64(int(st.eps/copyRate*100))/100, 0.5)
+	env.note("feed", "limit_batch_p50_ms", ms(percentile(st.lat, 50)))
+	env.report("feed", "limit_batch_p99_ms", ms(percentile(st.lat, 99)), 50)
+	// CPU per event: what a busy machine's rates hide (docs/figures.md).
+	env.note("feed", "limit_server_cpu_us_per_event", st.serverUS)
+	env.note("feed", "limit_postgres_cpu_us_per_event", st.postgresUS)
+	return nil
+}
+
+// feedStorm is what one storm measured.
+type feedStorm struct {
+	ts                   string // the events' timestamp
+	accepted, failed     int64
+	eps                  float64
+	lat                  []time.Duration
+	firstErr             error
+	serverUS, postgresUS float64 // CPU per accepted event
+}
+
+// feedLimitStorm is (a): the warm-up, then eight clients for ten seconds,
+// then the wait until every stored event is counted.
+func feedLimitStorm(ctx context.Context, f *feedFixture) (feedStorm, error) {
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 2 * feedLimitClients}}
 	ts := time.Now().UTC().Format(time.RFC3339)
 	post := func(body []byte) (int, error) {
@@ -118,12 +155,12 @@ func feedBenchLimit(ctx context.Context, env *benchEnv) error {
 	}
 	warm.Wait()
 	if err := errors.Join(warmErr...); err != nil {
-		return fmt.Errorf("warm-up: %w\n%s", err, lastLines(f.Server.logs.String()))
+		return feedStorm{}, fmt.Errorf("warm-up: %w\n%s", err, lastLines(f.Server.logs.String()))
 	}
 	checkpoint(ctx, f.DBURL)
 	startCost, err := f.Meter.read(ctx)
 	if err != nil {
-		return fmt.Errorf("cost meter: %w", err)
+		return feedStorm{}, fmt.Errorf("cost meter: %w", err)
 	}
 
 	var (
@@ -166,35 +203,21 @@ func feedBenchLimit(ctx context.Context, env *benchEnv) error {
 	eps := float64(accepted.Load()) / elapsed.Seconds()
 	endCost, err := f.Meter.read(ctx)
 	if err != nil {
-		return fmt.Errorf("cost meter: %w", err)
+		return feedStorm{}, fmt.Errorf("cost meter: %w", err)
 	}
 	used := endCost.sub(startCost)
 	// Every accepted event counted once on its incident once the folds
 	// have caught up (docs/feed.md, "The write path and its costs").
 	if err := feedLimitCounted(ctx, f.DBURL); err != nil {
-		return err
+		return feedStorm{}, err
 	}
 
-	copyRate, err := feedLimitCopy(ctx, f.DBURL, ts)
-	if err != nil {
-		return err
-	}
-	if firstErr != nil {
-		fmt.Fprintf(env.Out, "first failed batch: %v\n%s\n", firstErr, lastLines(f.Server.logs.String()))
-	}
-	env.note("feed", "limit_events_accepted", float64(accepted.Load()))
-	env.report("feed", "limit_failed_batches", float64(failed.Load()), 0)
-	env.note("feed", "limit_a_accepted_events_per_s", float64(int(eps)))
-	env.note("feed", "limit_b_copy_rows_per_s", float64(int(copyRate)))
-	env.reportAtLeast("feed", "limit_ratio_a_to_b", float64(int(eps/copyRate*100))/100, 0.5)
-	env.note("feed", "limit_batch_p50_ms", ms(percentile(lat, 50)))
-	env.report("feed", "limit_batch_p99_ms", ms(percentile(lat, 99)), 50)
+	st := feedStorm{ts: ts, accepted: accepted.Load(), failed: failed.Load(), eps: eps, lat: lat, firstErr: firstErr}
 	if n := accepted.Load(); n > 0 {
-		// CPU per event: what a busy machine's rates hide (docs/figures.md).
-		env.note("feed", "limit_server_cpu_us_per_event", float64(int(float64(used.Server.Microseconds())/float64(n)*10))/10)
-		env.note("feed", "limit_postgres_cpu_us_per_event", float64(int(float64(used.Postgres.Microseconds())/float64(n)*10))/10)
+		st.serverUS = float64(int(float64(used.Server.Microseconds())/float64(n)*10)) / 10
+		st.postgresUS = float64(int(float64(used.Postgres.Microseconds())/float64(n)*10)) / 10
 	}
-	return nil
+	return st, nil
 }
 
 // feedLimitCounted waits (up to 30 s) until the incidents count every
