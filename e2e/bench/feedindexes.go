@@ -132,5 +132,79 @@ func feedBenchIndexes(ctx context.Context, env *benchEnv) error {
 		return err
 	}
 	env.note("feed", "indexes_none_cpu_us_per_row", float64(int(none*10))/10)
+	return feedBenchCopyVsInsert(ctx, env, f.DBURL, conn, pid)
+}
+
+// feedBenchCopyVsInsert stores the same rows — read back, payload as text
+// — into a copy of feed_events with its indexes by a binary COPY and by the
+// general path's multi-row INSERT … SELECT FROM unnest(…), in batches of
+// 500 (a group of ten batches of 50), and prints the backend's CPU per row
+// of each (the median of feedIndexRounds).
+func feedBenchCopyVsInsert(ctx context.Context, env *benchEnv, dbURL string, conn *pgx.Conn, pid int) error {
+	rows, err := conn.Query(ctx, `SELECT org_id, event_id_key, project_id, connection_id, environment, fingerprint,
+		incident_id, received_at, occurred_at, payload::text FROM feed_events`)
+	if err != nil {
+		return err
+	}
+	src, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) ([]any, error) { return r.Values() })
+	if err != nil {
+		return err
+	}
+	const group = 500
+	measure := func(store func(part [][]any) error) (float64, error) {
+		us := make([]float64, feedIndexRounds)
+		for i := range us {
+			if _, err := conn.Exec(ctx, `DROP TABLE IF EXISTS bench_ins; CREATE TABLE bench_ins (LIKE feed_events INCLUDING ALL)`); err != nil {
+				return 0, err
+			}
+			checkpoint(ctx, dbURL)
+			before, err := procCPU(pid)
+			if err != nil {
+				return 0, err
+			}
+			for at := 0; at < len(src); at += group {
+				if err := store(src[at:min(at+group, len(src))]); err != nil {
+					return 0, err
+				}
+			}
+			after, err := procCPU(pid)
+			if err != nil {
+				return 0, err
+			}
+			us[i] = float64((after - before).Microseconds()) / float64(len(src))
+		}
+		sort.Float64s(us)
+		return us[len(us)/2], nil
+	}
+	copyUS, err := measure(func(part [][]any) error {
+		_, err := conn.CopyFrom(ctx, pgx.Identifier{"bench_ins"}, feedEventCols, pgx.CopyFromRows(part))
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("copy: %w", err)
+	}
+	insertUS, err := measure(func(part [][]any) error {
+		cols := make([][]any, len(feedEventCols))
+		for _, r := range part {
+			for c := range cols {
+				cols[c] = append(cols[c], r[c])
+			}
+		}
+		args := make([]any, len(cols))
+		for c := range cols {
+			args[c] = cols[c]
+		}
+		_, err := conn.Exec(ctx, `INSERT INTO bench_ins (`+strings.Join(feedEventCols, ", ")+`)
+			SELECT u.o, u.k, u.p, u.c, u.e, u.f, u.i, u.r, u.t, u.d::jsonb
+			FROM unnest($1::uuid[], $2::text[], $3::uuid[], $4::uuid[], $5::text[], $6::text[], $7::uuid[], $8::timestamptz[], $9::timestamptz[], $10::text[])
+			     AS u(o, k, p, c, e, f, i, r, t, d)
+			ON CONFLICT (org_id, event_id_key) DO NOTHING`, args...)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("insert: %w", err)
+	}
+	env.note("feed", "store_copy_cpu_us_per_row", float64(int(copyUS*10))/10)
+	env.note("feed", "store_insert_unnest_cpu_us_per_row", float64(int(insertUS*10))/10)
 	return nil
 }
