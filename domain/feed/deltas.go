@@ -125,7 +125,11 @@ func (f *Feed) foldOnce(ctx context.Context) (int, error) {
 			return nil
 		}
 		if f.duringFold != nil {
-			f.duringFold()
+			var pid int
+			if err := tx.NewRaw(`SELECT pg_backend_pid()`).Scan(ctx, &pid); err != nil {
+				return err
+			}
+			f.duringFold(pid)
 		}
 		return f.applyDeltas(ctx, tx, ds)
 	})

@@ -7,11 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
-
-	"anvil/db/testdb"
 	"anvil/domain"
+	"github.com/google/uuid"
 )
 
 // The incident deltas (deltas.go, docs/feed.md "The write path and its
@@ -102,24 +99,18 @@ func TestFoldCutOffCountsOnce(t *testing.T) {
 	t.Parallel()
 	ib := asyncBundle(t, domain.PolicyObserve)
 	ctx := context.Background()
-	admin, err := pgx.Connect(ctx, testdb.URLFor(ib.DB.Pool.Config().ConnConfig.Database))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer admin.Close(ctx)
 	ib.Send(t, "cut") // the incident
-	// Stop the process's own folds from taking the deltas first.
 	var mu sync.Mutex
 	kill := true
-	ib.Feed.SetDuringFold(func() {
+	ib.Feed.SetDuringFold(func(pid int) {
 		mu.Lock()
 		defer mu.Unlock()
 		if !kill {
 			return
 		}
-		// The fold's connection is idle in its transaction now.
-		if _, err := admin.Exec(ctx, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity
-			WHERE datname = current_database() AND pid <> pg_backend_pid() AND state = 'idle in transaction'`); err != nil {
+		// The fold's backend, idle in its transaction: killed as its
+		// worker's death would end it.
+		if _, err := ib.DB.Pool.Exec(ctx, `SELECT pg_terminate_backend($1)`, pid); err != nil {
 			t.Error(err)
 		}
 	})

@@ -12,5 +12,6 @@ func (snd *FeedSender) PolicyFor(env string) (string, bool) { return snd.policyF
 func (f *Feed) TakeGeneralPath() { f.generalOnly = true }
 
 // SetDuringFold installs Feed.duringFold: hook runs inside each fold
-// transaction after its deltas are deleted and before they are added.
-func (f *Feed) SetDuringFold(hook func()) { f.duringFold = hook }
+// transaction after its deltas are deleted and before they are added,
+// with the fold's backend pid.
+func (f *Feed) SetDuringFold(hook func(pid int)) { f.duringFold = hook }

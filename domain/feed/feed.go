@@ -36,9 +36,9 @@ type Feed struct {
 	// on the request path would put the incident's row lock back on it.
 	SyncFold bool
 	// duringFold, when set, runs inside a fold transaction once it has
-	// deleted its deltas and before it adds them: a test seam for a fold
-	// cut off half-way.
-	duringFold func()
+	// deleted its deltas and before it adds them, with the fold's backend
+	// pid: a test seam for a fold cut off half-way.
+	duringFold func(pid int)
 	comb       combiner
 	// copySlot lets one group of the process at a time COPY its events,
 	// and form itself while it waits (see storeGroup).
