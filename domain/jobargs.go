@@ -216,3 +216,21 @@ func (ReprocessEventsArgs) InsertOpts() river.InsertOpts {
 		rivertype.JobStateRetryable, rivertype.JobStateScheduled,
 	}}}
 }
+
+// FoldDeltasArgs is the periodic fold of incident deltas (docs/feed.md,
+// "The write path and its costs"): the process that appended deltas folds
+// them within feed.FoldGap; this job folds what a process that died first
+// left behind. Unique while waiting or running: one fold at a time is all
+// there is to do.
+type FoldDeltasArgs struct{}
+
+// Kind implements river.JobArgs.
+func (FoldDeltasArgs) Kind() string { return "fold_incident_deltas" }
+
+// InsertOpts makes the fold unique while it waits or runs.
+func (FoldDeltasArgs) InsertOpts() river.InsertOpts {
+	return river.InsertOpts{UniqueOpts: river.UniqueOpts{ByState: []rivertype.JobState{
+		rivertype.JobStateAvailable, rivertype.JobStatePending, rivertype.JobStateRunning,
+		rivertype.JobStateRetryable, rivertype.JobStateScheduled,
+	}}}
+}

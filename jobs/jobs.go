@@ -65,6 +65,7 @@ func Register(w *river.Workers, d Deps) {
 	river.AddWorker(w, &EraseSweepWorker{erasure: d.Erasure, log: d.Log})
 	river.AddWorker(w, &DeliverAlertWorker{alerts: d.Alerts})
 	river.AddWorker(w, &ReprocessEventsWorker{feed: d.Feed})
+	river.AddWorker(w, &FoldDeltasWorker{feed: d.Feed, log: d.Log})
 	river.AddWorker(w, &FixCheckWorker{fixes: d.Fixes, log: d.Log})
 	river.AddWorker(w, &CheckAncestryWorker{fixes: d.Fixes, git: d.Git, workRoot: d.WorkRoot})
 	river.AddWorker(w, &AlertDigestWorker{alerts: d.Alerts})
@@ -103,6 +104,9 @@ func Periodic(heartbeatTimeout time.Duration) []*river.PeriodicJob {
 		river.NewPeriodicJob(river.PeriodicInterval(time.Hour),
 			func() (river.JobArgs, *river.InsertOpts) { return domain.PurgeSessionsArgs{}, nil },
 			&river.PeriodicJobOpts{ID: "purge_sessions", RunOnStart: true}),
+		river.NewPeriodicJob(river.PeriodicInterval(foldDeltasEvery),
+			func() (river.JobArgs, *river.InsertOpts) { return domain.FoldDeltasArgs{}, nil },
+			&river.PeriodicJobOpts{ID: "fold_incident_deltas", RunOnStart: true}),
 		river.NewPeriodicJob(river.PeriodicInterval(cardSweepEvery),
 			func() (river.JobArgs, *river.InsertOpts) { return domain.CardSweepArgs{}, nil },
 			&river.PeriodicJobOpts{ID: "card_sweep"}),

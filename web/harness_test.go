@@ -96,6 +96,9 @@ func setupFull(t testing.TB, opts web.Options, dopts wiring.Options) *testBundle
 		dopts.PublicURL = opts.PublicURL // the links in alerts, as serve does
 	}
 	sv := wiring.NewServices(d, keys, nil, dopts)
+	// Counts are read right after ingests: fold before answering (the
+	// folds' own tests: domain/feed/deltas_test.go, web/feed_fold_test.go).
+	sv.Feed.SyncFold = true
 	client, err := sv.Start(context.Background(), nil)
 	if err != nil {
 		t.Fatal(err)

@@ -277,6 +277,7 @@ func byCTID(table, col string) eraseStep {
 // no cascade at the end deletes an unbounded number of rows at once. Runs and
 // incidents take the River jobs that name them (and could still run) along.
 var projectSteps = []eraseStep{
+	byCTID("incident_deltas", "project_id"),
 	{table: "feed_events", sql: `WITH gone AS (DELETE FROM feed_events e USING (
 		SELECT org_id, event_id_key FROM feed_events WHERE project_id = $1 LIMIT $2) d
 		WHERE e.org_id = d.org_id AND e.event_id_key = d.event_id_key RETURNING 1) SELECT count(*) FROM gone`},

@@ -10,3 +10,8 @@ func (snd *FeedSender) PolicyFor(env string) (string, bool) { return snd.policyF
 // TakeGeneralPath sends every group of the feed down its general path
 // (storeBatch), for the differential test; call it before the first ingest.
 func (f *Feed) TakeGeneralPath() { f.generalOnly = true }
+
+// SetDuringFold installs Feed.duringFold: hook runs inside each fold
+// transaction after its deltas are deleted and before they are added,
+// with the fold's backend pid.
+func (f *Feed) SetDuringFold(hook func(pid int)) { f.duringFold = hook }

@@ -28,7 +28,18 @@ type Feed struct {
 	// cards asks for the card refreshes of the projects whose groups
 	// committed, in paced rounds (see Feed.refreshCard).
 	cards *coalesce.Loop[uuid.UUID]
-	comb  combiner
+	// folds folds the incident deltas the process's groups appended, at
+	// most one round per FoldGap (deltas.go).
+	folds *coalesce.Loop[struct{}]
+	// SyncFold folds before the answer: for tests that read an incident's
+	// count right after an ingest. Never set in production, where a fold
+	// on the request path would put the incident's row lock back on it.
+	SyncFold bool
+	// duringFold, when set, runs inside a fold transaction once it has
+	// deleted its deltas and before it adds them, with the fold's backend
+	// pid: a test seam for a fold cut off half-way.
+	duringFold func(pid int)
+	comb       combiner
 	// copySlot lets one group of the process at a time COPY its events,
 	// and form itself while it waits (see storeGroup).
 	copySlot chan struct{}
@@ -69,14 +80,22 @@ func NewFeed(s *domain.Store) *Feed {
 	f := &Feed{s: s, StoreTimeout: 10 * time.Second, scrub: event.Scrub, copySlot: make(chan struct{}, 1),
 		senders: newSenderCache(), incidents: newIncidentCache()}
 	f.cards = coalesce.New(card.RefreshGap, maxCardRequests, f.requestCardRefreshes)
+	f.folds = coalesce.New(FoldGap, 1, f.foldRound)
 	return f
 }
 
-// Start starts the feed's card-refresh requests.
-func (f *Feed) Start(ctx context.Context) { f.cards.Start(ctx) }
+// Start starts the feed's card-refresh requests and its folds.
+func (f *Feed) Start(ctx context.Context) {
+	f.cards.Start(ctx)
+	f.folds.Start(ctx)
+}
 
-// Stop asks for the card refreshes still pending and stops.
+// Stop folds what is pending, asks for the card refreshes still pending
+// and stops.
 func (f *Feed) Stop(ctx context.Context) error {
+	if err := f.folds.Stop(ctx); err != nil {
+		return fmt.Errorf("feed: stop the folds: %w", err)
+	}
 	if err := f.cards.Stop(ctx); err != nil {
 		return fmt.Errorf("feed: stop the card-refresh requests: %w", err)
 	}

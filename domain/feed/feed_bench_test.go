@@ -20,6 +20,7 @@ func BenchmarkIngestBatch(b *testing.B) {
 	tb := setupTB(b)
 	ctx := context.Background()
 	feed := newFeed(b, tb.Store)
+	feed.SyncFold = false // the folds after the answers, as in production
 	p := tb.Project(b, "shop")
 	if _, err := feed.PutBinding(ctx, tb.Owner, p.ID, "production", domain.PolicyObserve); err != nil {
 		b.Fatal(err)

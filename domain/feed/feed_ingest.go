@@ -74,6 +74,11 @@ func (f *Feed) Ingest(ctx context.Context, snd *FeedSender, clientAddr string, r
 	if err := f.combine(ctx, snd, evs, now); err != nil {
 		return res, fmt.Errorf("%w: %w", ErrFeedStore, err)
 	}
+	if f.SyncFold {
+		if _, err := f.FoldDeltas(ctx); err != nil {
+			f.s.Log.Warn("feed: fold failed", "error", err)
+		}
+	}
 	f.refreshCard(ctx, snd.ProjectID)
 	for _, p := range evs {
 		res.Accepted = append(res.Accepted, p.ev.EventID)

@@ -49,6 +49,15 @@ type group struct {
 	// events are judged against the fix's releases by the fix check, not
 	// reopened here (docs/releases.md, "Regressions that know releases").
 	guarded bool
+	// rels is the new events per release ("" included), with the batch
+	// position of each release's last event: the deltas' order (deltas.go).
+	rels map[string]*relCount
+}
+
+// relCount is a group's new events of one release.
+type relCount struct {
+	n    int64
+	last int
 }
 
 type groupKey struct{ env, fp string }
@@ -130,6 +139,16 @@ func (p *batchPlan) count(fresh map[string]bool) {
 		g := p.groupOf(e)
 		g.n++
 		g.latest = e.ev.EventID
+		if g.rels == nil {
+			g.rels = map[string]*relCount{}
+		}
+		rc := g.rels[e.ev.Release]
+		if rc == nil {
+			rc = &relCount{}
+			g.rels[e.ev.Release] = rc
+		}
+		rc.n++
+		rc.last = i
 		if e.ev.Release != "" {
 			g.release = e.ev.Release
 			if g.first == "" {
@@ -189,13 +208,21 @@ func incidentsStmt(projectID uuid.UUID, keys []groupKey, forUpdate bool) dbutil.
 // its id was learnt is missing from the answer — even if another of the
 // same fingerprint has taken its place.
 func lockIDsStmt(projectID uuid.UUID, gs []*group) dbutil.Stmt {
+	return lockIDsModeStmt(projectID, gs, "FOR UPDATE")
+}
+
+// lockIDsModeStmt is lockIDsStmt with another lock: the fast path takes
+// FOR KEY SHARE, which keeps the incidents from being deleted until the
+// group commits and waits for nobody but a deletion — not for another
+// group, a fold or a decision (they update without touching a key).
+func lockIDsModeStmt(projectID uuid.UUID, gs []*group, mode string) dbutil.Stmt {
 	ids := make([]pgtype.UUID, len(gs))
 	for i, g := range gs {
 		ids[i] = dbutil.PgUUID(g.id)
 	}
 	return dbutil.Stmt{SQL: `SELECT id, environment, fingerprint, status, ` + guardedSQL + ` FROM incidents i
 		WHERE project_id = $1 AND id = ANY($2::uuid[])
-		ORDER BY environment, fingerprint FOR UPDATE`, Args: []any{dbutil.PgUUID(projectID), ids}}
+		ORDER BY environment, fingerprint ` + mode, Args: []any{dbutil.PgUUID(projectID), ids}}
 }
 
 // guardedSQL reads group.guarded.
@@ -318,11 +345,14 @@ var feedEventColumns = []string{"org_id", "event_id_key", "project_id", "connect
 //     or looked up first (one round trip more), or chosen for a new one.
 //     Every event is new, or the dedupe key fails the COPY. The COPY waits
 //     for the process's copy slot, and gives it back as soon as it is done;
-//  2. lock the existing incidents by id, reading their status, and create
-//     the new ones (the locks come after the events, so concurrent groups
-//     of one fault wait for each other as briefly as possible);
-//  3. count the events on the existing incidents; record the new
-//     incidents' transitions and the regressions'; COMMIT.
+//  2. read the existing incidents' status by id FOR KEY SHARE (no other
+//     group, fold or decision waits for that lock, and none holds one the
+//     group waits for), and create the new ones;
+//  3. append the existing incidents' deltas (folded into them shortly
+//     after: fold.go); record the new incidents' transitions; COMMIT.
+//
+// A regression (an existing incident found CLOSED) reopens at once, under
+// the incident's row lock, on the general path.
 //
 // release gives the copy slot back (storeFast calls it once, at the latest
 // when it returns).
@@ -429,7 +459,7 @@ func (g *fastGroup) lockAndCreate(ctx context.Context, updated, created []*group
 		lost   map[*group]bool
 	)
 	if len(updated) > 0 {
-		lock := lockIDsStmt(p.snd.ProjectID, updated)
+		lock := lockIDsModeStmt(p.snd.ProjectID, updated, "FOR KEY SHARE")
 		b.Queue(lock.SQL, lock.Args...).Query(func(r pgx.Rows) (err error) { locked, err = p.scanIncidents(r); return err })
 	}
 	if len(created) > 0 {
@@ -442,6 +472,11 @@ func (g *fastGroup) lockAndCreate(ctx context.Context, updated, created []*group
 	if locked < len(updated) || len(lost) > 0 {
 		g.f.incidents.forget(p.snd.ProjectID)
 		return g.abandon(ctx, errSlowStore)
+	}
+	for _, gr := range updated {
+		if gr.status == domain.IncidentClosed && !gr.guarded {
+			return g.abandon(ctx, errSlowStore) // a regression: reopened under the row lock
+		}
 	}
 	return nil
 }
@@ -457,12 +492,6 @@ func (g *fastGroup) commit(ctx context.Context, updated, created []*group) error
 	for _, gr := range created {
 		trs = append(trs, incident.Created(gr.id, gr.env, gr.policy)...)
 	}
-	var update dbutil.Stmt
-	if len(updated) > 0 {
-		var reopened []incident.Transition
-		update, reopened = p.updateStmt(updated)
-		trs = append(trs, reopened...)
-	}
 	if g.f.OnQueued != nil && len(incident.Queued(trs)) > 0 {
 		return g.abandon(ctx, errSlowStore)
 	}
@@ -474,8 +503,17 @@ func (g *fastGroup) commit(ctx context.Context, updated, created []*group) error
 	}
 	return g.f.s.PublishAfter(ctx, func(ctx context.Context) error {
 		b := &pgx.Batch{}
-		if len(updated) > 0 {
-			b.Queue(update.SQL, update.Args...)
+		// With created incidents the group counts its releases itself
+		// (TrackStmt records which release each was first seen in).
+		var (
+			rel     dbutil.Stmt
+			counted bool
+		)
+		if len(created) > 0 {
+			rel, counted = p.trackStmt(created)
+		}
+		if d, ok := p.deltasStmt(updated, !counted); ok {
+			b.Queue(d.SQL, d.Args...)
 		}
 		if len(trs) > 0 {
 			st := incident.TransitionsStmt(trs, p.now)
@@ -483,12 +521,15 @@ func (g *fastGroup) commit(ctx context.Context, updated, created []*group) error
 			// New incidents and moves change the card; counts do not.
 			b.Queue(card.BumpVersionSQL, dbutil.PgUUID(p.snd.ProjectID), p.now)
 		}
-		if rel, ok := p.trackStmt(created); ok {
+		if counted {
 			b.Queue(rel.SQL, rel.Args...)
 		}
 		b.Queue("COMMIT")
 		if err := g.c.SendBatch(ctx, b).Close(); err != nil {
 			return fmt.Errorf("count and commit: %w", err)
+		}
+		if len(updated) > 0 && !g.f.SyncFold {
+			g.f.folds.Request(struct{}{})
 		}
 		return domain.Notify(ctx, nil, liveNotice(p.snd))
 	})

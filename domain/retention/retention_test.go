@@ -45,6 +45,7 @@ func setup(t testing.TB) *testBundle {
 		t.Fatal(err)
 	}
 	sv := wiring.NewServices(d, keys, nil, wiring.Options{})
+	sv.Feed.SyncFold = true // counts are read right after ingests
 	if _, err := sv.Start(ctx, nil); err != nil {
 		t.Fatal(err)
 	}

@@ -11,8 +11,12 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
+	"strings"
 	"sync"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // feedFixture is a fresh database with a running `anvil serve`, its
@@ -34,10 +38,22 @@ type feedFixture struct {
 // newFeedFixture builds the fixture with connections feed connections;
 // extraEnv goes to the server's environment. Stop it when done.
 func (e *benchEnv) newFeedFixture(ctx context.Context, email string, connections int, extraEnv ...string) (*feedFixture, error) {
+	return e.newFeedFixtureSettings(ctx, email, connections, nil, extraEnv...)
+}
+
+// newFeedFixtureSettings is newFeedFixture on a database whose sessions
+// start with settings ("name = value", ALTER DATABASE … SET).
+func (e *benchEnv) newFeedFixtureSettings(ctx context.Context, email string, connections int, settings []string, extraEnv ...string) (*feedFixture, error) {
 	f := &feedFixture{Client: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 2 * connections}}}
 	var err error
 	if f.DBURL, err = e.newDatabase(ctx); err != nil {
 		return nil, err
+	}
+	for _, set := range settings {
+		u, _ := url.Parse(f.DBURL)
+		if err := adminExec(ctx, "ALTER DATABASE "+pgx.Identifier{strings.TrimPrefix(u.Path, "/")}.Sanitize()+" SET "+set); err != nil {
+			return nil, err
+		}
 	}
 	if _, err := e.run(ctx, f.DBURL, "", "migrate"); err != nil {
 		return nil, err

@@ -98,6 +98,9 @@ func setup(t *testing.T, general bool, seam Seam) *Bundle {
 		wiring.Options{PublicURL: "http://anvil.test", AlertsAllowPrivate: true})
 	c := domaintest.NewClock(Epoch)
 	sv.Store.Now = c.Now
+	// The fast path's counts are deltas, folded after the commit: fold
+	// before answering, so both paths' incidents compare at every step.
+	sv.Feed.SyncFold = true
 	b := &Bundle{Name: "fast", DB: d, SV: sv, Clock: c, commits: commits}
 	if general {
 		b.Name = "general"

@@ -125,10 +125,13 @@ func NewQueue(t testing.TB, s *domain.Store) *run.Queue {
 	return q
 }
 
-// NewFeed builds a started feed, stopped when the test ends.
+// NewFeed builds a started feed, stopped when the test ends. It folds its
+// incident deltas before it answers (SyncFold), so tests read exact counts
+// at once; the tests of folding itself build theirs with feed.NewFeed.
 func NewFeed(t testing.TB, s *domain.Store) *feed.Feed {
 	t.Helper()
 	f := feed.NewFeed(s)
+	f.SyncFold = true
 	f.Start(context.Background())
 	t.Cleanup(func() {
 		if err := f.Stop(context.Background()); err != nil {
