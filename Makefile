@@ -24,8 +24,9 @@ run: ## run the cockpit on an embedded default (own Postgres, key and demo login
 # "make: *** … Error" line.
 
 .PHONY: clean-demo
-clean-demo: ## reset the demo of `make run`: remove .anvil (its database, key and login)
-	rm -rf .anvil
+clean-demo: ## reset the demo of `make run`: drop its database, then remove .anvil (key and login)
+	$(GO) build -o bin/anvil .
+	bin/anvil dev --reset
 
 .PHONY: build
 build: ## build ./bin/anvil

@@ -7,6 +7,7 @@
 //	anvil migrate
 //	anvil admin bootstrap --org SLUG --email EMAIL [--password-file F]
 //	anvil admin rotate-key
+//	anvil admin forget-secrets --key-id ID --yes
 //	anvil admin reset-password --email EMAIL
 //	anvil admin retention --now
 //	anvil admin purge-user --email EMAIL
@@ -15,6 +16,7 @@
 //	anvil admin restore [--force] FILE
 //	anvil version
 //	anvil dev     (what `make run` starts: a local database, a key, a demo owner)
+//	anvil dev --reset   (what `make clean-demo` runs: all of that removed)
 package cli
 
 import (
@@ -43,6 +45,7 @@ Usage:
   anvil admin bootstrap --org SLUG --email EMAIL [--password-file F]
                                                        create an organisation, its owner and an API token
   anvil admin rotate-key                               re-encrypt every stored secret under ANVIL_SECRET_KEY
+  anvil admin forget-secrets --key-id ID --yes         erase the stored secrets of a key lost for good (audited), so that serve starts
   anvil admin reset-password --email EMAIL             end the user's sessions, API tokens and password; print a one-time reset link
   anvil admin retention --now                          run one retention clean-up at once and print what it removed
   anvil admin purge-user --email EMAIL                 remove a person, their access and invitations; the audit keeps a pseudonym
@@ -51,6 +54,7 @@ Usage:
   anvil admin restore [--force] FILE                   restore such an archive into an empty database and put its key in place
   anvil version                                        print the version
   anvil dev                                            local development: own Postgres, key and demo login
+  anvil dev --reset                                    remove what anvil dev made: its database, key and login (make clean-demo)
 
 Configuration is read from the environment (ANVIL_DATABASE_URL, ANVIL_SECRET_KEY,
 ANVIL_ADDR, ANVIL_PUBLIC_URL, ANVIL_FEED_ARMED, …; see README.md); flags override it.
@@ -179,7 +183,7 @@ func cmdMigrate(ctx context.Context, args []string, stderr io.Writer) error {
 
 func cmdAdmin(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" {
-		fmt.Fprint(stdout, "Usage:\n  anvil admin bootstrap --org SLUG --email EMAIL [--password-file F]\n  anvil admin rotate-key\n  anvil admin reset-password --email EMAIL\n  anvil admin retention --now\n  anvil admin purge-user --email EMAIL\n  anvil admin check [--role all|web|worker]\n  anvil admin backup FILE\n  anvil admin restore [--force] FILE\n")
+		fmt.Fprint(stdout, "Usage:\n  anvil admin bootstrap --org SLUG --email EMAIL [--password-file F]\n  anvil admin rotate-key\n  anvil admin forget-secrets --key-id ID --yes\n  anvil admin reset-password --email EMAIL\n  anvil admin retention --now\n  anvil admin purge-user --email EMAIL\n  anvil admin check [--role all|web|worker]\n  anvil admin backup FILE\n  anvil admin restore [--force] FILE\n")
 		if len(args) == 0 {
 			return errUsage
 		}
@@ -236,6 +240,8 @@ func cmdAdmin(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 		fmt.Fprintf(stdout, "re-encrypted %d secrets under key %s\n", n, a.keys.CurrentID())
 		return nil
+	case "forget-secrets":
+		return cmdForgetSecrets(ctx, cfg, cerr, args[1:], stdout, stderr)
 	case "reset-password":
 		fs := newFlags("reset-password", "anvil admin reset-password --email EMAIL\n\nStops the user's password, ends every session and revokes every API token of\ntheirs at once, and prints a one-time link (ANVIL_PUBLIC_URL/reset/…, valid for\none hour) on which they set a new one. The link is shown only now; hand it over by any channel.", stdout)
 		email := fs.String("email", "", "the user's email")
