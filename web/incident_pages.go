@@ -237,14 +237,17 @@ func (s *Server) incidentProps(c echo.Context, id uuid.UUID) (views.IncidentProp
 		// A repair whose forge could not open a pull request (none is
 		// configured, or it refused) kept its change as a patch: that is
 		// a result to apply, not a failure (docs/releases.md, "The cockpit").
-		if r.FailureReason != nil && *r.FailureReason == run.ReasonRepairForge {
+		// A repair without a forge passes with its patch ready (the run's
+		// outcome); one whose forge refused kept its patch too.
+		forgeRefused := r.FailureReason != nil && *r.FailureReason == run.ReasonRepairForge
+		if forgeRefused || r.Status == run.StatusPassed {
 			patch, err := s.Logs.Patch(ctx, p.OrgID, r.RunID)
 			if err != nil {
 				return views.IncidentProps{}, err
 			}
-			if patch != nil {
+			if patch != nil && (forgeRefused || patch.Ready) {
 				rr.PatchReady = true
-				rr.FailureReason = "patch ready: the change is kept on the run's page — apply it, or set the project's forge so that anvil opens a pull request"
+				rr.FailureReason = run.PatchReadyWords + " it: the change is kept on the run's page — or set the project's forge so that anvil opens a pull request"
 				markPatchReady(props.FixChain)
 			}
 		}
