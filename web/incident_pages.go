@@ -185,9 +185,15 @@ func (s *Server) incidentProps(c echo.Context, id uuid.UUID) (views.IncidentProp
 			code, why, raw := "", "", false
 			for _, f := range ev.Exception.Stacktrace {
 				props.Frames = append(props.Frames, frameRow(f))
+				// The note about source maps is for frames that look
+				// minified only, never a server's own file with a column
+				// (docs/sourcemap.md, "Which frames").
+				if !sourcemap.LooksMinified(ev, &f) {
+					continue
+				}
 				if sy := f.Symbolication; sy != nil && sy.Unmapped != "" && code == "" {
 					code, why, raw = sy.UnmappedCode, sy.Unmapped, true
-				} else if sy == nil && f.Colno > 0 && f.Line > 0 {
+				} else if sy == nil {
 					raw = true
 				}
 			}
