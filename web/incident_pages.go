@@ -23,7 +23,7 @@ func incidentRow(v incident.IncidentView) views.IncidentRow {
 	return views.IncidentRow{ID: v.ID.String(), ProjectID: v.ProjectID.String(), ProjectName: v.ProjectName, Title: v.Title,
 		ExceptionType: v.ExceptionType, Status: v.Status, Environment: v.Environment, EventCount: v.EventCount,
 		FirstSeen: v.FirstSeen, LastSeen: v.LastSeen, Release: v.Release, PRURL: v.PRURL,
-		NeedsHumanReason: v.NeedsHumanReason, Decisions: incident.DecisionsFor(v.Status), ShortID: v.ShortID, FixNote: incident.FixNote(v.Fix),
+		NeedsHumanReason: v.NeedsHumanReason, Decisions: incident.DecisionsOf(v), ShortID: v.ShortID, FixNote: incident.FixNote(v.Fix),
 		Level: v.Level, Culprit: v.Culprit}
 }
 
