@@ -213,7 +213,7 @@ const (
 		SELECT
 			COALESCE((SELECT payload->>'level' FROM sample LIMIT 1), '') AS level,
 			(SELECT count(DISTINCT NULLIF(payload->>'release', '')) FROM sample) AS releases,
-			(SELECT count(DISTINCT COALESCE(NULLIF(payload->'user'->>'id', ''), NULLIF(payload->'user'->>'ip_hash', ''))) FROM sample) AS users,
+			(SELECT count(DISTINCT NULLIF(payload->'user'->>'id', '')) FROM sample) AS users,
 			(SELECT count(*) FROM sample) AS sampled`
 	spreadTagsSQL = `WITH sample AS (
 			SELECT payload FROM feed_events WHERE incident_id = ?0 ORDER BY received_at DESC LIMIT ?1),
@@ -230,8 +230,9 @@ const (
 )
 
 // Spread reads how an incident's newest stored events spread. Users are
-// told apart by their id, else by the pseudonymous address hash the ingest
-// computed.
+// the distinct user ids of the events that name one: the address hash the
+// ingest puts on every event is the sender's (a server's, for a back end),
+// not a user, so an event without a user id counts none.
 func (in *Incidents) Spread(ctx context.Context, orgID, incidentID uuid.UUID) (*Spread, error) {
 	inc, err := in.Get(ctx, orgID, incidentID)
 	if err != nil {
