@@ -585,9 +585,9 @@ func Queue(q QueueProps) templ.Component {
 					return templ_7745c5c3_Err
 				}
 				var templ_7745c5c3_Var29 string
-				templ_7745c5c3_Var29, templ_7745c5c3_Err = templ.JoinStringErrs(r.Trigger)
+				templ_7745c5c3_Var29, templ_7745c5c3_Err = templ.JoinStringErrs(StatusWords(r.Trigger))
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/project.templ`, Line: 132, Col: 195}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/project.templ`, Line: 132, Col: 208}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var29))
 				if templ_7745c5c3_Err != nil {
@@ -600,7 +600,7 @@ func Queue(q QueueProps) templ.Component {
 				var templ_7745c5c3_Var30 string
 				templ_7745c5c3_Var30, templ_7745c5c3_Err = templ.JoinStringErrs(r.Branch)
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/project.templ`, Line: 132, Col: 211}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/project.templ`, Line: 132, Col: 224}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var30))
 				if templ_7745c5c3_Err != nil {
@@ -701,9 +701,9 @@ func runLine(r RunRow, q QueueProps) templ.Component {
 			return templ_7745c5c3_Err
 		}
 		var templ_7745c5c3_Var35 string
-		templ_7745c5c3_Var35, templ_7745c5c3_Err = templ.JoinStringErrs(r.Trigger)
+		templ_7745c5c3_Var35, templ_7745c5c3_Err = templ.JoinStringErrs(StatusWords(r.Trigger))
 		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/project.templ`, Line: 148, Col: 156}
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/project.templ`, Line: 148, Col: 169}
 		}
 		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var35))
 		if templ_7745c5c3_Err != nil {
@@ -716,7 +716,7 @@ func runLine(r RunRow, q QueueProps) templ.Component {
 		var templ_7745c5c3_Var36 string
 		templ_7745c5c3_Var36, templ_7745c5c3_Err = templ.JoinStringErrs(r.Branch)
 		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/project.templ`, Line: 148, Col: 172}
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/project.templ`, Line: 148, Col: 185}
 		}
 		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var36))
 		if templ_7745c5c3_Err != nil {
