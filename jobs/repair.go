@@ -108,6 +108,10 @@ func (r *Repair) Finish(ctx context.Context, run *runs.Run, proj *domain.Project
 	defer os.Remove(incidentFile(workspace))
 	code := res.ExitCode
 	needsHuman := func(reason, failure string) (runs.TerminalReport, error) {
+		// The incident's reason never names the worker's folders either.
+		for _, p := range hostPaths(filepath.Dir(workspace)) {
+			reason = strings.ReplaceAll(reason, p, "***")
+		}
 		log.Printf("repair: %s", reason)
 		if err := r.Incidents.RepairNeedsHuman(ctx, run, reason); err != nil {
 			return runs.TerminalReport{}, err

@@ -287,3 +287,21 @@ func TestRepairTrustsNothingOfTheWorkspaceGit(t *testing.T) {
 		t.Fatalf("the branch was not pushed to the project's repository")
 	}
 }
+
+// A repair's log never shows where the worker keeps its folders: the
+// incident file's path and the workspace the command prints are masked.
+func TestRepairLogHidesTheWorkersPaths(t *testing.T) {
+	t.Parallel()
+	rb := setupRepair(t)
+	f := newForge(t)
+	repo := jobstest.GitRepo(t)
+	_, inc := rb.incident(t, repo.URL, `echo "incident at $ANVIL_INCIDENT_FILE"; echo "in $(pwd)"; echo fixed >> README`, "", f.srv.URL)
+	_, run := rb.approveAndWait(t, inc)
+	log := rb.logText(t, run.ID)
+	if !strings.Contains(log, "incident at ***") {
+		t.Fatalf("the incident file's line is not in the log, masked:\n%s", log)
+	}
+	if dir := filepath.Dir(rb.workRoot); strings.Contains(log, dir) {
+		t.Fatalf("the log shows the worker's folder %s:\n%s", dir, log)
+	}
+}
