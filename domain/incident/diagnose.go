@@ -203,6 +203,9 @@ const (
 // (docs/architecture.md, "Incidents and cards").
 const SpreadSample = 1000
 
+// The OpenTelemetry door's trace_id and span_id tags name one trace each:
+// kept on the event (and its link to the trace), never a "top tag".
+//
 // spreadSQL reads the sample through feed_events_incident_idx (the
 // incident's events, newest first) and counts in it; spreadTagsSQL does
 // the top keys and their top values in the same sample, in SQL, so no
@@ -220,6 +223,7 @@ const (
 		pairs AS (
 			SELECT t.key, t.value, count(*) AS n
 			FROM sample, jsonb_each_text(COALESCE(sample.payload->'tags', '{}'::jsonb)) AS t(key, value)
+			WHERE t.key NOT IN ('trace_id', 'span_id')
 			GROUP BY t.key, t.value),
 		top_keys AS (
 			SELECT key, sum(n)::int AS total FROM pairs GROUP BY key ORDER BY total DESC, key LIMIT ?2),
