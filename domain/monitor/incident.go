@@ -206,25 +206,10 @@ func (ms *Service) moved(ctx context.Context, tx bun.Tx, m *Monitor, trs []incid
 	return domain.Notify(ctx, tx, fmt.Sprintf(`{"kind":"incident","org_id":%q,"project_id":%q}`, m.OrgID, m.ProjectID))
 }
 
-// alertCauses are the alerts of the moves, as the feed's: a new incident, a
-// regression, one the policy sends to approval.
+// alertCauses are the alerts of the moves, as the feed's
+// (incident.AlertCauses).
 func alertCauses(m *Monitor, trs []incident.Transition) []domain.AlertCause {
-	var out []domain.AlertCause
-	for _, t := range trs {
-		kind := ""
-		switch {
-		case t.From == nil:
-			kind = domain.AlertIncidentNew
-		case *t.From == domain.IncidentClosed:
-			kind = domain.AlertIncidentRegressed
-		case t.To == domain.IncidentWaitingApproval:
-			kind = domain.AlertIncidentApproval
-		}
-		if kind != "" {
-			out = append(out, domain.AlertCause{Kind: kind, OrgID: m.OrgID, ProjectID: m.ProjectID, IncidentID: t.Incident})
-		}
-	}
-	return out
+	return incident.AlertCauses(m.OrgID, m.ProjectID, trs)
 }
 
 // insertEvent stores the failed run as an event of the incident, in the
