@@ -7,8 +7,9 @@
 // so that "First error" finds it.
 //
 // The record is bounded per run: the first [MaxRows] connections are one
-// row each; after that, a connection is folded into the row of the same
-// destination and verdict (its count, bytes and time added up), and when
+// row each — but a refused or failed connection to a destination already
+// refused (or failed) folds into that row at once; after that, a
+// connection is folded into the row of the same destination and verdict (its count, bytes and time added up), and when
 // that destination has no row either, into one row per verdict for the
 // rest ([OtherHost]). Rows are written in small batches off the
 // connections' own path, and erased with the run (domain/erasure) and with
@@ -39,8 +40,8 @@ const (
 	// MaxFoldedRows is how many further rows repeats may open, one per
 	// destination and verdict, before the rest fold into OtherHost.
 	MaxFoldedRows = 50
-	// MaxLogLines is how many refused or failed connections a run's log
-	// names one line each.
+	// MaxLogLines is how many refused or failed destinations a run's log
+	// names, one line each (a destination's repeats are not named again).
 	MaxLogLines = 50
 	// OtherHost is the host of the row the rest folds into.
 	OtherHost  = "(other destinations)"
@@ -121,7 +122,7 @@ func (sv *Service) Start(ctx context.Context, r RunRef, entries []string, l net.
 	if err != nil {
 		return nil, fmt.Errorf("the project's network list: %w", err)
 	}
-	rec := &recorder{s: sv.s, run: r, log: log, ctx: context.WithoutCancel(ctx), rows: map[foldKey]int{},
+	rec := &recorder{s: sv.s, run: r, log: log, ctx: context.WithoutCancel(ctx), rows: map[foldKey]int{}, loggedDest: map[foldKey]bool{},
 		stop: make(chan struct{}), stopped: make(chan struct{})}
 	go rec.loop()
 	srv := netproxy.New(netproxy.Options{List: list, AllowPrivate: sv.AllowPrivate, Resolver: sv.Resolver, OnConn: rec.add})
@@ -156,15 +157,17 @@ type recorder struct {
 	log Printer
 	ctx context.Context
 
-	mu       sync.Mutex
-	seq      int
-	rows     map[foldKey]int // the row a destination folds into, once past MaxRows
-	folded   int             // rows opened past MaxRows
-	logged   int
-	pending  []pendingRow
-	stop     chan struct{}
-	stopped  chan struct{}
-	stopOnce sync.Once
+	mu     sync.Mutex
+	seq    int
+	rows   map[foldKey]int // the row a destination folds into, once past MaxRows
+	folded int             // rows opened past MaxRows
+	logged int
+	// loggedDest: the destinations the log has named (each once).
+	loggedDest map[foldKey]bool
+	pending    []pendingRow
+	stop       chan struct{}
+	stopped    chan struct{}
+	stopOnce   sync.Once
 }
 
 type pendingRow struct {
@@ -185,6 +188,14 @@ func (r *recorder) add(c netproxy.Conn) {
 		r.logLocked(c)
 	}
 	k := foldKey{row.Host, row.Port, row.Verdict}
+	// A refused or failed destination is one row from its first repeat
+	// on: a client's retry storm against a host off the list is one line
+	// with its count, not a page of the same refusal.
+	if seq, ok := r.rows[k]; ok && c.Verdict != netproxy.Allowed {
+		row.Seq = seq
+		r.pending = append(r.pending, pendingRow{Connection: row, fold: true})
+		return
+	}
 	if r.seq < MaxRows {
 		r.seq++
 		row.Seq = r.seq
@@ -218,6 +229,12 @@ func (r *recorder) logLocked(c netproxy.Conn) {
 	if r.log == nil {
 		return
 	}
+	dest := netpolicy.HostPort(c.Host, c.Port)
+	k := foldKey{c.Host, c.Port, c.Verdict}
+	if r.loggedDest[k] {
+		return // named once; its repeats are counted in the Network section
+	}
+	r.loggedDest[k] = true
 	r.logged++
 	switch {
 	case r.logged > MaxLogLines+1:
@@ -226,7 +243,6 @@ func (r *recorder) logLocked(c netproxy.Conn) {
 		r.log.Printf("further refused or failed connections are only counted in the run's Network section")
 		return
 	}
-	dest := netpolicy.HostPort(c.Host, c.Port)
 	reason := strings.TrimSuffix(c.Reason, ": "+dest)
 	if c.Host == "" {
 		r.log.Printf("refused a connection — %s", reason)
