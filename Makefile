@@ -25,9 +25,9 @@ run: ## run the cockpit on an embedded default (own Postgres, key and demo login
 # "make: *** … Error" line.
 
 .PHONY: clean-demo
-clean-demo: ## reset the demo of `make run`: remove .anvil (its database, key and login, and its runs' caches)
-	rm -rf .anvil/data # the runs' caches (ANVIL_DATA_DIR of `anvil dev`)
-	rm -rf .anvil
+clean-demo: ## reset the demo of `make run`: drop its database, then remove .anvil (key, login and its runs' caches)
+	$(GO) build -o bin/anvil .
+	bin/anvil dev --reset
 
 .PHONY: build
 build: ## build ./bin/anvil

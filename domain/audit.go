@@ -42,8 +42,11 @@ const (
 	AuditAlertDestinationTested  = "alert_destination.tested"
 	// AuditConnectionOriginsChanged: a browser connection's allowed origins.
 	AuditConnectionOriginsChanged = "connection.origins_changed"
-	OperatorActor                 = "operator (anvil admin)"
-	auditPageSize                 = 50
+	// AuditSecretsForgotten: the operator declared a lost key's secrets
+	// gone (`anvil admin forget-secrets`).
+	AuditSecretsForgotten = "secrets.forgotten"
+	OperatorActor         = "operator (anvil admin)"
+	auditPageSize         = 50
 )
 
 // RecordAudit writes one audit entry in tx, the transaction of the change it

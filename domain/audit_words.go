@@ -121,6 +121,19 @@ func AuditWords(e AuditEntry) string {
 			return fmt.Sprintf("deleted the %s alert destination %s (%s)", str("kind"), str("name"), str("url"))
 		}
 		return "deleted an alert destination"
+	case AuditSecretsForgotten:
+		var parts []string
+		if m, ok := d["erased"].(map[string]any); ok {
+			kinds := make([]string, 0, len(m))
+			for k := range m {
+				kinds = append(kinds, k)
+			}
+			sort.Strings(kinds)
+			for _, k := range kinds {
+				parts = append(parts, fmt.Sprintf("%v %s(s)", m[k], k))
+			}
+		}
+		return fmt.Sprintf("declared the secrets sealed under the lost key %s gone and erased them: %s", e.Target, strings.Join(parts, ", "))
 	case AuditAlertDestinationTested:
 		return fmt.Sprintf("sent a test alert to the %s alert destination %s (%s)", str("kind"), orTarget(str("name"), e.Target), str("url"))
 	}

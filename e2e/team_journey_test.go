@@ -93,7 +93,7 @@ func TestTeamJourney(t *testing.T) {
 	// The inbox shows the unresolved: the ignored incident leaves it and
 	// waits behind its filter.
 	must(t, expect.Locator(row).ToHaveCount(0), "decided")
-	must(t, expect.Locator(col.Locator("[data-testid=status-count][data-status=IGNORED]")).ToHaveText("IGNORED · 1"), "behind its filter")
+	must(t, expect.Locator(col.Locator("[data-testid=status-count][data-status=IGNORED]")).ToHaveText("ignored · 1"), "behind its filter")
 	screenshot(t, col, "member-decided")
 
 	// The members page has no write controls for a member, and a forged

@@ -117,6 +117,11 @@ func (w *ExecuteRunWorker) execute(ctx context.Context, run *runs.Run, proj *dom
 
 	// The secrets are read first, so that the log masks them from its
 	// first line on.
+	// The worker's own folders are masked as secrets are: a log (a
+	// repair's above all, whose host git and incident file live there)
+	// never shows where this worker keeps its workspaces and caches
+	// (docs/security.md, "Masking").
+	vals := hostPaths(w.WorkRoot)
 	secrets := map[string]string{}
 	if w.Secrets != nil {
 		var err error
@@ -125,12 +130,11 @@ func (w *ExecuteRunWorker) execute(ctx context.Context, run *runs.Run, proj *dom
 			logw.Printf("could not read the project's secrets")
 			return failed(runs.ReasonInfra, nil)
 		}
-		vals := make([]string, 0, len(secrets))
 		for _, v := range secrets {
 			vals = append(vals, v)
 		}
-		logw.Mask(vals)
 	}
+	logw.Mask(vals)
 	if run.FromFork {
 		logw.Printf("this run's code comes from a fork: the project's secrets are withheld")
 	}
@@ -366,6 +370,21 @@ func firstLine(s string) string {
 		return s[:i] + " …"
 	}
 	return s
+}
+
+// hostPaths are the worker's folders as a log could name them: the work
+// directory that holds every process's workspaces and the caches, as
+// configured and with its links resolved.
+func hostPaths(workRoot string) []string {
+	if workRoot == "" {
+		return nil
+	}
+	dir := filepath.Dir(workRoot)
+	out := []string{dir}
+	if real, err := filepath.EvalSymlinks(dir); err == nil && real != dir {
+		out = append(out, real)
+	}
+	return out
 }
 
 // ProcessWorkRoot returns this process's own workspace folder under root

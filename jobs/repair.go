@@ -36,6 +36,7 @@ import (
 //     passed: the repair did not do what it was for, and the run list
 //     should say so at a glance.
 //   - push refused: failed / repair_push_failed → NEEDS_HUMAN
+//   - no forge to propose it to: passed, the patch ready → NEEDS_HUMAN
 //   - provider refused the pull request: failed / provider_error → NEEDS_HUMAN
 //   - pull request opened: passed → PR_OPEN with its URL
 type Repair struct {
@@ -107,6 +108,10 @@ func (r *Repair) Finish(ctx context.Context, run *runs.Run, proj *domain.Project
 	defer os.Remove(incidentFile(workspace))
 	code := res.ExitCode
 	needsHuman := func(reason, failure string) (runs.TerminalReport, error) {
+		// The incident's reason never names the worker's folders either.
+		for _, p := range hostPaths(filepath.Dir(workspace)) {
+			reason = strings.ReplaceAll(reason, p, "***")
+		}
 		log.Printf("repair: %s", reason)
 		if err := r.Incidents.RepairNeedsHuman(ctx, run, reason); err != nil {
 			return runs.TerminalReport{}, err
@@ -152,9 +157,21 @@ func (r *Repair) Finish(ctx context.Context, run *runs.Run, proj *domain.Project
 		return runs.TerminalReport{}, err
 	}
 	log.Printf("repair: the change is kept as a patch on the run's page")
-	// Nothing leaves the workspace for a pull request that cannot be opened.
+	// Nothing leaves the workspace for a pull request that cannot be
+	// opened. Without a forge to propose it to, the patch is the outcome:
+	// the repair command did its job, so the run passes, and the incident
+	// waits for a person with the patch on the run's page
+	// (docs/architecture.md, "Repairs").
 	if err := providerProblem(proj, token); err != nil {
-		return needsHuman("the change was not pushed: "+err.Error()+"; its patch is kept on the repair run's page", runs.ReasonRepairForge)
+		log.Printf("repair: %s (no pull request: %v)", runs.PatchReadyWords, err)
+		if err := log.MarkPatchReady(ctx); err != nil {
+			return runs.TerminalReport{}, err
+		}
+		reason := runs.PatchReadyWords + " it from the repair run's page (no pull request: " + err.Error() + ")"
+		if err := r.Incidents.RepairNeedsHuman(ctx, run, reason); err != nil {
+			return runs.TerminalReport{}, err
+		}
+		return runs.TerminalReport{State: runs.StatePassed, ExitCode: &code}, nil
 	}
 	branch := "anvil/repair/" + run.IncidentID.String()
 	inc, err := r.Incidents.Get(ctx, run.OrgID, *run.IncidentID)

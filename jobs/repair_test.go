@@ -211,9 +211,11 @@ func TestRepairNeedsHuman(t *testing.T) {
 	}
 }
 
-// A project whose provider configuration cannot open a pull request gets
-// nothing pushed: the check comes before the commit and the push.
-func TestRepairChecksProviderBeforePushing(t *testing.T) {
+// A project without a forge to open a pull request on gets nothing pushed
+// (the check comes before the commit and the push), and the repair is a
+// success with a patch: the run passed, its patch is ready, the incident
+// waits for a person and never reads "the forge refused".
+func TestRepairWithoutAForgeIsAPatchReady(t *testing.T) {
 	t.Parallel()
 	for _, c := range []struct{ name, provider, reason string }{
 		{"no provider", "", "names no provider"},
@@ -231,24 +233,24 @@ func TestRepairChecksProviderBeforePushing(t *testing.T) {
 				}
 			}
 			after, run := rb.approveAndWait(t, inc)
-			if run.State != runs.StateFailed || run.FailureReason == nil || *run.FailureReason != runs.ReasonRepairForge {
+			if run.State != runs.StatePassed || run.FailureReason != nil {
 				t.Fatalf("run %s %v; log:\n%s", run.State, run.FailureReason, rb.logText(t, run.ID))
 			}
 			if after.Status != domain.IncidentNeedsHuman || !strings.Contains(after.NeedsHumanReason, c.reason) ||
-				!strings.Contains(after.NeedsHumanReason, "not pushed") {
+				!strings.Contains(after.NeedsHumanReason, runs.PatchReadyWords) || strings.Contains(after.NeedsHumanReason, "refused") {
 				t.Fatalf("incident %s %q", after.Status, after.NeedsHumanReason)
 			}
 			if got := lsRemote(t, repo.URL, "anvil/repair/"+inc.ID.String()); got != "" {
 				t.Fatalf("the repair branch was pushed: %s", got)
 			}
 			// Nothing was pushed, yet nothing is lost: the change is kept as a
-			// patch that applies to the run's commit, and the reason says where.
+			// patch that applies to the run's commit, marked ready.
 			pt, err := rb.services.Logs.Patch(context.Background(), rb.owner.OrgID, run.ID)
-			if err != nil || pt == nil || !strings.Contains(pt.Text, "diff --git a/README b/README") || !strings.Contains(pt.Text, "+fixed") {
+			if err != nil || pt == nil || !pt.Ready || !strings.Contains(pt.Text, "diff --git a/README b/README") || !strings.Contains(pt.Text, "+fixed") {
 				t.Fatalf("kept patch %+v, %v", pt, err)
 			}
-			if !strings.Contains(after.NeedsHumanReason, "patch is kept") {
-				t.Fatalf("the reason does not say the patch is kept: %q", after.NeedsHumanReason)
+			if log := rb.logText(t, run.ID); !strings.Contains(log, runs.PatchReadyWords) {
+				t.Fatalf("the log does not say the patch is ready:\n%s", log)
 			}
 			f.mu.Lock()
 			defer f.mu.Unlock()
@@ -283,5 +285,23 @@ func TestRepairTrustsNothingOfTheWorkspaceGit(t *testing.T) {
 	}
 	if lsRemote(t, repo.URL, "anvil/repair/"+inc.ID.String()) == "" {
 		t.Fatalf("the branch was not pushed to the project's repository")
+	}
+}
+
+// A repair's log never shows where the worker keeps its folders: the
+// incident file's path and the workspace the command prints are masked.
+func TestRepairLogHidesTheWorkersPaths(t *testing.T) {
+	t.Parallel()
+	rb := setupRepair(t)
+	f := newForge(t)
+	repo := jobstest.GitRepo(t)
+	_, inc := rb.incident(t, repo.URL, `echo "incident at $ANVIL_INCIDENT_FILE"; echo "in $(pwd)"; echo fixed >> README`, "", f.srv.URL)
+	_, run := rb.approveAndWait(t, inc)
+	log := rb.logText(t, run.ID)
+	if !strings.Contains(log, "incident at ***") {
+		t.Fatalf("the incident file's line is not in the log, masked:\n%s", log)
+	}
+	if dir := filepath.Dir(rb.workRoot); strings.Contains(log, dir) {
+		t.Fatalf("the log shows the worker's folder %s:\n%s", dir, log)
 	}
 }

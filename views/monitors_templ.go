@@ -1072,9 +1072,9 @@ func MonitorBody(p MonitorProps) templ.Component {
 				return templ_7745c5c3_Err
 			}
 			var templ_7745c5c3_Var54 string
-			templ_7745c5c3_Var54, templ_7745c5c3_Err = templ.JoinStringErrs(r.Status)
+			templ_7745c5c3_Var54, templ_7745c5c3_Err = templ.JoinStringErrs(StatusWords(r.Status))
 			if templ_7745c5c3_Err != nil {
-				return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/monitors.templ`, Line: 238, Col: 126}
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/monitors.templ`, Line: 238, Col: 139}
 			}
 			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var54))
 			if templ_7745c5c3_Err != nil {

@@ -70,6 +70,30 @@ var statusWords = map[string]string{
 	"NEEDS_HUMAN":      "needs a person",
 	"CLOSED":           "closed",
 	"IGNORED":          "ignored",
+	// The inbox's filter of incidents whose shipped fix is being watched.
+	"VERIFYING": "verifying a fix",
+	// Run failure reasons (the run page's Reason; the API keeps the codes).
+	"exit_code":          "the command failed",
+	"timeout":            "timed out",
+	"runner_lost":        "runner lost",
+	"checkout_failed":    "checkout failed",
+	"sandbox_error":      "the sandbox failed",
+	"internal_error":     "anvil failed",
+	"repair_push_failed": "the push failed",
+	"no_change":          "nothing changed",
+	"provider_error":     "the forge refused the pull request",
+	// Triggers.
+	"pull_request": "pull request",
+	// Alert kinds (the alerts page's delivery log; payloads keep the codes).
+	"incident.new":                 "new incident",
+	"incident.regressed":           "regression",
+	"incident.waiting_approval":    "waiting for approval",
+	"incident.fix_failed":          "fix failed",
+	"repair.pr_opened":             "fix proposed",
+	"repair.needs_human":           "needs a person",
+	"run.default_branch_failed":    "default branch failed",
+	"run.default_branch_recovered": "default branch recovered",
+	"test":                         "test alert",
 }
 
 // StatusWords says a status code in words ("waiting for approval" for

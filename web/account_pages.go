@@ -3,11 +3,13 @@ package web
 import (
 	"errors"
 	"net/http"
+	"strings"
 
 	"github.com/google/uuid"
 	"github.com/labstack/echo/v4"
 
 	"anvil/domain"
+	"anvil/domain/event"
 	"anvil/views"
 )
 
@@ -40,7 +42,8 @@ func (s *Server) accountProps(c echo.Context) (views.AccountProps, error) {
 		return props, err
 	}
 	for _, x := range ss {
-		props.Sessions = append(props.Sessions, views.SessionRow{ID: x.ID, OrgName: x.OrgName, CreatedAt: x.CreatedAt, ExpiresAt: x.ExpiresAt, Current: x.Current})
+		props.Sessions = append(props.Sessions, views.SessionRow{ID: x.ID, OrgName: x.OrgName, Device: deviceWords(x.UserAgent),
+			CreatedAt: x.CreatedAt, ExpiresAt: x.ExpiresAt, Current: x.Current})
 	}
 	orgs, err := s.Accounts.Organizations(ctx, p)
 	if err != nil {
@@ -97,6 +100,44 @@ func (s *Server) accountPasswordSubmit(c echo.Context) error {
 		flash = "password_changed_tokens_revoked"
 	}
 	return s.accountResult(c, err, flash, "/settings/account", nil)
+}
+
+// accountOtherSessionsEndSubmit is "end all other sessions".
+func (s *Server) accountOtherSessionsEndSubmit(c echo.Context) error {
+	_, err := s.Accounts.EndOtherSessions(c.Request().Context(), principal(c))
+	return s.accountResult(c, err, "other_sessions_ended", "/settings/account", nil)
+}
+
+// noteAgent keeps the login's User-Agent with its session; a failure
+// costs the Sessions list a name, never the login.
+func (s *Server) noteAgent(c echo.Context, cookie string) {
+	if err := s.Accounts.NoteSessionAgent(c.Request().Context(), cookie, c.Request().UserAgent()); err != nil {
+		s.log.Warn("keep the session's user agent", "error", err)
+	}
+}
+
+// deviceWords names a session's browser and device from its User-Agent:
+// "Firefox 133 on Linux", "Safari on iOS"; "an unknown browser" without one.
+func deviceWords(ua string) string {
+	b, o := event.ParseUserAgent(ua)
+	name := ""
+	if b != nil {
+		name = b.Name
+		if major, _, _ := strings.Cut(b.Version, "."); major != "" {
+			name += " " + major
+		}
+	}
+	switch {
+	case name != "" && o != nil:
+		return name + " on " + o.Name
+	case name != "":
+		return name
+	case o != nil:
+		return "a browser on " + o.Name
+	case strings.TrimSpace(ua) != "":
+		return "another client"
+	}
+	return "an unknown browser"
 }
 
 func (s *Server) accountSessionEndSubmit(c echo.Context) error {

@@ -23,6 +23,7 @@ func (s *Server) registerAccounts(e *echo.Echo, pages, api *echo.Group) {
 	pages.POST("/settings/account/name", s.accountNameSubmit)
 	pages.POST("/settings/account/password", s.accountPasswordSubmit)
 	pages.POST("/settings/account/sessions/:id/end", s.accountSessionEndSubmit)
+	pages.POST("/settings/account/sessions/end-others", s.accountOtherSessionsEndSubmit)
 	pages.POST("/settings/organization", s.orgSwitchSubmit)
 	pages.POST("/settings/organizations", s.orgCreateSubmit)
 	pages.GET("/settings/audit", s.auditPage)

@@ -4,8 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
+	"time"
 	"unicode"
 
 	"github.com/labstack/echo/v4"
@@ -23,6 +25,7 @@ func (s *Server) alertsProps(c echo.Context) (views.AlertsProps, error) {
 		return views.AlertsProps{}, err
 	}
 	props := views.AlertsProps{Page: s.page(c, "Alerts", "alerts"), CanManage: p.AtLeast(domain.RoleAdmin), MailConfigured: s.alerts.Mail != nil}
+	waitFor, waitDest, waitQuery := awaitedTest(c, time.Now())
 	for _, d := range ds {
 		row := views.AlertDestinationRow{ID: d.ID.String(), Name: d.Name, Kind: d.Kind, URL: d.URLHint, Failing: d.Failing}
 		if d.Kind == alert.KindEmail {
@@ -42,15 +45,47 @@ func (s *Server) alertsProps(c echo.Context) (views.AlertsProps, error) {
 			}
 			row.Deliveries = append(row.Deliveries, r)
 		}
+		if waitFor != "" && waitDest == d.ID.String() {
+			row.Waiting = waitQuery
+			for _, l := range log {
+				if l.MessageID == waitFor && l.Status != "sending" {
+					row.Waiting = ""
+					break
+				}
+			}
+		}
 		props.Destinations = append(props.Destinations, row)
 	}
 	return props, nil
+}
+
+// testWait bounds how long the page waits for a test alert's line.
+const testWait = time.Minute
+
+// awaitedTest reads the test alert the page waits for (?tested=DEST&msg=ID&sent=UNIX,
+// set by alertTestSubmit): nothing once testWait has passed.
+func awaitedTest(c echo.Context, now time.Time) (msg, dest, query string) {
+	msg, dest = c.QueryParam("msg"), c.QueryParam("tested")
+	sent, err := strconv.ParseInt(c.QueryParam("sent"), 10, 64)
+	if msg == "" || dest == "" || err != nil || len(msg) > 64 || now.Sub(time.Unix(sent, 0)) > testWait {
+		return "", "", ""
+	}
+	q := url.Values{"tested": {dest}, "msg": {msg}, "sent": {strconv.FormatInt(sent, 10)}}
+	return msg, dest, q.Encode()
 }
 
 func (s *Server) alertsPage(c echo.Context) error {
 	props, err := s.alertsProps(c)
 	if err != nil {
 		return err
+	}
+	if c.QueryParam("part") == "deliveries" {
+		for _, d := range props.Destinations {
+			if d.ID == c.QueryParam("destination") {
+				return Render(c, http.StatusOK, views.AlertDeliveries(d))
+			}
+		}
+		return domain.NotFound("destination")
 	}
 	var rev tokenReveal
 	if _, err := s.takeReveal(c, "alert-secret", &rev); err != nil {
@@ -96,10 +131,13 @@ func (s *Server) alertTestSubmit(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	if _, err := s.alerts.Test(c.Request().Context(), principal(c), id); err != nil {
+	msg, err := s.alerts.Test(c.Request().Context(), principal(c), id)
+	if err != nil {
 		return err
 	}
-	return redirect(c, "/settings/alerts")
+	// The page waits for the test's line and shows it without a reload.
+	q := url.Values{"tested": {id.String()}, "msg": {msg}, "sent": {strconv.FormatInt(time.Now().Unix(), 10)}}
+	return redirect(c, "/settings/alerts?"+q.Encode()+"#deliveries-"+id.String())
 }
 
 func (s *Server) alertDeleteSubmit(c echo.Context) error {

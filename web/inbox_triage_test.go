@@ -111,7 +111,7 @@ func TestInboxOpensOnUnresolvedAndTellsApart(t *testing.T) {
 		`data-testid="level" data-level="error"`,
 		`data-testid="count-unresolved">Unresolved · 2<`,
 		`data-testid="count-all">All · 4<`,
-		`data-status="CLOSED">CLOSED · 1<`,
+		`data-status="CLOSED">closed · 1<`,
 	} {
 		if !strings.Contains(body, want) {
 			t.Errorf("inbox lacks %s", want)

@@ -281,3 +281,25 @@ func TestInboxSearch(t *testing.T) {
 		t.Fatalf("inbox page with a search: %s", body)
 	}
 }
+
+// "Users affected" counts the events that name a user only: the address
+// hash every event carries is the sender's, not a user.
+func TestUsersAffectedCountsNamedUsersOnly(t *testing.T) {
+	t.Parallel()
+	f := newFeedFix(t, setup(t))
+	var batch []any
+	for i := 0; i < 6; i++ {
+		batch = append(batch, ev(newID(), func(m map[string]any) {
+			if i < 2 {
+				m["user"] = map[string]any{"id": fmt.Sprintf("u-%d", i)}
+			}
+		}))
+	}
+	if r := f.send(t, "/api/feed/events/batch", f.token, batch); r.Status != 202 || len(r.Accept) != 6 {
+		t.Fatalf("batch: %d %s", r.Status, r.Raw)
+	}
+	inc := f.incidents(t)[0].ID.String()
+	if status, sp := f.api(t, f.owner.Token, "GET", "/api/private/incidents/"+inc+"/spread", nil); status != 200 || sp["users_affected"] != float64(2) {
+		t.Fatalf("spread: %d %v, want 2 users affected", status, sp)
+	}
+}

@@ -160,3 +160,46 @@ func TestRepairKeptAsPatchReadsPatchReady(t *testing.T) {
 		t.Fatalf("a kept patch does not read as ready:\n%s", page)
 	}
 }
+
+// A repair without a forge passes with its patch ready: the incident page
+// offers the patch in one click, the run page and the run list say "patch
+// ready — download or apply", and none says "the forge refused".
+func TestRepairWithoutForgeReadsPatchReadyEverywhere(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	pid, feedTok := b.incidentProject(t)
+	b.feedEvent(t, feedTok, "NullPointerException in CheckoutService")
+	_, out := b.api(t, b.owner.Token, "GET", "/api/private/incidents?project_id="+pid, nil)
+	id := out["incidents"].([]any)[0].(map[string]any)["id"].(string)
+	if st, out := b.api(t, b.owner.Token, "POST", "/api/private/incidents/"+id+"/decisions", map[string]any{"decision": "approve"}); st != http.StatusOK {
+		t.Fatalf("approve: %d %v", st, out)
+	}
+	ctx := context.Background()
+	var runID, slug string
+	if err := b.db.Bun.NewRaw(`SELECT i.repair_run_id::text, p.slug FROM incidents i JOIN projects p ON p.id = i.project_id WHERE i.id = ?`, id).Scan(ctx, &runID, &slug); err != nil || runID == "" {
+		t.Fatalf("repair run: %v", err)
+	}
+	// As the repair job leaves a run without a forge: passed, patch ready.
+	if _, err := b.db.Bun.NewRaw(`UPDATE project_runs SET state = 'passed', exit_code = 0, position = NULL, finished_at = now(), started_at = now() WHERE id = ?`,
+		runID).Exec(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.db.Bun.NewRaw(`INSERT INTO run_patches (run_id, patch, ready) VALUES (?, ?, true)`, runID, "--- a/x\n+++ b/x\n").Exec(ctx); err != nil {
+		t.Fatal(err)
+	}
+	br := b.browser(t)
+	br.login("owner@acme.test", testPassword)
+	_, page := br.get("/incidents/" + id)
+	if !strings.Contains(page, `data-testid="repair-patch-ready"`) || !strings.Contains(page, `href="/runs/`+runID+`/patch.diff"`) ||
+		strings.Contains(page, "forge refused") {
+		t.Fatalf("the incident page does not offer the ready patch:\n%s", page)
+	}
+	_, page = br.get("/runs/" + runID)
+	if !strings.Contains(page, "patch ready — download or apply") || !strings.Contains(page, `data-testid="run-patch-ready"`) || strings.Contains(page, "forge refused") {
+		t.Fatalf("the run page does not say patch ready:\n%s", page)
+	}
+	_, page = br.get("/projects/" + slug + "/runs")
+	if !strings.Contains(page, "patch ready — download or apply") || !strings.Contains(page, `data-testid="history-patch"`) {
+		t.Fatalf("the run list does not say patch ready:\n%s", page)
+	}
+}

@@ -23,7 +23,7 @@ func incidentRow(v incident.IncidentView) views.IncidentRow {
 	return views.IncidentRow{ID: v.ID.String(), ProjectID: v.ProjectID.String(), ProjectName: v.ProjectName, Title: v.Title,
 		ExceptionType: v.ExceptionType, Status: v.Status, Environment: v.Environment, EventCount: v.EventCount,
 		FirstSeen: v.FirstSeen, LastSeen: v.LastSeen, Release: v.Release, PRURL: v.PRURL,
-		NeedsHumanReason: v.NeedsHumanReason, Decisions: incident.DecisionsFor(v.Status), ShortID: v.ShortID, FixNote: incident.FixNote(v.Fix),
+		NeedsHumanReason: v.NeedsHumanReason, Decisions: incident.DecisionsOf(v), ShortID: v.ShortID, FixNote: incident.FixNote(v.Fix),
 		Level: v.Level, Culprit: v.Culprit}
 }
 
@@ -185,9 +185,15 @@ func (s *Server) incidentProps(c echo.Context, id uuid.UUID) (views.IncidentProp
 			code, why, raw := "", "", false
 			for _, f := range ev.Exception.Stacktrace {
 				props.Frames = append(props.Frames, frameRow(f))
+				// The note about source maps is for frames that look
+				// minified only, never a server's own file with a column
+				// (docs/sourcemap.md, "Which frames").
+				if !sourcemap.LooksMinified(ev, &f) {
+					continue
+				}
 				if sy := f.Symbolication; sy != nil && sy.Unmapped != "" && code == "" {
 					code, why, raw = sy.UnmappedCode, sy.Unmapped, true
-				} else if sy == nil && f.Colno > 0 && f.Line > 0 {
+				} else if sy == nil {
 					raw = true
 				}
 			}
@@ -237,14 +243,17 @@ func (s *Server) incidentProps(c echo.Context, id uuid.UUID) (views.IncidentProp
 		// A repair whose forge could not open a pull request (none is
 		// configured, or it refused) kept its change as a patch: that is
 		// a result to apply, not a failure (docs/releases.md, "The cockpit").
-		if r.FailureReason != nil && *r.FailureReason == run.ReasonRepairForge {
+		// A repair without a forge passes with its patch ready (the run's
+		// outcome); one whose forge refused kept its patch too.
+		forgeRefused := r.FailureReason != nil && *r.FailureReason == run.ReasonRepairForge
+		if forgeRefused || r.Status == run.StatusPassed {
 			patch, err := s.Logs.Patch(ctx, p.OrgID, r.RunID)
 			if err != nil {
 				return views.IncidentProps{}, err
 			}
-			if patch != nil {
+			if patch != nil && (forgeRefused || patch.Ready) {
 				rr.PatchReady = true
-				rr.FailureReason = "patch ready: the change is kept on the run's page — apply it, or set the project's forge so that anvil opens a pull request"
+				rr.FailureReason = run.PatchReadyWords + " it: the change is kept on the run's page — or set the project's forge so that anvil opens a pull request"
 				markPatchReady(props.FixChain)
 			}
 		}

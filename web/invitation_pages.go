@@ -67,6 +67,7 @@ func (s *Server) inviteAcceptSubmit(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	s.noteAgent(c, cookie)
 	s.setCookie(c, sessionCookie, cookie, int(account.SessionTTL.Seconds()))
 	s.setCookie(c, preSessionCookie, "", -1)
 	return redirect(c, "/")

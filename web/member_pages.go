@@ -20,6 +20,7 @@ func init() {
 		"password_changed":                "Password changed; your other sessions have ended.",
 		"password_changed_tokens_revoked": "Password changed; your other sessions have ended and your API tokens are revoked.",
 		"session_ended":                   "Session ended.",
+		"other_sessions_ended":            "Every other session of yours has ended; this browser stays signed in.",
 		"org_switched":                    "Organisation switched.",
 		"org_created":                     "Organisation created; you are its owner.",
 		"password_reset":                  "Password set. Log in with it.",

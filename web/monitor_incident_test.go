@@ -2,6 +2,7 @@ package web_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -59,5 +60,44 @@ func TestMonitorIncidentPage(t *testing.T) {
 	}
 	if res, _ := br.get("/projects/" + f.projectID + "/monitors/backup"); res.StatusCode != http.StatusOK {
 		t.Errorf("the monitor link leads to %d", res.StatusCode)
+	}
+}
+
+// A missed cron job is not a bug in the repository: under an auto (or
+// approve) binding a monitor's incident stays triaged, queues no repair,
+// offers no approve button, and an approve posted anyway is refused.
+func TestMonitorIncidentIgnoresRepairPolicy(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	f := &monitorFix{newSentryFix(t, b, "production=auto", "*=auto")}
+	st, out := f.api(t, f.owner.Token, "POST", "/api/private/projects/"+f.projectID+"/monitors", map[string]any{"slug": "nightly",
+		"schedule": map[string]any{"type": "crontab", "value": "0 2 * * *"}, "failure_issue_threshold": 1, "recovery_threshold": 1})
+	if st != http.StatusCreated && st != http.StatusOK {
+		t.Fatalf("create: %d %v", st, out)
+	}
+	if _, err := f.services.Monitors.CheckIn(context.Background(), uuidOf(t, f.projectID), monitorCheckIn("nightly", "error", 1)); err != nil {
+		t.Fatal(err)
+	}
+	if st, _ := f.monitorIncident(t, "nightly"); st != "TRIAGED" {
+		t.Fatalf("a monitor's incident under auto is %q, want TRIAGED", st)
+	}
+	var id string
+	var repairs int
+	if err := f.db.Bun.NewRaw(`SELECT i.id::text, (SELECT count(*) FROM project_runs r WHERE r.incident_id = i.id)
+		FROM incidents i JOIN monitors m ON i.fingerprint = 'monitor:' || m.id::text WHERE m.slug = 'nightly'`).Scan(context.Background(), &id, &repairs); err != nil {
+		t.Fatal(err)
+	}
+	if repairs != 0 {
+		t.Fatalf("%d repair runs for a monitor's incident", repairs)
+	}
+	br := b.browser(t)
+	br.login("owner@acme.test", testPassword)
+	_, body := br.get("/incidents/" + id)
+	if strings.Contains(body, `data-testid="decide-approve"`) || !strings.Contains(body, `data-testid="decide-ignore"`) {
+		t.Fatalf("the monitor's incident page offers approve, or no decision at all:\n%s", body)
+	}
+	st, out = f.api(t, f.owner.Token, "POST", "/api/private/incidents/"+id+"/decisions", map[string]any{"decision": "approve"})
+	if st != http.StatusUnprocessableEntity || !strings.Contains(fmt.Sprint(out), "monitor_incident") {
+		t.Fatalf("approve of a monitor's incident: %d %v", st, out)
 	}
 }

@@ -450,3 +450,33 @@ func TestOTLPAmplifiedRequest(t *testing.T) {
 		t.Fatalf("%d events", n)
 	}
 }
+
+// An OTel event's trace_id and span_id stay on the event, never among the
+// incident's top tags: each names one trace.
+func TestOTLPTraceIDsAreNotTopTags(t *testing.T) {
+	t.Parallel()
+	f := newFeedFix(t, setup(t))
+	body := []byte(strings.ReplaceAll(otlpSpanJSON, "ENV", "production"))
+	if st, _, out := otlpPost(t, f.srv.URL+"/api/otlp/v1/traces", "application/json", f.token, body); st != 200 {
+		t.Fatalf("%d %s", st, out)
+	}
+	incs := f.incidents(t)
+	if len(incs) == 0 {
+		t.Fatal("no incident")
+	}
+	for _, inc := range incs {
+		st, sp := f.api(t, f.owner.Token, "GET", "/api/private/incidents/"+inc.ID.String()+"/spread", nil)
+		if st != http.StatusOK {
+			t.Fatalf("spread: %d %v", st, sp)
+		}
+		for _, tag := range sp["top_tags"].([]any) {
+			if k := tag.(map[string]any)["key"]; k == "trace_id" || k == "span_id" {
+				t.Errorf("%s is a top tag: %v", k, sp["top_tags"])
+			}
+		}
+	}
+	var n int
+	if err := f.db.Bun.NewRaw(`SELECT count(*) FROM feed_events WHERE project_id = ? AND jsonb_exists(payload->'tags', 'trace_id')`, f.projectID).Scan(context.Background(), &n); err != nil || n == 0 {
+		t.Fatalf("the events lost their trace_id tag: %d %v", n, err)
+	}
+}

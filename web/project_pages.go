@@ -262,6 +262,6 @@ func (s *Server) projectPage(c echo.Context) error {
 	}
 	props := views.ProjectProps{Page: s.page(c, p.Name, "projects"), CanWrite: principal(c).CanWrite(), CanEdit: principal(c).AtLeast(domain.RoleAdmin), Queue: q,
 		Project:    views.ProjectRow{ID: p.ID.String(), Slug: p.Slug, Name: p.Name, RepoURL: p.RepoURL, DefaultBranch: p.DefaultBranch, UpdatedAt: p.UpdatedAt},
-		RunCommand: p.RunCommand, Cache: s.cacheProps(c, cache, p.Slug)}
+		RunCommand: p.RunCommand, Cache: s.cacheProps(c, cache, p.Slug), Network: p.NetworkAllow, RepairNetwork: p.RepairNetworkAllow}
 	return Render(c, http.StatusOK, views.ProjectPage(props))
 }

@@ -62,6 +62,7 @@ var routeRoles = map[string]string{
 	"POST /settings/account/name":                                      domain.RoleViewer,
 	"POST /settings/account/password":                                  domain.RoleViewer,
 	"POST /settings/account/sessions/:id/end":                          domain.RoleViewer,
+	"POST /settings/account/sessions/end-others":                       domain.RoleViewer,
 	"POST /invite/:token/join":                                         domain.RoleViewer,
 	"POST /settings/alerts":                                            domain.RoleAdmin,
 	"POST /settings/alerts/:destinationId/test":                        domain.RoleAdmin,

@@ -87,7 +87,7 @@ func (s *Server) runHistoryPage(c echo.Context) error {
 }
 
 func historyRow(r run.HistoryRun) views.HistoryRow {
-	row := views.HistoryRow{RunRow: runRow(r.RunView), Actor: r.Actor, Reason: r.Reason}
+	row := views.HistoryRow{RunRow: runRow(r.RunView), Actor: r.Actor, Reason: r.Reason, PatchReady: r.PatchReady}
 	if r.DurationSeconds != nil {
 		row.Duration = run.Words(time.Duration(*r.DurationSeconds) * time.Second)
 	}

@@ -228,13 +228,18 @@ func (s *Server) runProps(c echo.Context, id uuid.UUID, withLog bool) (views.Run
 			return views.RunProps{}, err
 		}
 	}
-	if r.Trigger == run.TriggerRepair && withLog {
+	if r.Trigger == run.TriggerRepair && (withLog || r.State == run.StatePassed) {
 		pt, err := s.Logs.Patch(ctx, p.OrgID, r.ID)
 		if err != nil {
 			return views.RunProps{}, err
 		}
 		if pt != nil {
-			props.Patch, props.PatchTruncated = pt.Text, pt.Truncated
+			if withLog {
+				props.Patch, props.PatchTruncated = pt.Text, pt.Truncated
+			}
+			if pt.Ready && r.State == run.StatePassed {
+				props.Why, props.PatchReady = run.PatchReadyWords, true
+			}
 		}
 	}
 	return props, nil

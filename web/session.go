@@ -51,6 +51,7 @@ func (s *Server) loginSubmit(c echo.Context) error {
 		return refuse(statusOf(de.Kind), de.Message)
 	}
 	s.logins.succeeded(email)
+	s.noteAgent(c, cookie)
 	s.setCookie(c, sessionCookie, cookie, int(account.SessionTTL.Seconds()))
 	s.setCookie(c, preSessionCookie, "", -1)
 	return redirect(c, next)

@@ -146,6 +146,7 @@ func (a *Accounts) ChangePassword(ctx context.Context, p *domain.Principal, curr
 type SessionInfo struct {
 	ID        string // a handle derived from the stored hash, not a cookie
 	OrgName   string
+	UserAgent string // the login's User-Agent header ("" before it was kept)
 	CreatedAt time.Time
 	ExpiresAt time.Time
 	Current   bool
@@ -158,7 +159,7 @@ func sessionHandle(id []byte) string {
 
 // Sessions lists the caller's live sessions across organisations.
 func (a *Accounts) Sessions(ctx context.Context, p *domain.Principal) ([]SessionInfo, error) {
-	rows, err := a.s.DB.QueryContext(ctx, `SELECT s.id, o.name, s.created_at, s.expires_at FROM sessions s
+	rows, err := a.s.DB.QueryContext(ctx, `SELECT s.id, o.name, s.created_at, s.expires_at, s.user_agent FROM sessions s
 		JOIN organizations o ON o.id = s.org_id WHERE s.user_id = ? AND s.expires_at > ? ORDER BY s.created_at DESC`, p.UserID, a.s.Now())
 	if err != nil {
 		return nil, fmt.Errorf("sessions: %w", err)
@@ -168,7 +169,7 @@ func (a *Accounts) Sessions(ctx context.Context, p *domain.Principal) ([]Session
 	for rows.Next() {
 		var id []byte
 		var s SessionInfo
-		if err := rows.Scan(&id, &s.OrgName, &s.CreatedAt, &s.ExpiresAt); err != nil {
+		if err := rows.Scan(&id, &s.OrgName, &s.CreatedAt, &s.ExpiresAt, &s.UserAgent); err != nil {
 			return nil, err
 		}
 		s.ID, s.Current = sessionHandle(id), p.SessionID != nil && tokens.HashEqual(id, p.SessionID)
@@ -200,6 +201,37 @@ func (a *Accounts) EndSession(ctx context.Context, p *domain.Principal, handle s
 	}
 	_, err = a.s.DB.NewRaw(`DELETE FROM sessions WHERE id = ? AND user_id = ?`, target, p.UserID).Exec(ctx)
 	return err
+}
+
+// EndOtherSessions ends every session of the caller but the one it is
+// made from ("end all other sessions"), in every organisation, and returns
+// how many it ended.
+func (a *Accounts) EndOtherSessions(ctx context.Context, p *domain.Principal) (int64, error) {
+	if p.SessionID == nil {
+		return 0, domain.NewError(domain.ErrForbidden, "no_session", "only a signed-in browser can end its other sessions")
+	}
+	res, err := a.s.DB.NewRaw(`DELETE FROM sessions WHERE user_id = ? AND id <> ?`, p.UserID, p.SessionID).Exec(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("end other sessions: %w", err)
+	}
+	n, _ := res.RowsAffected()
+	return n, nil
+}
+
+// maxUserAgent bounds the User-Agent kept with a session.
+const maxUserAgent = 512
+
+// NoteSessionAgent keeps the User-Agent of the login that opened the
+// session of cookie, so Account → Sessions can name its browser and
+// device.
+func (a *Accounts) NoteSessionAgent(ctx context.Context, cookie, ua string) error {
+	if len(ua) > maxUserAgent {
+		ua = strings.ToValidUTF8(ua[:maxUserAgent], "")
+	}
+	if _, err := a.s.DB.NewRaw(`UPDATE sessions SET user_agent = ? WHERE id = ?`, ua, sessionHash(cookie)).Exec(ctx); err != nil {
+		return fmt.Errorf("session agent: %w", err)
+	}
+	return nil
 }
 
 // OrgChoice is an organisation the caller belongs to.

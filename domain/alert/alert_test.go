@@ -210,7 +210,7 @@ func TestWebhookSignedAndVerifiedByTheReferenceLibrary(t *testing.T) {
 		t.Fatal(err)
 	}
 	if m.Type != domain.AlertIncidentNew || m.Data.Incident == nil || m.Data.Incident.Title != "Checkout crashed" ||
-		m.Data.Project.Slug != "shop" || m.Data.URL != "http://anvil.test/incidents/"+m.Data.Incident.ID.String() {
+		m.Data.Incident.ShortID != "SHOP-1" || m.Data.Project.Slug != "shop" || m.Data.URL != "http://anvil.test/incidents/"+m.Data.Incident.ID.String() {
 		t.Fatalf("message: %s", got[0])
 	}
 	// Tampered bodies fail the reference verification: our signature is real.

@@ -81,7 +81,7 @@ const deliverySQL = `WITH c AS (
 	p.id, COALESCE(p.slug, ''), COALESCE(p.name, ''),
 	i.id, COALESCE(i.title, ''), COALESCE(i.exception_type, ''), COALESCE(i.environment, ''), COALESCE(i.event_count, 0),
 	i.first_seen, i.last_seen, COALESCE(i.status, ''), COALESCE(i.pr_url, ''), COALESCE(i.needs_human_reason, ''),
-	(SELECT sent FROM c)
+	(SELECT sent FROM c), COALESCE(i.number, 0)
 	FROM alert_destinations d JOIN organizations o ON o.id = d.org_id
 	LEFT JOIN ` + domain.AllProjects + ` p ON p.id = $2 AND p.org_id = d.org_id
 	LEFT JOIN incidents i ON i.id = $3 AND i.org_id = d.org_id
@@ -137,7 +137,7 @@ func (a *Service) readDest(ctx context.Context, id, projectID, incidentID uuid.U
 	err = a.queryRow(ctx, deliverySQL, pgUUID(id), pgUUID(projectID), pgUUID(incidentID), minute, count, a.PerMinute).Scan(
 		&d.OrgID, &d.Name, &d.Kind, &d.URLEnc, &d.SecretEnc, &d.OrgSlug, &d.OrgName, &projID, &d.ProjectSlug, &d.ProjectName,
 		&incID, &in.Title, &in.ExceptionType, &in.Environment, &in.EventCount, &firstSeen, &lastSeen, &in.Status, &in.PRURL,
-		&in.NeedsHumanReason, &sent)
+		&in.NeedsHumanReason, &sent, &in.Number)
 	if noRows(err) {
 		return d, false, false, nil
 	}

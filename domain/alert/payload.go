@@ -10,6 +10,7 @@ import (
 	"github.com/google/uuid"
 
 	"anvil/domain"
+	"anvil/domain/incident"
 	"anvil/domain/run"
 )
 
@@ -42,7 +43,9 @@ type Ref struct {
 
 // IncidentData is an incident in a message.
 type IncidentData struct {
-	ID          uuid.UUID `json:"id"`
+	ID uuid.UUID `json:"id"`
+	// ShortID is the incident's short id as the cockpit shows it (SHOP-12).
+	ShortID     string    `json:"short_id,omitempty"`
 	Title       string    `json:"title"`
 	Type        string    `json:"type"`
 	Environment string    `json:"environment"`
@@ -107,10 +110,14 @@ func (a *Service) message(ctx context.Context, args DeliverArgs, d dest) ([]byte
 			return nil, "", errGone
 		}
 		i := d.Incident
-		m.Data.Incident = &IncidentData{ID: i.ID, Title: i.Title, Type: i.ExceptionType, Environment: i.Environment, EventCount: i.EventCount,
+		m.Data.Incident = &IncidentData{ID: i.ID, ShortID: incident.ShortID(d.ProjectSlug, i.Number), Title: i.Title, Type: i.ExceptionType, Environment: i.Environment, EventCount: i.EventCount,
 			FirstSeen: i.FirstSeen, LastSeen: i.LastSeen, Status: i.Status, PRURL: i.PRURL, Reason: i.NeedsHumanReason}
 		m.Data.URL = base + "/incidents/" + i.ID.String()
-		lines = append(lines, fmt.Sprintf("*%s* in %s (%s): %s", m.Data.Summary, slackEscape(m.Data.Project.Name), slackEscape(i.Environment), slackEscape(i.Title)),
+		head := "*" + m.Data.Summary + "*"
+		if short := m.Data.Incident.ShortID; short != "" {
+			head += " " + short
+		}
+		lines = append(lines, fmt.Sprintf("%s in %s (%s): %s", head, slackEscape(m.Data.Project.Name), slackEscape(i.Environment), slackEscape(i.Title)),
 			fmt.Sprintf("%d events, first seen %s, last seen %s", i.EventCount, i.FirstSeen.Format(time.RFC3339), i.LastSeen.Format(time.RFC3339)))
 		if i.PRURL != "" {
 			lines = append(lines, "Pull request: "+slackEscape(i.PRURL))

@@ -781,22 +781,9 @@ func (p *batchPlan) insertEvents(ctx context.Context, tx bun.Tx) (map[string]boo
 
 // feedAlertCauses are the alerts of a stored group's transitions: a new
 // incident, a regression, and an incident the policy sends to approval.
-// Both of the feed's paths call it on the same transitions.
+// Both of the feed's paths call it on the same transitions. One
+// regression sends one alert: the regression's, which names the status the
+// policy then moved it to, never a second one for waiting on approval.
 func feedAlertCauses(snd *FeedSender, trs []incident.Transition) []domain.AlertCause {
-	var out []domain.AlertCause
-	for _, t := range trs {
-		kind := ""
-		switch {
-		case t.From == nil:
-			kind = domain.AlertIncidentNew
-		case *t.From == domain.IncidentClosed:
-			kind = domain.AlertIncidentRegressed
-		case t.To == domain.IncidentWaitingApproval:
-			kind = domain.AlertIncidentApproval
-		}
-		if kind != "" {
-			out = append(out, domain.AlertCause{Kind: kind, OrgID: snd.OrgID, ProjectID: snd.ProjectID, IncidentID: t.Incident})
-		}
-	}
-	return out
+	return incident.AlertCauses(snd.OrgID, snd.ProjectID, trs)
 }

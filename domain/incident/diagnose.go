@@ -203,6 +203,9 @@ const (
 // (docs/architecture.md, "Incidents and cards").
 const SpreadSample = 1000
 
+// The OpenTelemetry door's trace_id and span_id tags name one trace each:
+// kept on the event (and its link to the trace), never a "top tag".
+//
 // spreadSQL reads the sample through feed_events_incident_idx (the
 // incident's events, newest first) and counts in it; spreadTagsSQL does
 // the top keys and their top values in the same sample, in SQL, so no
@@ -213,13 +216,14 @@ const (
 		SELECT
 			COALESCE((SELECT payload->>'level' FROM sample LIMIT 1), '') AS level,
 			(SELECT count(DISTINCT NULLIF(payload->>'release', '')) FROM sample) AS releases,
-			(SELECT count(DISTINCT COALESCE(NULLIF(payload->'user'->>'id', ''), NULLIF(payload->'user'->>'ip_hash', ''))) FROM sample) AS users,
+			(SELECT count(DISTINCT NULLIF(payload->'user'->>'id', '')) FROM sample) AS users,
 			(SELECT count(*) FROM sample) AS sampled`
 	spreadTagsSQL = `WITH sample AS (
 			SELECT payload FROM feed_events WHERE incident_id = ?0 ORDER BY received_at DESC LIMIT ?1),
 		pairs AS (
 			SELECT t.key, t.value, count(*) AS n
 			FROM sample, jsonb_each_text(COALESCE(sample.payload->'tags', '{}'::jsonb)) AS t(key, value)
+			WHERE t.key NOT IN ('trace_id', 'span_id')
 			GROUP BY t.key, t.value),
 		top_keys AS (
 			SELECT key, sum(n)::int AS total FROM pairs GROUP BY key ORDER BY total DESC, key LIMIT ?2),
@@ -230,8 +234,9 @@ const (
 )
 
 // Spread reads how an incident's newest stored events spread. Users are
-// told apart by their id, else by the pseudonymous address hash the ingest
-// computed.
+// the distinct user ids of the events that name one: the address hash the
+// ingest puts on every event is the sender's (a server's, for a back end),
+// not a user, so an event without a user id counts none.
 func (in *Incidents) Spread(ctx context.Context, orgID, incidentID uuid.UUID) (*Spread, error) {
 	inc, err := in.Get(ctx, orgID, incidentID)
 	if err != nil {

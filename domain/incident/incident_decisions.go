@@ -117,6 +117,23 @@ func DecisionsFor(status string) []string {
 	return out
 }
 
+// DecisionsOf lists the decisions open to a person for the incident v: those
+// of its status, without approve for a cron monitor's incident (no code
+// repair is run for a missed job).
+func DecisionsOf(v IncidentView) []string {
+	ds := DecisionsFor(v.Status)
+	if !v.Monitor {
+		return ds
+	}
+	out := ds[:0:0]
+	for _, d := range ds {
+		if d != DecisionApprove {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
 // moveSpec is one move to apply.
 type moveSpec struct {
 	to        string
@@ -251,6 +268,9 @@ func (in *Incidents) DecideIn(ctx context.Context, pr *domain.Principal, id uuid
 	err := in.withIncident(ctx, &pr.OrgID, id, func(ctx context.Context, tx bun.Tx, p *domain.Project, inc *Incident) error {
 		if !CanMove(inc.Status, to, domain.ActorPerson) {
 			return refusal(inc.Status, to)
+		}
+		if decision == DecisionApprove && inc.IsMonitor() {
+			return domain.Invalid("monitor_incident", "a cron monitor's incident is not a bug in the repository: no code repair is run for it; fix the job, and its next good runs close the incident")
 		}
 		m := moveSpec{to: to, actor: domain.ActorPerson, actorID: pr.UserID.String(), reason: decision}
 		if inCurrentRelease {

@@ -100,6 +100,20 @@ type IncidentView struct {
 	Number  int64  `json:"number"`
 	// Fix is the fix chain (docs/releases.md); null until a fix is known.
 	Fix *FixView `json:"fix"`
+	// Monitor: a cron monitor opened it; no code repair is ever run for it.
+	Monitor bool `json:"monitor,omitempty"`
+}
+
+// MonitorFingerprintPrefix starts the fingerprint of a cron monitor's
+// incident ("monitor:<id>", domain/monitor).
+const MonitorFingerprintPrefix = "monitor:"
+
+// IsMonitor reports whether a cron monitor opened the incident. A missed
+// or failed job is not a bug in the repository: such an incident ignores
+// its binding's repair policy and is never approved for a code repair
+// (docs/monitors.md, "Incidents").
+func (i *Incident) IsMonitor() bool {
+	return strings.HasPrefix(i.Fingerprint, MonitorFingerprintPrefix)
 }
 
 // ShortID is the incident's short id, "<SLUG>-<number>" (SHOP-12); ""
@@ -131,7 +145,8 @@ func (i *Incident) View() IncidentView {
 	return IncidentView{ID: i.ID, ProjectID: i.ProjectID, Status: i.Status, Title: i.Title, ExceptionType: i.ExceptionType,
 		Environment: i.Environment, EventCount: i.EventCount, FirstSeen: i.FirstSeen.UTC(), LastSeen: i.LastSeen.UTC(),
 		Release: i.Release, PRURL: i.PRURL, RepairRunID: i.RepairRunID, NeedsHumanReason: i.NeedsHumanReason,
-		ShortID: ShortID(i.ProjectSlug, i.Number), Number: i.Number, Fix: i.Fix.view(), Level: i.Level, Culprit: i.Culprit}
+		ShortID: ShortID(i.ProjectSlug, i.Number), Number: i.Number, Fix: i.Fix.view(), Level: i.Level, Culprit: i.Culprit,
+		Monitor: i.IsMonitor()}
 }
 
 func validIncidentStatus(s string) bool {

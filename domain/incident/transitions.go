@@ -87,3 +87,33 @@ func Queued(trs []Transition) []uuid.UUID {
 	}
 	return ids
 }
+
+// AlertCauses are the alerts of an ingest's transitions (the feed's and a
+// monitor's): a new incident, a regression, an incident the policy sends
+// to approval. One regression sends one alert: a regressed incident that
+// the policy then sends to approval is alerted as the regression only
+// (docs/contracts/alerts.md).
+func AlertCauses(orgID, projectID uuid.UUID, trs []Transition) []domain.AlertCause {
+	regressed := map[uuid.UUID]bool{}
+	for _, t := range trs {
+		if t.From != nil && *t.From == domain.IncidentClosed {
+			regressed[t.Incident] = true
+		}
+	}
+	var out []domain.AlertCause
+	for _, t := range trs {
+		kind := ""
+		switch {
+		case t.From == nil:
+			kind = domain.AlertIncidentNew
+		case *t.From == domain.IncidentClosed:
+			kind = domain.AlertIncidentRegressed
+		case t.To == domain.IncidentWaitingApproval && !regressed[t.Incident]:
+			kind = domain.AlertIncidentApproval
+		}
+		if kind != "" {
+			out = append(out, domain.AlertCause{Kind: kind, OrgID: orgID, ProjectID: projectID, IncidentID: t.Incident})
+		}
+	}
+	return out
+}

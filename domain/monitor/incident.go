@@ -23,8 +23,8 @@ import (
 // incidents' group key (project, environment, fingerprint) holds it to
 // one —, in the ordinary inbox, its failed runs as its events, moved
 // through domain/incident's doors (Created, Regressed, Recovered) like
-// the feed's incidents: the same lifecycle, card, alert rules and binding
-// policy.
+// the feed's incidents: the same lifecycle, card and alert rules; the
+// binding's repair policy is not theirs (monitorPolicy).
 
 // outcome is a finished run to count against the thresholds.
 type outcome struct {
@@ -65,21 +65,12 @@ func (st *state) count(m *Monitor, o outcome) bool {
 	return st.Failures >= m.FailureThreshold
 }
 
-// policyFor is the repair policy of the environment's binding (exact, then
-// "*"); a monitor with no binding, or an "off" one, is observed: a missed
-// backup is never refused the way an event is.
-func policyFor(ctx context.Context, tx bun.Tx, projectID uuid.UUID, env string) (string, error) {
-	var p string
-	err := tx.NewRaw(`SELECT repair_policy FROM feed_bindings WHERE project_id = ? AND environment IN (?, '*')
-		ORDER BY environment = '*' LIMIT 1`, projectID, env).Scan(ctx, &p)
-	if dbutil.IsNoRows(err) || p == domain.PolicyOff {
-		return domain.PolicyObserve, nil
-	}
-	if err != nil {
-		return "", fmt.Errorf("monitors: binding: %w", err)
-	}
-	return p, nil
-}
+// monitorPolicy is the policy every monitor's incident lands under,
+// whatever its environment's binding says: a missed or failed job is not a
+// bug in the repository, so no code repair is queued or awaits approval for
+// it (docs/monitors.md, "Incidents"), and a monitor without a binding is
+// observed all the same.
+const monitorPolicy = domain.PolicyObserve
 
 // failIncident opens the monitor's incident, reopens it when closed, or
 // counts the failure on it, with the run as its newest event.
@@ -101,10 +92,7 @@ func (ms *Service) failIncident(ctx context.Context, tx bun.Tx, m *Monitor, st *
 	var trs []incident.Transition
 	switch {
 	case dbutil.IsNoRows(err):
-		policy, err := policyFor(ctx, tx, m.ProjectID, st.Env)
-		if err != nil {
-			return err
-		}
+		policy := monitorPolicy
 		cur.ID = uuid.New()
 		if _, err := tx.NewRaw(`INSERT INTO incidents (id, org_id, project_id, environment, fingerprint, title, exception_type, status,
 			event_count, first_seen, last_seen, latest_event_id, release, created_at, updated_at)
@@ -115,10 +103,7 @@ func (ms *Service) failIncident(ctx context.Context, tx bun.Tx, m *Monitor, st *
 		trs = incident.Created(cur.ID, st.Env, policy)
 		trs[0].Reason = "opened: " + failReason(st, o)
 	case cur.Status == domain.IncidentClosed:
-		policy, err := policyFor(ctx, tx, m.ProjectID, st.Env)
-		if err != nil {
-			return err
-		}
+		policy := monitorPolicy
 		if _, err := tx.NewRaw(`UPDATE incidents SET status = ?, title = ?, event_count = event_count + 1, last_seen = ?, latest_event_id = ?,
 			updated_at = ? WHERE id = ?`, domain.PolicyTarget(policy), o.title, o.at, eventID, o.at, cur.ID).Exec(ctx); err != nil {
 			return fmt.Errorf("monitors: reopen the incident: %w", err)
@@ -221,25 +206,10 @@ func (ms *Service) moved(ctx context.Context, tx bun.Tx, m *Monitor, trs []incid
 	return domain.Notify(ctx, tx, fmt.Sprintf(`{"kind":"incident","org_id":%q,"project_id":%q}`, m.OrgID, m.ProjectID))
 }
 
-// alertCauses are the alerts of the moves, as the feed's: a new incident, a
-// regression, one the policy sends to approval.
+// alertCauses are the alerts of the moves, as the feed's
+// (incident.AlertCauses).
 func alertCauses(m *Monitor, trs []incident.Transition) []domain.AlertCause {
-	var out []domain.AlertCause
-	for _, t := range trs {
-		kind := ""
-		switch {
-		case t.From == nil:
-			kind = domain.AlertIncidentNew
-		case *t.From == domain.IncidentClosed:
-			kind = domain.AlertIncidentRegressed
-		case t.To == domain.IncidentWaitingApproval:
-			kind = domain.AlertIncidentApproval
-		}
-		if kind != "" {
-			out = append(out, domain.AlertCause{Kind: kind, OrgID: m.OrgID, ProjectID: m.ProjectID, IncidentID: t.Incident})
-		}
-	}
-	return out
+	return incident.AlertCauses(m.OrgID, m.ProjectID, trs)
 }
 
 // insertEvent stores the failed run as an event of the incident, in the

@@ -7,7 +7,8 @@
 // so that "First error" finds it.
 //
 // The record is bounded per run: the first [MaxRows] connections are one
-// row each; after that, a connection is folded into the row of the same
+// row each — but a refused or failed connection to a destination already
+// refused (or failed) folds into that row at once; after that, a connection is folded into the row of the same
 // destination and verdict (its count, bytes and time added up), and when
 // that destination has no row either, into one row per verdict for the
 // rest ([OtherHost]). Rows are written off the connections' own path, once
@@ -46,8 +47,8 @@ const (
 	// MaxFoldedRows is how many further rows repeats may open, one per
 	// destination and verdict, before the rest fold into OtherHost.
 	MaxFoldedRows = 50
-	// MaxLogLines is how many refused or failed connections a run's log
-	// names one line each.
+	// MaxLogLines is how many refused or failed destinations a run's log
+	// names, one line each (a destination's repeats are not named again).
 	MaxLogLines = 50
 	// OtherHost is the host of the row the rest folds into.
 	OtherHost  = "(other destinations)"
@@ -147,7 +148,7 @@ func (sv *Service) Start(ctx context.Context, r RunRef, entries []string, l net.
 	if every <= 0 {
 		every = flushEvery
 	}
-	rec := &recorder{s: sv.s, run: r, log: log, ctx: context.WithoutCancel(ctx), rows: map[foldKey]int{},
+	rec := &recorder{s: sv.s, run: r, log: log, ctx: context.WithoutCancel(ctx), rows: map[foldKey]int{}, loggedDest: map[foldKey]bool{},
 		folds: map[int]*foldSum{}, stop: make(chan struct{}), stopped: make(chan struct{})}
 	go rec.loop(every)
 	srv := netproxy.New(netproxy.Options{List: list, AllowPrivate: sv.AllowPrivate, AllowLoopback: sv.AllowLoopback,
@@ -183,16 +184,18 @@ type recorder struct {
 	log Printer
 	ctx context.Context
 
-	mu       sync.Mutex
-	seq      int
-	rows     map[foldKey]int // the row a destination folds into, once past MaxRows
-	folded   int             // rows opened past MaxRows
-	logged   int
-	inserts  []Connection     // new rows since the last flush
-	folds    map[int]*foldSum // what repeats added to each row since the last flush
-	stop     chan struct{}
-	stopped  chan struct{}
-	stopOnce sync.Once
+	mu     sync.Mutex
+	seq    int
+	rows   map[foldKey]int // the row a destination folds into, once past MaxRows
+	folded int             // rows opened past MaxRows
+	logged int
+	// loggedDest: the destinations the log has named (each once).
+	loggedDest map[foldKey]bool
+	inserts    []Connection     // new rows since the last flush
+	folds      map[int]*foldSum // what repeats added to each row since the last flush
+	stop       chan struct{}
+	stopped    chan struct{}
+	stopOnce   sync.Once
 }
 
 // foldSum is what connections folded into one row added since the last
@@ -228,6 +231,13 @@ func (r *recorder) add(c netproxy.Conn) {
 		r.logLocked(c)
 	}
 	k := foldKey{row.Host, row.Port, row.Verdict}
+	// A refused or failed destination is one row from its first repeat
+	// on: a client's retry storm against a host off the list is one line
+	// with its count, not a page of the same refusal.
+	if seq, ok := r.rows[k]; ok && c.Verdict != netproxy.Allowed {
+		r.foldLocked(seq, row)
+		return
+	}
 	if r.seq < MaxRows {
 		r.seq++
 		row.Seq = r.seq
@@ -268,6 +278,12 @@ func (r *recorder) logLocked(c netproxy.Conn) {
 	if r.log == nil {
 		return
 	}
+	dest := netpolicy.HostPort(c.Host, c.Port)
+	k := foldKey{c.Host, c.Port, c.Verdict}
+	if r.loggedDest[k] {
+		return // named once; its repeats are counted in the Network section
+	}
+	r.loggedDest[k] = true
 	r.logged++
 	switch {
 	case r.logged > MaxLogLines+1:
@@ -276,7 +292,6 @@ func (r *recorder) logLocked(c netproxy.Conn) {
 		r.log.Printf("further refused or failed connections are only counted in the run's Network section")
 		return
 	}
-	dest := netpolicy.HostPort(c.Host, c.Port)
 	reason := strings.TrimSuffix(c.Reason, ": "+dest)
 	if c.Host == "" {
 		r.log.Printf("refused a connection — %s", reason)

@@ -74,7 +74,7 @@ func TestRecordIsBoundedAndCountsEverything(t *testing.T) {
 		get("again.example")
 		total++
 	}
-	for i := range network.MaxFoldedRows + 10 {
+	for i := range network.MaxRows - 1 + network.MaxFoldedRows + 10 {
 		get(fmt.Sprintf("h%d.example", i))
 		total++
 	}
@@ -103,8 +103,13 @@ func TestRecordIsBoundedAndCountsEverything(t *testing.T) {
 		t.Fatalf("%d rows counting %d connections (%d folded into the rest), want %d rows counting %d",
 			len(conns), sum, other, network.MaxRows+network.MaxFoldedRows+1, total)
 	}
-	if conns[network.MaxRows-1].Count != 101 || conns[network.MaxRows-1].Host != "again.example" {
-		t.Fatalf("repeats were not folded into their destination's last row: %+v", conns[network.MaxRows-1])
+	if conns[0].Count != network.MaxRows+100 || conns[0].Host != "again.example" {
+		t.Fatalf("a refused destination's repeats were not folded into its one row: %+v", conns[0])
+	}
+	for _, l := range log.l[1:] {
+		if strings.Contains(l, "again.example") {
+			t.Fatalf("the log names a refused destination twice: %q", l)
+		}
 	}
 	if len(log.l) != network.MaxLogLines+1 || !strings.HasPrefix(log.l[0], "refused again.example:80 — not in this project's network list") ||
 		!strings.Contains(log.l[network.MaxLogLines], "only counted") {

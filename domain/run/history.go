@@ -37,8 +37,11 @@ type HistoryRun struct {
 	Actor string `json:"actor"`
 	// Duration is finished − started in whole seconds, null until both.
 	DurationSeconds *int64 `json:"duration_seconds"`
-	// Reason says why it ended ("" while it runs or when it passed).
+	// Reason says why it ended ("" while it runs or when it passed; a
+	// repair that passed with its change kept as a patch: PatchReadyWords).
 	Reason string `json:"reason"`
+	// PatchReady: a repair run whose outcome is a patch to download or apply.
+	PatchReady bool `json:"patch_ready,omitempty"`
 }
 
 // History is one page of runs, newest first, and the cursor of the next
@@ -135,11 +138,24 @@ func (q *Queue) History(ctx context.Context, orgID, projectID uuid.UUID, f Histo
 	if err != nil {
 		return History{}, err
 	}
+	var repairs []uuid.UUID
+	for _, r := range rows {
+		if r.Trigger == TriggerRepair && r.State == StatePassed {
+			repairs = append(repairs, r.ID)
+		}
+	}
+	ready, err := (&Logs{s: q.s}).ReadyPatches(ctx, repairs)
+	if err != nil {
+		return History{}, err
+	}
 	h.Runs = make([]HistoryRun, 0, len(rows))
 	for i := range rows {
 		r := &rows[i]
 		hr := HistoryRun{RunView: r.View(), Actor: actorOf(r, emails),
 			Reason: WhyEnded(r, "", p.RunTimeout(), q.HeartbeatTimeout())}
+		if ready[r.ID] {
+			hr.Reason, hr.PatchReady = PatchReadyWords, true
+		}
 		if r.StartedAt != nil && r.FinishedAt != nil {
 			d := int64(r.FinishedAt.Sub(*r.StartedAt).Round(time.Second) / time.Second)
 			hr.DurationSeconds = &d

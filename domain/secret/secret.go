@@ -146,6 +146,17 @@ func NewKeyring(current []byte, previous []byte) (*Keyring, error) {
 // and the operator's status page.
 func (k *Keyring) CurrentID() string { return k.current.id }
 
+// PreviousID returns the id of ANVIL_SECRET_KEY_PREVIOUS, or "" without one.
+func (k *Keyring) PreviousID() string {
+	if k.previous == nil {
+		return ""
+	}
+	return k.previous.id
+}
+
+// Holds tells whether the keyring opens values sealed under key id.
+func (k *Keyring) Holds(id string) bool { return k.lookup(id) != nil }
+
 // String describes the keyring by key ids only, so that printing a keyring
 // (or a struct holding one) can never leak key material.
 func (k *Keyring) String() string {

@@ -71,7 +71,7 @@ func (m *Service) Stats() Stats {
 
 // Symbolicate maps the event's minified frames back to their original
 // source, in place, before the feed fingerprints it (docs/sourcemap.md,
-// "Symbolication"). A frame is minified when it has a column; it is
+// "Symbolication"). A frame is minified when it looks so (LooksMinified); it is
 // matched to a map by debug id first (debug_meta's images), else by the
 // event's release and dist and the frame's URL by the `~/path` rule. A
 // frame that cannot be mapped stays as it came, with the reason. It never
@@ -91,7 +91,7 @@ func (m *Service) Symbolicate(ctx context.Context, projectID uuid.UUID, ev *even
 	frames := ev.Exception.Stacktrace
 	minified := 0
 	for i := range frames {
-		if isMinified(&frames[i]) {
+		if isMinified(ev, &frames[i]) {
 			minified++
 		}
 	}
@@ -122,7 +122,7 @@ func (m *Service) Symbolicate(ctx context.Context, projectID uuid.UUID, ev *even
 		copy(frames, orig)
 		ev.Title = origTitle
 		for i := range frames {
-			if isMinified(&frames[i]) {
+			if isMinified(ev, &frames[i]) {
 				frames[i].Symbolication = &event.Symbolication{Unmapped: why + transientNote, UnmappedCode: UnmappedTransient}
 			}
 		}
@@ -162,7 +162,7 @@ func (m *Service) Symbolicate(ctx context.Context, projectID uuid.UUID, ev *even
 	done := 0
 	for i := range frames {
 		f := &frames[i]
-		if !isMinified(f) {
+		if !isMinified(ev, f) {
 			continue
 		}
 		if time.Now().After(deadline) {
@@ -268,9 +268,9 @@ func (m *Service) Symbolicate(ctx context.Context, projectID uuid.UUID, ev *even
 	}
 }
 
-// isMinified: a frame with a column that was not mapped yet.
-func isMinified(f *event.Frame) bool {
-	return f.Colno > 0 && f.Line > 0 && f.Symbolication == nil
+// isMinified: a frame that looks minified and was not mapped yet.
+func isMinified(ev *event.Event, f *event.Frame) bool {
+	return f.Symbolication == nil && LooksMinified(ev, f)
 }
 
 // lookup asks the library for the original position, holding its panics

@@ -219,6 +219,7 @@ func serve(ctx context.Context, cfg *Config, logOut io.Writer) error {
 type serveExtras struct {
 	requestLogLevel slog.Level
 	serving         func()
+	keyHint         string // added to a refusal for a foreign key
 }
 
 func serveWith(ctx context.Context, cfg *Config, logOut io.Writer, x serveExtras) error {
@@ -230,6 +231,9 @@ func serveWith(ctx context.Context, cfg *Config, logOut io.Writer, x serveExtras
 	}
 	defer a.close()
 	if err := migrateDB(ctx, a.db, a.log); err != nil {
+		return err
+	}
+	if err := checkSealedKeys(ctx, a, x.keyHint); err != nil {
 		return err
 	}
 	done := make(chan struct{})

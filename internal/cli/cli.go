@@ -57,7 +57,7 @@ func register(c *command) { commands = append(commands, c) }
 
 // order is how `anvil help` sorts them: the services, then the operator's
 // commands, then development.
-var order = []string{"serve", "worker", "migrate", "admin bootstrap", "admin check", "admin rotate-key", "admin reset-password",
+var order = []string{"serve", "worker", "migrate", "admin bootstrap", "admin check", "admin rotate-key", "admin forget-secrets", "admin reset-password",
 	"admin retention", "admin purge-user", "admin backup", "admin restore", "version", "dev"}
 
 func rank(name string) int {

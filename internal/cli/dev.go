@@ -23,7 +23,7 @@ import (
 )
 
 func init() {
-	register(&command{name: "dev", usage: "[--addr ADDR] [--dir .anvil]",
+	register(&command{name: "dev", usage: "[--addr ADDR] [--dir .anvil] [--database anvil_demo] [--reset]",
 		summary: "local development (what `make run` starts): own Postgres, key and demo login",
 		about: "Uses ANVIL_DATABASE_URL when set; otherwise the local Postgres on 127.0.0.1:5432 when one\n" +
 			"answers (creating its database), otherwise a cluster of its own in DIR/pg. It creates\n" +
@@ -32,7 +32,11 @@ func init() {
 		setup: func(fs *flag.FlagSet, _ *Config) func(context.Context, *invocation) error {
 			addr := fs.String("addr", envOr("ANVIL_ADDR", "127.0.0.1:8080"), "listen address")
 			dir := fs.String("dir", ".anvil", "folder for the key, the demo password and the local cluster")
-			return func(ctx context.Context, x *invocation) error { return cmdDev(ctx, *addr, *dir, x.stdout, x.stderr) }
+			dbName := fs.String("database", DemoDatabase, "the demo's database on the local Postgres (or its own cluster)")
+			reset := fs.Bool("reset", false, "remove the demo instead: its database, then the folder with its key and login (make clean-demo)")
+			return func(ctx context.Context, x *invocation) error {
+				return cmdDev(ctx, *addr, *dir, *dbName, *reset, x.stdout, x.stderr)
+			}
 		}})
 }
 
@@ -42,12 +46,15 @@ func init() {
 // cluster of its own in .anvil/pg. It creates .anvil/secret.key once, arms
 // the feed, bootstraps a demo owner on the first start and prints the URL
 // and the login.
-func cmdDev(ctx context.Context, addr, dir string, stdout, stderr io.Writer) error {
+func cmdDev(ctx context.Context, addr, dir, dbName string, reset bool, stdout, stderr io.Writer) error {
+	if reset {
+		return devReset(ctx, dir, dbName, stdout, stderr)
+	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err
 	}
 	if os.Getenv("ANVIL_DATABASE_URL") == "" {
-		url, err := devDatabase(ctx, dir, stderr)
+		url, err := devDatabase(ctx, dir, dbName, stderr)
 		if err != nil {
 			return err
 		}
@@ -139,7 +146,8 @@ func cmdDev(ctx context.Context, addr, dir string, stdout, stderr io.Writer) err
 	// The login is printed once the cockpit serves, after the start-up's
 	// log lines, so that it is the last thing the terminal shows; requests
 	// are logged at debug (ANVIL_LOG_LEVEL=debug shows them).
-	return serveWith(ctx, cfg, stderr, serveExtras{requestLogLevel: slog.LevelDebug, serving: func() {
+	hint := "This is the demo of `make run`: `make clean-demo` resets it for real (its database, key and login)"
+	return serveWith(ctx, cfg, stderr, serveExtras{requestLogLevel: slog.LevelDebug, keyHint: hint, serving: func() {
 		fmt.Fprintf(stdout, "\n  anvil is serving on %s\n  log in as %s\n  feed armed: %v · database: %s\n%s\n",
 			cfg.PublicURL, login, cfg.FeedArmed, redactURL(cfg.DatabaseURL), devAllowances(cfg))
 	}})
@@ -212,16 +220,27 @@ func devSecret(path string) (string, error) {
 	return key, nil
 }
 
+// devLocalAdmin is the local Postgres the demo's database ([DemoDatabase])
+// lives on when one answers.
+const (
+	devLocalAdmin  = "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"
+	devClusterPort = "54329"
+	// devMarker is the comment on a database `anvil dev` created: the reset
+	// drops only a database that carries it (or the demo's login), never an
+	// installation's database of the same name.
+	devMarker = "created by anvil dev (make run); make clean-demo drops it"
+)
+
 // devDatabase finds or makes a Postgres for local use.
-func devDatabase(ctx context.Context, dir string, log io.Writer) (string, error) {
-	local := "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"
-	if url, err := ensureDatabase(ctx, local, DemoDatabase); err == nil {
+func devDatabase(ctx context.Context, dir, name string, log io.Writer) (string, error) {
+	if url, err := ensureDatabase(ctx, devLocalAdmin, name); err == nil {
 		return url, nil
 	}
-	return ownCluster(ctx, dir, log)
+	return ownCluster(ctx, dir, name, log)
 }
 
-// ensureDatabase creates database name on the server of admin when missing.
+// ensureDatabase creates database name on the server of admin when missing,
+// marked as the demo's.
 func ensureDatabase(ctx context.Context, admin, name string) (string, error) {
 	cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
@@ -238,13 +257,16 @@ func ensureDatabase(ctx context.Context, admin, name string) (string, error) {
 		if _, err := conn.Exec(cctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()); err != nil {
 			return "", err
 		}
+		if _, err := conn.Exec(cctx, "COMMENT ON DATABASE "+pgx.Identifier{name}.Sanitize()+" IS '"+devMarker+"'"); err != nil {
+			return "", err
+		}
 	}
 	return strings.Replace(admin, "/postgres?", "/"+name+"?", 1), nil
 }
 
 // ownCluster starts (creating it once) a cluster in dir/pg on port 54329,
 // installing Postgres with apt when initdb is missing.
-func ownCluster(ctx context.Context, dir string, log io.Writer) (string, error) {
+func ownCluster(ctx context.Context, dir, name string, log io.Writer) (string, error) {
 	bin, err := findPGBin()
 	if err != nil {
 		fmt.Fprintln(log, "anvil dev: no Postgres found; installing it with apt-get (needs root)")
@@ -261,7 +283,7 @@ func ownCluster(ctx context.Context, dir string, log io.Writer) (string, error) 
 		}
 	}
 	data, _ := filepath.Abs(filepath.Join(dir, "pg"))
-	const port = "54329"
+	port := devClusterPort
 	// Postgres refuses to run as root: run it as the postgres user then.
 	var asUser []string
 	if os.Geteuid() == 0 {
@@ -294,7 +316,7 @@ func ownCluster(ctx context.Context, dir string, log io.Writer) (string, error) 
 	} else if err := runPG("pg_ctl", "-D", data, "-l", filepath.Join(data, "server.log"), "-w", "-o", "-p "+port+" -k "+data+" -h 127.0.0.1", "start"); err != nil {
 		return "", fmt.Errorf("start the local cluster: %w", err)
 	}
-	return ensureDatabase(ctx, url, DemoDatabase)
+	return ensureDatabase(ctx, url, name)
 }
 
 func findPGBin() (string, error) {

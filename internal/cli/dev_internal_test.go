@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"flag"
 	"io"
 	"net/url"
 	"testing"
@@ -12,7 +13,12 @@ import (
 // installed service on one machine never share one.
 func TestDemoDatabaseIsNotTheServicesName(t *testing.T) {
 	t.Parallel()
-	raw, err := devDatabase(context.Background(), t.TempDir(), io.Discard)
+	fs := flag.NewFlagSet("dev", flag.ContinueOnError)
+	lookup("dev").setup(fs, flagsOfConfig())
+	if def := fs.Lookup("database").DefValue; def != DemoDatabase || def == "anvil" {
+		t.Fatalf("anvil dev --database defaults to %q", def)
+	}
+	raw, err := devDatabase(context.Background(), t.TempDir(), DemoDatabase, io.Discard)
 	if err != nil {
 		t.Skipf("no local Postgres on 127.0.0.1:5432: %v", err)
 	}

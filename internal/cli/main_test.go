@@ -99,7 +99,7 @@ func TestConfigurationIsValidatedWithExitCode2(t *testing.T) {
 
 func TestHelpOnEveryCommand(t *testing.T) {
 	t.Parallel()
-	for _, args := range [][]string{{"--help"}, {"serve", "--help"}, {"worker", "--help"}, {"migrate", "--help"}, {"admin", "--help"}, {"admin", "bootstrap", "--help"}, {"admin", "rotate-key", "--help"}, {"dev", "--help"}} {
+	for _, args := range [][]string{{"--help"}, {"serve", "--help"}, {"worker", "--help"}, {"migrate", "--help"}, {"admin", "--help"}, {"admin", "bootstrap", "--help"}, {"admin", "rotate-key", "--help"}, {"admin", "forget-secrets", "--help"}, {"dev", "--help"}} {
 		code, out, stderr := anvil(t, nil, "", args...)
 		if code != 0 || !strings.Contains(out+stderr, "Usage") {
 			t.Errorf("%v: exit %d, %q", args, code, out+stderr)
