@@ -219,7 +219,11 @@ func (pr *pipelineRun) execute(runCtx, execCtx context.Context) runs.TerminalRep
 	failedCode := 0
 	timedOut := false
 	for {
-		for _, d := range sched.Next() {
+		var next []pipeline.Decision
+		if execCtx.Err() == nil { // once stopped, what did not start is canceled, not skipped
+			next = sched.Next()
+		}
+		for _, d := range next {
 			if d.Run {
 				ready = append(ready, d.Index)
 				continue
