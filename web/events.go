@@ -164,7 +164,17 @@ func (s *Server) apiRunLogs(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	text, err := s.Logs.Text(c.Request().Context(), principal(c).OrgID, id)
+	var text string
+	if step := c.QueryParam("step"); step != "" {
+		// One step's log alone (docs/pipelines.md): its key, or its name
+		// for every combination of its matrix.
+		if len(step) > 200 {
+			return domain.NotFound("step")
+		}
+		text, err = s.Logs.StepText(c.Request().Context(), principal(c).OrgID, id, step)
+	} else {
+		text, err = s.Logs.Text(c.Request().Context(), principal(c).OrgID, id)
+	}
 	if err != nil {
 		return err
 	}
