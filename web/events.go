@@ -79,7 +79,7 @@ func (s *Server) events(c echo.Context) error {
 			return err
 		}
 		for _, ch := range chunks {
-			writeEvent(w, "log", views.LogHTML(ch.Body, ch.Offset))
+			writeEvent(w, "log", views.LogHTMLStep(ch.Body, ch.Offset, ch.Step))
 			after = ch.Seq
 		}
 		if len(chunks) > 0 {

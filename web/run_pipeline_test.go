@@ -122,3 +122,32 @@ func TestRunPipelineAPI(t *testing.T) {
 		t.Fatalf("another organisation lists artifacts: %d", st)
 	}
 }
+
+// TestRunPipelinePage: the run's page lists its steps with why one was
+// skipped and a failed step's first error, marks each log line with its
+// step, and lists artifacts for members only.
+func TestRunPipelinePage(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	r := b.pipelineRun(t, "paged")
+	br := b.browser(t)
+	br.login("owner@acme.test", testPassword)
+	res, page := br.get("/runs/" + r.ID.String())
+	if res.StatusCode != 200 {
+		t.Fatalf("page: %d", res.StatusCode)
+	}
+	for _, want := range []string{`data-testid="run-steps"`, `data-step-key="release" data-status="skipped"`, `when: branch [release]`,
+		`data-testid="step-first-error"`, `error: lint says no`, `data-step="1"`, `data-testid="artifact-link"`, `after build`,
+		`/runs/` + r.ID.String() + `/artifacts/dist/app.txt`} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the page lacks %s", want)
+		}
+	}
+	if _, frag := br.get("/runs/" + r.ID.String() + "?fragment=steps"); !strings.Contains(frag, `data-testid="run-steps"`) || strings.Contains(frag, "<html") {
+		t.Fatalf("steps fragment: %q", frag)
+	}
+	_, viewer := b.person(t, domain.RoleViewer)
+	if _, vpage := viewer.get("/runs/" + r.ID.String()); strings.Contains(vpage, `data-testid="artifact-link"`) || !strings.Contains(vpage, `data-testid="run-steps"`) {
+		t.Fatal("a viewer sees the steps and no artifact link")
+	}
+}

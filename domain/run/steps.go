@@ -148,3 +148,23 @@ func pgInts(v []int) string {
 	b, _ := json.Marshal(v)
 	return "{" + strings.Trim(string(b), "[]") + "}"
 }
+
+// StepLogs returns the logs of some steps of a run, by index (the run read
+// by the caller already).
+func (l *Logs) StepLogs(ctx context.Context, runID uuid.UUID, idx []int) (map[int]string, error) {
+	out := map[int]string{}
+	if len(idx) == 0 {
+		return out, nil
+	}
+	var rows []struct {
+		Step int    `bun:"step"`
+		Body string `bun:"body"`
+	}
+	if err := l.s.DB.NewRaw(`SELECT step, body FROM run_log_chunks WHERE run_id = ? AND step = ANY(?::int[]) ORDER BY seq`, runID, pgInts(idx)).Scan(ctx, &rows); err != nil {
+		return nil, err
+	}
+	for _, r := range rows {
+		out[r.Step] += r.Body
+	}
+	return out, nil
+}
