@@ -195,6 +195,11 @@ func (w *ExecuteRunWorker) execute(ctx context.Context, run *runs.Run, proj *dom
 			w.Log.Error("store pipeline error", "run_id", run.ID, "error", err)
 		}
 		logw.Printf("the pipeline file was refused: no step ran")
+		// Started first, so that a manual run records the commit whose
+		// file was refused (a re-run reads the same file).
+		if _, err := w.start(ctx, run.ID, backfill(run, got)); err != nil {
+			w.Log.Warn("start a refused run", "run_id", run.ID, "error", err)
+		}
 		return failed(runs.ReasonPipeline, nil)
 	}
 	_, _ = logw.Write(held.Bytes())
@@ -302,6 +307,14 @@ func (w *ExecuteRunWorker) execute(ctx context.Context, run *runs.Run, proj *dom
 		return failed(runs.ReasonInfra, &res.ExitCode)
 	}
 	return rep
+}
+
+// backfill is the commit to record on a manual run (none on a pinned one).
+func backfill(r *runs.Run, got string) string {
+	if r.CommitSHA == nil {
+		return got
+	}
+	return ""
 }
 
 // start records that the command runs, with the checked-out commit of a
