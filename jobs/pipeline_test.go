@@ -71,6 +71,10 @@ steps:
     depends_on: [build]
     when: {branch: release}
     commands: [echo releasing]
+  - name: server
+    depends_on: []
+    detach: true
+    commands: [sleep 60]
   - name: test
     depends_on: [build]
     environment:
@@ -118,6 +122,7 @@ func TestPipelineDAG(t *testing.T) {
 	check("slow", run.StepFailed, 143, true, "timeout: stopped after 1s")
 	check("release", run.StepSkipped, -1, false, "when: branch [release]")
 	check("test", run.StepPassed, 0, false, "")
+	check("server", run.StepCanceled, 143, false, "detached: stopped when the pipeline ended")
 	if st["slow"].StartedAt == nil || st["slow"].FinishedAt == nil || st["release"].StartedAt != nil {
 		t.Fatalf("times: %+v %+v", st["slow"], st["release"])
 	}

@@ -67,7 +67,9 @@ func readPipeline(ws string) ([]pipeline.Source, error) {
 		return nil, err
 	}
 	var entries []string
-	if fi, err := os.Lstat(filepath.Join(ws, ".anvil")); err == nil && fi.IsDir() {
+	if fi, err := os.Lstat(filepath.Join(ws, ".anvil")); err == nil && fi.Mode()&os.ModeSymlink != 0 {
+		return nil, &pipeline.Error{File: ".anvil", Msg: "a symlink; pipelines are read from the commit's own files"}
+	} else if err == nil && fi.IsDir() {
 		des, err := os.ReadDir(filepath.Join(ws, ".anvil"))
 		if err != nil {
 			return nil, err
