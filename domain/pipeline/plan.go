@@ -45,6 +45,9 @@ type Planned struct {
 	File     string
 	Matrix   []KV
 	Step     *Step
+	// Services are the step's workflow's services, for a launcher that
+	// runs them beside it (PlanOptions.Images).
+	Services []*Service
 	// Needs are the indices of the steps this one waits for.
 	Needs []int
 	// Skip is why the step will not run whatever happens before it
@@ -101,7 +104,7 @@ func Build(cfg *Config, opt PlanOptions) (*Plan, error) {
 			for i, s := range w.Steps {
 				p := &Planned{
 					Index: base + i, Name: s.Name, Workflow: w.Name, File: w.File, Matrix: combo, Step: s,
-					Timeout: s.Timeout,
+					Services: w.Services, Timeout: s.Timeout,
 				}
 				if p.Timeout == 0 {
 					p.Timeout = w.Timeout
