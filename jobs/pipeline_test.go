@@ -296,3 +296,35 @@ steps:
 		}
 	}
 }
+
+// TestPipelinePathFilter: `when: path` is matched against the files the
+// commit changes against its parent (README and the pipeline file here).
+func TestPipelinePathFilter(t *testing.T) {
+	t.Parallel()
+	b := setup(t, options{})
+	repo := jobstest.GitRepoWith(t, map[string]string{".anvil.yaml": `
+steps:
+  - name: docs
+    when: {path: ['docs/**']}
+    commands: [echo docs]
+  - name: readme
+    depends_on: []
+    when: {path: [README, '*.md']}
+    commands: [echo readme]
+`})
+	p := b.project(t, "paths", repo.URL, "true", 0)
+	for _, r := range []*run.Run{b.acceptAt(t, p, run.TriggerWebhook, repo.Head), nil} {
+		if r == nil {
+			// A manual run of the branch's head: the same commit.
+			var err error
+			if r, err = b.queue.AcceptManual(context.Background(), b.owner, p.ID, ""); err != nil {
+				t.Fatal(err)
+			}
+		}
+		got := b.waitTerminal(t, r.ID, 60*time.Second)
+		st := b.steps(t, r.ID)
+		if got.Status() != run.StatusPassed || st["docs"].Status != run.StepSkipped || st["docs"].Reason != "when: path [docs/**]" || st["readme"].Status != run.StepPassed {
+			t.Fatalf("run %s, steps %+v\n%s", got.Status(), st, b.logText(t, r.ID))
+		}
+	}
+}

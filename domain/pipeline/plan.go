@@ -17,10 +17,11 @@ type PlanOptions struct {
 	// Event is push, pull_request or manual; Branch the run's branch.
 	Event  string
 	Branch string
-	// ChangedFiles are the paths the commit changes, when ChangedKnown.
-	// A `when: path` condition holds when they are not known (a shallow
-	// checkout knows no parent): running a step too often is safer than
-	// skipping the one that checks the change (docs/pipelines.md).
+	// ChangedFiles are the paths the commit changes against its parent,
+	// when ChangedKnown. A `when: path` condition holds when they are not
+	// known (a root commit, a parent the remote would not give): running a
+	// step too often is safer than skipping the one that checks the change
+	// (docs/pipelines.md).
 	ChangedFiles []string
 	ChangedKnown bool
 }
@@ -272,4 +273,28 @@ func matchSegs(g, s []string, depth int) bool {
 		g, s = g[1:], s[1:]
 	}
 	return len(s) == 0
+}
+
+// NeedsChangedFiles reports whether a `when: path` condition appears
+// anywhere: only then does the executor ask git for the commit's changes.
+func NeedsChangedFiles(cfg *Config) bool {
+	has := func(ws []*When) bool {
+		for _, w := range ws {
+			if len(w.Path) > 0 {
+				return true
+			}
+		}
+		return false
+	}
+	for _, w := range cfg.Workflows {
+		if has(w.When) {
+			return true
+		}
+		for _, s := range w.Steps {
+			if has(s.When) {
+				return true
+			}
+		}
+	}
+	return false
 }
