@@ -66,13 +66,13 @@ func (w *ExecuteRunWorker) startNetwork(ctx context.Context, run *runs.Run, ws s
 // offlineOut is where a run's output goes: its log, through the hint that
 // explains a failed name lookup when the run is offline in a sandbox
 // (docs/network.md, "A run without a network").
-func offlineOut(logw *runs.LogWriter, offline, repair bool) io.Writer {
+func offlineOut(out io.Writer, offline, repair bool) io.Writer {
 	if !offline {
-		return logw
+		return out
 	}
 	whose := "this project's runs have"
 	if repair {
 		whose = "this project's repair runs have"
 	}
-	return sandbox.OfflineHint(logw, "[anvil] error: "+whose+" no network: add hosts in Edit → Network (a name lookup failed below; a run reaches only the hosts its project lists, through anvil's proxy)")
+	return sandbox.OfflineHint(out, "[anvil] error: "+whose+" no network: add hosts in Edit → Network (a name lookup failed below; a run reaches only the hosts its project lists, through anvil's proxy)")
 }

@@ -154,6 +154,7 @@ func newApp(ctx context.Context, cfg *Config, logOut io.Writer, withWorkers bool
 			caches = &sandbox.Caches{Root: filepath.Join(cfg.DataDir, "caches"), MaxBytes: int64(cfg.RunCacheMB) << 20}
 		}
 		jobs.Register(workers, jobs.Deps{Services: a.Services, Executor: exec, Git: git, Limits: limits, WorkRoot: root, Caches: caches, Log: log,
+			ParallelSteps: cfg.RunParallelSteps, ArtifactsMaxBytes: int64(cfg.ArtifactsMaxMB) << 20,
 			Reporter: forgestatus.NewReporter(a.Store, a.Projects, cfg.PublicURL)})
 		rcfg.Workers = workers
 		rcfg.Queues = wiring.Queues(cfg.RunConcurrency)
