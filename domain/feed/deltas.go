@@ -148,10 +148,16 @@ type incidentFold struct {
 }
 
 // releaseFold is what a fold adds to one release.
+// releaseFold is what deltas add to one release: its count, and apart,
+// the server's and the browser's counts and first-seen times, since only a
+// server's events ship a fix or count as served (docs/releases.md,
+// "Sources and trust").
 type releaseFold struct {
-	n               int64
-	first, last     time.Time
-	server, browser bool
+	n                         int64
+	first, last               time.Time
+	server, browser           bool
+	serverN, browserN         int64
+	serverFirst, browserFirst time.Time
 }
 
 type releaseKey struct {
@@ -198,6 +204,17 @@ func (f *Feed) applyDeltas(ctx context.Context, tx bun.Tx, ds []delta) error {
 			r.last = d.LastSeen
 		}
 		r.server, r.browser = r.server || !d.Browser, r.browser || d.Browser
+		if d.Browser {
+			r.browserN += d.N
+			if r.browserFirst.IsZero() || d.LastSeen.Before(r.browserFirst) {
+				r.browserFirst = d.LastSeen
+			}
+		} else {
+			r.serverN += d.N
+			if r.serverFirst.IsZero() || d.LastSeen.Before(r.serverFirst) {
+				r.serverFirst = d.LastSeen
+			}
+		}
 	}
 	if err := foldIncidents(ctx, tx, incs, f.s.Now()); err != nil {
 		return err
@@ -273,25 +290,41 @@ func foldReleases(ctx context.Context, tx bun.Tx, rels map[releaseKey]*releaseFo
 	counts := make([]int64, n)
 	firsts, lasts := make([]time.Time, n), make([]time.Time, n)
 	servers, browsers := make([]bool, n), make([]bool, n)
+	serverNs, browserNs := make([]int64, n), make([]int64, n)
+	serverFirsts, browserFirsts := make([]*time.Time, n), make([]*time.Time, n)
 	for i, k := range keys {
 		r := rels[k]
 		projects[i], envs[i], vers[i], counts[i] = k.project.String(), k.env, k.version, r.n
 		firsts[i], lasts[i], servers[i], browsers[i] = r.first, r.last, r.server, r.browser
+		serverNs[i], browserNs[i] = r.serverN, r.browserN
+		if !r.serverFirst.IsZero() {
+			serverFirsts[i] = &r.serverFirst
+		}
+		if !r.browserFirst.IsZero() {
+			browserFirsts[i] = &r.browserFirst
+		}
 	}
-	if _, err := tx.ExecContext(ctx, `INSERT INTO releases AS r (project_id, environment, version, first_seen, last_seen, event_count, seen_server, seen_browser)
-		SELECT u.p, u.e, u.v, u.f, u.l, u.n, u.ss, u.sb
-		FROM unnest(?::uuid[], ?::text[], ?::text[], ?::timestamptz[], ?::timestamptz[], ?::bigint[], ?::boolean[], ?::boolean[])
-		     WITH ORDINALITY AS u(p, e, v, f, l, n, ss, sb, o)
+	if _, err := tx.ExecContext(ctx, `INSERT INTO releases AS r (project_id, environment, version, first_seen, last_seen, event_count, seen_server, seen_browser,
+			server_first_seen, server_event_count, browser_first_seen, browser_event_count)
+		SELECT u.p, u.e, u.v, u.f, u.l, u.n, u.ss, u.sb, u.sf, u.sn, u.bf, u.bn
+		FROM unnest(?::uuid[], ?::text[], ?::text[], ?::timestamptz[], ?::timestamptz[], ?::bigint[], ?::boolean[], ?::boolean[],
+		            ?::timestamptz[], ?::bigint[], ?::timestamptz[], ?::bigint[])
+		     WITH ORDINALITY AS u(p, e, v, f, l, n, ss, sb, sf, sn, bf, bn, o)
 		WHERE EXISTS (SELECT 1 FROM projects p WHERE p.id = u.p)
 		ORDER BY u.o
 		ON CONFLICT (project_id, environment, version) DO UPDATE SET
 			first_seen = LEAST(COALESCE(r.first_seen, EXCLUDED.first_seen), EXCLUDED.first_seen),
 			seen_server = r.seen_server OR EXCLUDED.seen_server,
 			seen_browser = r.seen_browser OR EXCLUDED.seen_browser,
+			server_first_seen = LEAST(COALESCE(r.server_first_seen, EXCLUDED.server_first_seen), EXCLUDED.server_first_seen),
+			server_event_count = r.server_event_count + EXCLUDED.server_event_count,
+			browser_first_seen = LEAST(COALESCE(r.browser_first_seen, EXCLUDED.browser_first_seen), EXCLUDED.browser_first_seen),
+			browser_event_count = r.browser_event_count + EXCLUDED.browser_event_count,
 			last_seen = GREATEST(COALESCE(r.last_seen, EXCLUDED.last_seen), EXCLUDED.last_seen),
 			event_count = r.event_count + EXCLUDED.event_count`,
 		pgdialect.Array(projects), pgdialect.Array(envs), pgdialect.Array(vers), pgdialect.Array(firsts), pgdialect.Array(lasts),
-		pgdialect.Array(counts), pgdialect.Array(servers), pgdialect.Array(browsers)); err != nil {
+		pgdialect.Array(counts), pgdialect.Array(servers), pgdialect.Array(browsers),
+		pgdialect.Array(serverFirsts), pgdialect.Array(serverNs), pgdialect.Array(browserFirsts), pgdialect.Array(browserNs)); err != nil {
 		return fmt.Errorf("feed: fold into the releases: %w", err)
 	}
 	return nil
