@@ -82,12 +82,12 @@ var sealedColumns = []struct {
 	// webhook without its secret cannot verify a delivery: it goes, and is
 	// created again with a new secret.
 	{"project_webhooks", "project_id::text || ':' || provider", "secret_enc", "'webhook:' || project_id || ':' || provider || ':secret'",
-		"(SELECT org_id FROM projects WHERE projects.id = project_webhooks.project_id)", "webhook", true},
+		"(SELECT org_id FROM " + AllProjects + " p WHERE p.id = project_webhooks.project_id)", "webhook", true},
 	{"project_webhooks", "project_id::text || ':' || provider", "signing_token_enc", "'webhook:' || project_id || ':' || provider || ':signing_token'",
-		"(SELECT org_id FROM projects WHERE projects.id = project_webhooks.project_id)", "webhook signing token", false},
+		"(SELECT org_id FROM " + AllProjects + " p WHERE p.id = project_webhooks.project_id)", "webhook signing token", false},
 	// Run secrets; the AAD matches runsecret's aad.
 	{"run_secrets", "project_id::text || ':' || name", "sealed", "'run_secret:' || project_id || ':' || name",
-		"(SELECT org_id FROM projects WHERE projects.id = run_secrets.project_id)", "run secret", true},
+		"(SELECT org_id FROM " + AllProjects + " p WHERE p.id = run_secrets.project_id)", "run secret", true},
 	// Browser connections' public tokens; the AAD matches feed's tokenAAD.
 	// The connection keeps working (its hash stays); only showing the token
 	// again is lost.

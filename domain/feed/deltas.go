@@ -310,7 +310,7 @@ func foldReleases(ctx context.Context, tx bun.Tx, rels map[releaseKey]*releaseFo
 		FROM unnest(?::uuid[], ?::text[], ?::text[], ?::timestamptz[], ?::timestamptz[], ?::bigint[], ?::boolean[], ?::boolean[],
 		            ?::timestamptz[], ?::bigint[], ?::timestamptz[], ?::bigint[])
 		     WITH ORDINALITY AS u(p, e, v, f, l, n, ss, sb, sf, sn, bf, bn, o)
-		WHERE EXISTS (SELECT 1 FROM projects p WHERE p.id = u.p)
+		WHERE EXISTS (SELECT 1 FROM `+domain.LiveProjects+` p WHERE p.id = u.p)
 		ORDER BY u.o
 		ON CONFLICT (project_id, environment, version) DO UPDATE SET
 			first_seen = LEAST(COALESCE(r.first_seen, EXCLUDED.first_seen), EXCLUDED.first_seen),
