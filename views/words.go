@@ -98,4 +98,4 @@ func countOf(n int64, noun string) string {
 
 // networkPresets names the network list's presets for the project form's
 // help (netpolicy.Presets; views import nothing of the domain).
-const networkPresets = "@npm @pypi @go @crates @maven @rubygems @github @gitlab"
+const networkPresets = "@npm @pypi @go @crates @maven @rubygems @github @gitlab @dockerhub @ghcr @quay @gcr"
