@@ -228,7 +228,9 @@ type badLayer struct {
 	body []byte
 }
 
-func (b badLayer) Compressed() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(b.body)), nil }
+func (b badLayer) Compressed() (io.ReadCloser, error) {
+	return io.NopCloser(bytes.NewReader(b.body)), nil
+}
 func (b badLayer) MediaType() (types.MediaType, error) { return types.DockerLayer, nil }
 
 func TestATamperedBlobIsRefusedAndNotCached(t *testing.T) {

@@ -276,7 +276,13 @@ func (s *Store) unpack(ctx context.Context, digest, tmp string, open func(contex
 	if err := a.Close(); err != nil {
 		return Config{}, fmt.Errorf("image: %w", err)
 	}
-	if err := Prepare(filepath.Join(tmp, "rootfs")); err != nil {
+	var vols []string
+	for v := range cf.Config.Volumes {
+		if n, err := cleanName(v); err == nil && n != "" {
+			vols = append(vols, n)
+		}
+	}
+	if err := Prepare(filepath.Join(tmp, "rootfs"), vols...); err != nil {
 		return Config{}, err
 	}
 	c := Config{Digest: digest, Env: cf.Config.Env, Entrypoint: cf.Config.Entrypoint, Cmd: cf.Config.Cmd,
@@ -295,14 +301,14 @@ func (s *Store) unpack(ctx context.Context, digest, tmp string, open func(contex
 // Mount points a sandbox needs on a read-only root (bubblewrap cannot
 // create them there), and files it binds over.
 var (
-	mountDirs  = []string{"proc", "dev", "tmp", "workspace", "run", "cache", "var/tmp"}
+	mountDirs  = []string{"proc", "dev", "tmp", "workspace", "run", "cache", "var/tmp", "root"}
 	mountFiles = []string{"etc/hosts", "etc/resolv.conf"}
 )
 
 // Prepare creates in a tree the mount points of a sandbox: proc dev tmp
-// workspace run cache var/tmp, and empty etc/hosts and etc/resolv.conf
+// workspace run cache var/tmp root (HOME), the image's volumes, and empty etc/hosts and etc/resolv.conf
 // (what the image had there is replaced: the sandbox's names are anvil's).
-func Prepare(root string) error {
+func Prepare(root string, volumes ...string) error {
 	if err := os.Chmod(root, 0o755); err != nil {
 		return fmt.Errorf("image: %w", err)
 	}
@@ -311,7 +317,7 @@ func Prepare(root string) error {
 		return err
 	}
 	defer a.Close()
-	for _, d := range mountDirs {
+	for _, d := range append(append([]string{}, mountDirs...), volumes...) {
 		fd, err := a.parent(d + "/x")
 		if err != nil {
 			return err
