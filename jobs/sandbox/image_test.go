@@ -69,7 +69,7 @@ test -e /usr/bin/git && echo HOST-GIT-VISIBLE; test -e /etc/shadow && echo HOST-
 echo made > built.txt; echo tmp > /tmp/x && cat /tmp/x; echo home > $HOME/h && cat $HOME/h
 touch /opt/new 2>/dev/null && echo ROOT-WRITABLE; true`
 	res, err := ex.Run(context.Background(), Spec{Workspace: ws, Command: cmd, Limits: DefaultLimits(),
-		Env: map[string]string{"ANVIL_TASK": "t", "PATH_FROM_ANVIL": "x"},
+		Env:   map[string]string{"ANVIL_TASK": "t", "PATH_FROM_ANVIL": "x"},
 		Image: &Image{Root: l.Root, Env: l.Config.Env, Volumes: l.Config.Volumes}}, &out)
 	if err != nil || res.ExitCode != 0 {
 		t.Fatalf("res %+v err %v out %q", res, err, out.String())
