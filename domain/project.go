@@ -36,6 +36,11 @@ type Project struct {
 	// (netpolicy's canonical entries; empty: offline; docs/network.md).
 	NetworkAllow       []string `bun:"network_allow,array"`
 	RepairNetworkAllow []string `bun:"repair_network_allow,array"`
+	// RunImage is the image a run of the project without a pipeline file
+	// runs its command in, RepairImage the one of its repair runs; "" is
+	// the host's toolchain (docs/images.md).
+	RunImage    string `bun:"run_image"`
+	RepairImage string `bun:"repair_image"`
 	// StatusContext names the project's commit statuses on the forge
 	// (anvil/<slug> unless set; see StatusContextOf).
 	StatusContext string    `bun:"status_context"`
@@ -105,6 +110,15 @@ func (p *Project) FixWindow() time.Duration {
 		return 24 * time.Hour
 	}
 	return time.Duration(p.FixVerificationSeconds) * time.Second
+}
+
+// ImageFor is the image of a run of this project without a pipeline file:
+// the repair image for a repair run, the run image otherwise; "" for none.
+func (p *Project) ImageFor(repair bool) string {
+	if repair {
+		return p.RepairImage
+	}
+	return p.RunImage
 }
 
 // NetworkFor is the network list of a run of this project: the repair list

@@ -69,6 +69,9 @@ type ExecuteRunWorker struct {
 	// generations and figures (run_cache.go); nil Caches: no cache.
 	Caches     *sandbox.Caches
 	CacheState *runcache.Service
+	// Images runs commands in container images (run_image.go,
+	// docs/images.md); nil: a run with an image fails.
+	Images *Images
 }
 
 // Timeout disables River's job timeout: a run is bounded by its project's
@@ -223,6 +226,17 @@ func (w *ExecuteRunWorker) execute(ctx context.Context, run *runs.Run, proj *dom
 		stopNetwork := afterRun
 		afterRun = func() { stopNetwork(); releaseCache() }
 	}
+
+	repair := run.Trigger == runs.TriggerRepair
+	releaseImage, err := w.startImage(runCtx, run, proj.ImageFor(repair), proj.NetworkFor(repair), &spec, logw)
+	if err != nil {
+		if r, ok := w.stopped(runCtx, logw); ok {
+			return r
+		}
+		logw.Printf("%v", err)
+		return failed(runs.ReasonSandbox, nil)
+	}
+	defer releaseImage()
 
 	state, err := w.start(ctx, run.ID, backfill)
 	if err != nil {

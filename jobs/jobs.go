@@ -33,6 +33,9 @@ type Deps struct {
 	// Caches keeps the projects' caches between runs (docs/caches.md); nil:
 	// runs get none.
 	Caches *sandbox.Caches
+	// Images runs commands in container images (docs/images.md); nil:
+	// a run with an image fails.
+	Images *Images
 	Log    *slog.Logger
 	// Reporter posts commit statuses (default: one built on Services with
 	// no public URL, so links are relative).
@@ -73,7 +76,7 @@ func Register(w *river.Workers, d Deps) {
 		Executor: d.Executor, Git: d.Git, Limits: d.Limits, WorkRoot: d.WorkRoot, Repair: NewRepair(d.Incidents, d.Projects, d.Git.Policy), Log: d.Log,
 		Heartbeat: heartbeatInterval(d.Queue.HeartbeatTimeout()), ID: ExecutorID(),
 		Secrets: runsecret.New(d.Store).ForRun, Network: d.Network, Bridge: installBridge(d),
-		Caches: d.Caches, CacheState: runcache.New(d.Store, cacheMax(d.Caches))})
+		Caches: d.Caches, CacheState: runcache.New(d.Store, cacheMax(d.Caches)), Images: d.Images})
 }
 
 func cacheMax(c *sandbox.Caches) int64 {

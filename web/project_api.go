@@ -39,6 +39,9 @@ type projectJSON struct {
 	// NetworkAllow and RepairNetworkAllow: docs/network.md ([] = offline).
 	NetworkAllow       []string `json:"network_allow"`
 	RepairNetworkAllow []string `json:"repair_network_allow"`
+	// RunImage and RepairImage: docs/images.md ("" = the host's tools).
+	RunImage    string `json:"run_image"`
+	RepairImage string `json:"repair_image"`
 }
 
 func toProjectJSON(p *domain.Project) projectJSON {
@@ -47,7 +50,8 @@ func toProjectJSON(p *domain.Project) projectJSON {
 		ProviderRepo: p.ProviderRepo, HasProviderToken: p.ProviderTokenEnc != "", RunTimeoutSeconds: p.RunTimeoutSeconds,
 		BranchFilters: append([]string{}, p.BranchFilters...), StatusContext: domain.StatusContextOf(p), CreatedAt: p.CreatedAt.UTC(), UpdatedAt: p.UpdatedAt.UTC(), Warnings: p.Warnings,
 		FixVerificationWindow: domain.FormatWindow(p.FixWindow()),
-		NetworkAllow:          append([]string{}, p.NetworkAllow...), RepairNetworkAllow: append([]string{}, p.RepairNetworkAllow...)}
+		NetworkAllow:          append([]string{}, p.NetworkAllow...), RepairNetworkAllow: append([]string{}, p.RepairNetworkAllow...),
+		RunImage: p.RunImage, RepairImage: p.RepairImage}
 }
 
 func (s *Server) apiProjectList(c echo.Context) error {

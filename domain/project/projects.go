@@ -44,6 +44,10 @@ type ProjectInput struct {
 	// runs and of repair runs when given (netpolicy entries; docs/network.md).
 	NetworkAllow       *[]string `json:"network_allow"`
 	RepairNetworkAllow *[]string `json:"repair_network_allow"`
+	// RunImage and RepairImage: an image reference (node:22,
+	// ghcr.io/acme/ci:3, repo@sha256:…) or "" (docs/images.md).
+	RunImage    *string `json:"run_image"`
+	RepairImage *string `json:"repair_image"`
 }
 
 var (
@@ -135,6 +139,8 @@ func (in *ProjectInput) apply(p *domain.Project, creating bool, pre domain.Field
 			return "", ""
 		}},
 		{"status_context", in.StatusContext, &p.StatusContext, false, 1 << 16, statusContextProblem},
+		{"run_image", in.RunImage, &p.RunImage, false, 512, imageRefProblem},
+		{"repair_image", in.RepairImage, &p.RepairImage, false, 512, imageRefProblem},
 	}
 	var errs domain.FieldErrors
 	for _, f := range fields {
@@ -395,7 +401,7 @@ func (ps *Projects) Update(ctx context.Context, pr *domain.Principal, id uuid.UU
 		if _, err := tx.NewUpdate().Model(p).WherePK().
 			Column("slug", "name", "repo_url", "default_branch", "run_command", "repair_command", "provider",
 				"provider_api_url", "provider_repo", "provider_token_enc", "run_timeout_seconds", "branch_filters", "status_context", "fix_verification_window",
-				"network_allow", "repair_network_allow", "updated_at").
+				"network_allow", "repair_network_allow", "run_image", "repair_image", "updated_at").
 			Exec(ctx); err != nil {
 			if dbutil.IsUnique(err, "projects_org_slug_key") {
 				return domain.Conflict("slug_taken", "a project with slug %q already exists in this organisation", p.Slug)
@@ -497,6 +503,8 @@ func projectChanges(was, now *domain.Project, in *ProjectInput) []domain.AuditCh
 	add("status_context", "status context", domain.StatusContextOf(was), domain.StatusContextOf(now))
 	add("network_allow", "network list of runs", networkWords(was.NetworkAllow), networkWords(now.NetworkAllow))
 	add("repair_network_allow", "network list of repair runs", networkWords(was.RepairNetworkAllow), networkWords(now.RepairNetworkAllow))
+	add("run_image", "image of runs", imageWords(was.RunImage), imageWords(now.RunImage))
+	add("repair_image", "image of repair runs", imageWords(was.RepairImage), imageWords(now.RepairImage))
 	add("fix_verification_window", "fix verification window", domain.FormatWindow(was.FixWindow()), domain.FormatWindow(now.FixWindow()))
 	if in.ProviderToken != nil {
 		switch {

@@ -20,6 +20,7 @@ import (
 
 	"anvil/db"
 	"anvil/domain/forgeapi"
+	"anvil/domain/image"
 	"anvil/domain/forgestatus"
 	"anvil/domain/repourl"
 	"anvil/domain/secret"
@@ -39,6 +40,9 @@ type app struct {
 	river   *river.Client[*sql.Tx]
 	sweeper *jobs.LostRunnerSweeper // nil without workers
 	metrics *web.Metrics
+	// Images is this host's image store when the process runs workers
+	// (the settings page lists and clears it); nil otherwise.
+	Images *image.Store
 }
 
 func newLogger(cfg *Config, w io.Writer) *slog.Logger {
@@ -144,7 +148,16 @@ func newApp(ctx context.Context, cfg *Config, logOut io.Writer, withWorkers bool
 			// outlives the worker process that wrote it (docs/caches.md).
 			caches = &sandbox.Caches{Root: filepath.Join(cfg.WorkDir, "caches"), MaxBytes: int64(cfg.RunCacheMB) << 20}
 		}
-		jobs.Register(workers, jobs.Deps{Services: a.Services, Executor: exec, Git: git, Limits: limits, WorkRoot: root, Caches: caches, Log: log,
+		// Beside the caches, outside every sandbox's view but the tree a
+		// run is given (docs/images.md).
+		store, err := image.OpenStore(filepath.Join(cfg.WorkDir, "images"), int64(cfg.ImageCacheMB)<<20, image.Bounds{})
+		if err != nil {
+			d.Close()
+			return nil, fmt.Errorf("image store: %w", err)
+		}
+		a.Images = store
+		images := &jobs.Images{Store: store, AllowPrivate: cfg.RunsAllowPrivate, Insecure: cfg.RegistriesInsecure}
+		jobs.Register(workers, jobs.Deps{Services: a.Services, Executor: exec, Git: git, Limits: limits, WorkRoot: root, Caches: caches, Images: images, Log: log,
 			Reporter: forgestatus.NewReporter(a.Store, a.Projects, cfg.PublicURL)})
 		rcfg.Workers = workers
 		rcfg.Queues = wiring.Queues(cfg.RunConcurrency)
