@@ -20,8 +20,8 @@ import (
 
 	"anvil/db"
 	"anvil/domain/forgeapi"
-	"anvil/domain/image"
 	"anvil/domain/forgestatus"
+	"anvil/domain/image"
 	"anvil/domain/repourl"
 	"anvil/domain/secret"
 	"anvil/domain/wiring"
