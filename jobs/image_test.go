@@ -1,0 +1,82 @@
+package jobs_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"anvil/domain"
+	"anvil/domain/image/imagetest"
+	"anvil/domain/project"
+	runs "anvil/domain/run"
+)
+
+func (b *testBundle) imageProject(t *testing.T, slug, repo, command, img string, allow []string) *domain.Project {
+	t.Helper()
+	p, err := b.projects.Create(context.Background(), b.owner, project.ProjectInput{Slug: &slug, RepoURL: &repo, DefaultBranch: strp("main"),
+		RunCommand: &command, NetworkAllow: &allow, RunImage: &img})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// A project with an image runs its command in it: a file only the image
+// has, none of the host's tools. The digest is recorded on the run; a tag
+// moved afterwards changes a new run, not a re-run, which keeps the bytes.
+func TestAProjectRunsItsCommandInItsImage(t *testing.T) {
+	t.Parallel()
+	reg := imagetest.NewRegistry(t)
+	ref := reg.Push(t, "tools:1", imagetest.BusyboxImage(t, imagetest.Entry{Name: "opt/version", Body: "one\n"}))
+	b := setup(t, options{insecure: []string{reg.Addr}})
+	repo, _, _ := gitRepo(t)
+	cmd := `cat /opt/version; test -e /usr/bin/git || echo no-host-git; test -e README && echo checkout-here; echo "ws=$CI_WORKSPACE"`
+	p := b.imageProject(t, "imaged", repo, cmd, ref, []string{reg.Addr})
+	first := b.waitTerminal(t, accept(t, b, p).ID, 60*time.Second)
+	log := b.logText(t, first.ID)
+	if first.Status() != runs.StatusPassed {
+		t.Fatalf("run %s:\n%s", first.Status(), log)
+	}
+	for _, want := range []string{"one\n", "no-host-git\n", "checkout-here\n", "ws=/workspace\n", "image: " + ref + " resolved to sha256:"} {
+		if !strings.Contains(log, want) {
+			t.Fatalf("the log lacks %q:\n%s", want, log)
+		}
+	}
+	if first.Image == nil || *first.Image != ref || first.ImageDigest == nil || !strings.HasPrefix(*first.ImageDigest, "sha256:") {
+		t.Fatalf("image %v digest %v", first.Image, first.ImageDigest)
+	}
+
+	reg.Push(t, "tools:1", imagetest.BusyboxImage(t, imagetest.Entry{Name: "opt/version", Body: "two\n"}))
+	again, err := b.queue.Rerun(context.Background(), b.owner, first.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rerun := b.waitTerminal(t, again.ID, 60*time.Second)
+	if log := b.logText(t, rerun.ID); rerun.Status() != runs.StatusPassed || !strings.Contains(log, "one\n") || *rerun.ImageDigest != *first.ImageDigest {
+		t.Fatalf("re-run %s (digest %v):\n%s", rerun.Status(), rerun.ImageDigest, log)
+	}
+	fresh := b.waitTerminal(t, accept(t, b, p).ID, 60*time.Second)
+	if log := b.logText(t, fresh.ID); !strings.Contains(log, "two\n") || *fresh.ImageDigest == *first.ImageDigest {
+		t.Fatalf("a new run after the tag moved:\n%s", log)
+	}
+}
+
+// A registry the project does not list is refused before any request: the
+// run fails at once, its log naming the host.
+func TestAnImageFromARegistryNotListedFailsTheRunAtOnce(t *testing.T) {
+	t.Parallel()
+	reg := imagetest.NewRegistry(t)
+	ref := reg.Push(t, "tools:1", imagetest.BusyboxImage(t))
+	b := setup(t, options{insecure: []string{reg.Addr}})
+	repo, _, _ := gitRepo(t)
+	p := b.imageProject(t, "unlisted", repo, "echo never", ref, nil)
+	r := b.waitTerminal(t, accept(t, b, p).ID, 60*time.Second)
+	log := b.logText(t, r.ID)
+	if r.Status() != runs.StatusFailed || !strings.Contains(log, "pulling from "+reg.Addr+" is refused: not in this project's network list") || strings.Contains(log, "never") {
+		t.Fatalf("run %s:\n%s", r.Status(), log)
+	}
+	if r.ImageDigest != nil {
+		t.Fatalf("a refused image was recorded: %v", *r.ImageDigest)
+	}
+}
