@@ -54,3 +54,22 @@ func TestProjectImages(t *testing.T) {
 		t.Fatalf("the form saved %v / %v", got["run_image"], got["repair_image"])
 	}
 }
+
+// The settings page and the API show the worker's image store as figures
+// only, and only an owner clears it; a process without workers says so.
+func TestImageStoreFiguresAndClear(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	status, out := b.api(t, b.owner.Token, "GET", "/api/private/images", nil)
+	if status != http.StatusOK || out["here"] != false {
+		t.Fatalf("images: %d %v", status, out)
+	}
+	if status, out := b.api(t, b.owner.Token, "POST", "/api/private/images/clear", nil); status != http.StatusConflict || out["error"] != "no_image_store" {
+		t.Fatalf("clear without a store: %d %v", status, out)
+	}
+	br := b.browser(t)
+	br.login("owner@acme.test", testPassword)
+	if _, page := br.get("/settings"); !strings.Contains(page, "Images are kept by the workers") {
+		t.Fatalf("settings:\n%s", page)
+	}
+}

@@ -239,6 +239,7 @@ func serveWith(ctx context.Context, cfg *Config, logOut io.Writer, x serveExtras
 	done := make(chan struct{})
 	deps := a.deps()
 	deps.Done = done
+	deps.Images = a.Images
 	deps.Options.RequestLogLevel = x.requestLogLevel
 	var handler *echo.Echo
 	if cfg.Role == "worker" {
