@@ -98,7 +98,7 @@ func (s *Spec) imageArgs(tmpBytes int64) []string {
 	} else {
 		// In a pod: the user and network namespaces are the holder's
 		// (entered with nsenter), the rest the sandbox's own.
-		a = append(a, "--unshare-ipc", "--unshare-pid", "--unshare-uts", "--unshare-cgroup-try", "--disable-userns")
+		a = append(a, "--unshare-user", "--unshare-ipc", "--unshare-pid", "--unshare-uts", "--unshare-cgroup-try", "--disable-userns")
 	}
 	a = append(a, "--ro-bind", im.Root, "/", "--proc", "/proc", "--dev", "/dev")
 	size := func() []string {

@@ -44,6 +44,9 @@ func TestMain(m *testing.M) {
 	if len(os.Args) > 1 && os.Args[1] == BridgeCommand {
 		os.Exit(BridgeMain(os.Args[2:]))
 	}
+	if v := os.Getenv(podChildEnv); v != "" {
+		podChild(v)
+	}
 	os.Setenv(hostSecret, "xyz")
 	code, err := setup(m)
 	if err != nil {
