@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -69,9 +70,19 @@ type ExecuteRunWorker struct {
 	// generations and figures (run_cache.go); nil Caches: no cache.
 	Caches     *sandbox.Caches
 	CacheState *runcache.Service
-	// Images runs commands in container images (run_image.go,
+	// ImageStore runs commands in container images (run_image.go,
 	// docs/images.md); nil: a run with an image fails.
-	Images *Images
+	ImageStore *Images
+	// ParallelSteps bounds the pipeline steps that run at once in a run's
+	// workspace (ANVIL_RUN_PARALLEL_STEPS; ≤ 0: the machine's cores);
+	// ArtifactsMaxBytes a run's kept files (ANVIL_ARTIFACTS_MAX_MB).
+	ParallelSteps     int
+	ArtifactsMaxBytes int64
+	// Images is the planner's switch for steps with an image and for
+	// services (pipeline.PlanOptions.Images); LaunchStep, when set, runs
+	// each step instead of Executor (run_pipeline.go).
+	Images     bool
+	LaunchStep StepLauncher
 }
 
 // Timeout disables River's job timeout: a run is bounded by its project's
@@ -160,20 +171,46 @@ func (w *ExecuteRunWorker) execute(ctx context.Context, run *runs.Run, proj *dom
 		logw.Printf("could not decrypt the project's provider token")
 		return failed(runs.ReasonInfra, nil)
 	}
+	// The checkout's narration is held until the pipeline file is read: a
+	// refused file's line comes first in the log (docs/pipelines.md).
+	held := &heldLog{}
 	sha := ""
 	if run.CommitSHA != nil {
 		sha = *run.CommitSHA
-		logw.Printf("checking out %s at %s", run.Branch, sha)
+		held.Printf("checking out %s at %s", run.Branch, sha)
 	} else {
-		logw.Printf("checking out the head of %s", run.Branch)
+		held.Printf("checking out the head of %s", run.Branch)
 	}
-	got, err := w.Git.Checkout(runCtx, proj.RepoURL, run.Branch, sha, token, ws, logw)
+	got, err := w.Git.Checkout(runCtx, proj.RepoURL, run.Branch, sha, token, ws, held)
 	if err != nil {
+		_, _ = logw.Write(held.Bytes())
 		if r, ok := w.stopped(runCtx, logw); ok {
 			return r
 		}
 		logw.Printf("checkout failed: %v", err)
 		return failed(runs.ReasonCheckout, nil)
+	}
+	plan, file, perr := w.loadPlan(ws, run, proj.RunCommand)
+	if perr != nil {
+		fmt.Fprintf(logw, "%s\n", perr)
+		_, _ = logw.Write(held.Bytes())
+		if err := w.Logs.SetPipeline(context.WithoutCancel(ctx), run, file, perr.Error()); err != nil {
+			w.Log.Error("store pipeline error", "run_id", run.ID, "error", err)
+		}
+		logw.Printf("the pipeline file was refused: no step ran")
+		// Started first, so that a manual run records the commit whose
+		// file was refused (a re-run reads the same file).
+		if _, err := w.start(ctx, run.ID, backfill(run, got)); err != nil {
+			w.Log.Warn("start a refused run", "run_id", run.ID, "error", err)
+		}
+		return failed(runs.ReasonPipeline, nil)
+	}
+	_, _ = logw.Write(held.Bytes())
+	if file != "" {
+		logw.Printf("pipeline: %s, %d step(s)", file, len(plan.Steps))
+		if err := w.Logs.SetPipeline(context.WithoutCancel(ctx), run, file, ""); err != nil {
+			w.Log.Error("store pipeline file", "run_id", run.ID, "error", err)
+		}
 	}
 	// A manual run's commit is backfilled by Queue.StartChecked, in the
 	// transaction that starts it.
@@ -187,7 +224,9 @@ func (w *ExecuteRunWorker) execute(ctx context.Context, run *runs.Run, proj *dom
 	if limits == (sandbox.Limits{}) {
 		limits = sandbox.DefaultLimits()
 	}
-	spec := sandbox.Spec{Workspace: ws, Command: proj.RunCommand, Limits: limits, Env: secrets}
+	// The spec's variables are a copy: the network's and the cache's join
+	// them, and a pipeline step gets the secrets only by from_secret.
+	spec := sandbox.Spec{Workspace: ws, Command: proj.RunCommand, Limits: limits, Env: maps.Clone(secrets)}
 	afterRun := func() {} // what ends with the sandbox's processes
 	if run.Trigger == runs.TriggerRepair {
 		if w.Repair == nil {
@@ -228,7 +267,13 @@ func (w *ExecuteRunWorker) execute(ctx context.Context, run *runs.Run, proj *dom
 	}
 
 	repair := run.Trigger == runs.TriggerRepair
-	releaseImage, err := w.startImage(runCtx, run, proj.ImageFor(repair), proj.NetworkFor(repair), &spec, logw)
+	projectImage := ""
+	if file == "" {
+		// The project's image is that of a run without a pipeline file;
+		// a file's steps name their own.
+		projectImage = proj.ImageFor(repair)
+	}
+	releaseImage, err := w.startImage(runCtx, run, projectImage, proj.NetworkFor(repair), &spec, logw)
 	if err != nil {
 		if r, ok := w.stopped(runCtx, logw); ok {
 			return r
@@ -252,38 +297,53 @@ func (w *ExecuteRunWorker) execute(ctx context.Context, run *runs.Run, proj *dom
 	if !w.Executor.Sandboxed() {
 		logw.Printf("WARNING: this run executes WITHOUT a sandbox (ANVIL_SANDBOX=process): no isolation from the host")
 	}
-	logw.Printf("$ %s", firstLine(spec.Command))
+	if file == "" {
+		// The implicit step runs the command as before: the repair's own.
+		plan.Steps[0].Step.Commands[0] = spec.Command
+	}
+	infra := map[string]string{}
+	for k, v := range spec.Env {
+		if _, secret := secrets[k]; !secret || run.Trigger == runs.TriggerRepair {
+			infra[k] = v
+		}
+	}
+	pr := &pipelineRun{w: w, run: run, plan: plan, implicit: file == "", base: spec, infra: infra, secrets: secrets,
+		logw: logw, arts: newArtifactBudget(w.ArtifactsMaxBytes), timeout: proj.RunTimeout()}
+	var ri *runImages
+	if w.ImageStore != nil && w.LaunchStep == nil {
+		ri = &runImages{w: w, run: run, list: proj.NetworkFor(repair), secrets: secrets, logw: logw, plan: plan, ws: ws, base: spec}
+		defer ri.close()
+		pr.launcher = ri.launch
+	}
 
 	execCtx, cancelTimeout := context.WithTimeoutCause(runCtx, proj.RunTimeout(), sandbox.ErrTimeout)
 	defer cancelTimeout()
-	res, err := w.Executor.Run(execCtx, spec, logw)
-	afterRun()
-	switch {
-	case err != nil:
-		logw.Printf("the sandbox failed: %v", err)
-		return failed(runs.ReasonSandbox, nil)
-	case res.TimedOut || errors.Is(context.Cause(execCtx), sandbox.ErrTimeout) && res.Canceled:
-		logw.Printf("timed out after %s", proj.RunTimeout())
-		return failed(runs.ReasonTimeout, &res.ExitCode)
-	case res.Canceled:
-		if r, ok := w.stopped(runCtx, logw); ok {
-			return r
-		}
+	rep := pr.execute(runCtx, execCtx)
+	if ri != nil {
+		ri.close() // the services end with the workflow's steps
 	}
-	logw.Printf("exit code %d", res.ExitCode)
-	if run.Trigger == runs.TriggerRepair {
-		rep, err := w.Repair.Finish(ctx, run, proj, ws, res, logw)
-		if err != nil {
-			logw.Printf("repair: %v", err)
-			return failed(runs.ReasonInfra, &res.ExitCode)
-		}
+	afterRun()
+	// A repair's Finish looks at what its command left, whatever its exit
+	// code; a repair stopped, timed out or failed by the sandbox ends here.
+	if run.Trigger != runs.TriggerRepair || !pr.ran || pr.sandboxErr ||
+		(rep.State != runs.StatePassed && rep.FailureReason != runs.ReasonExitCode) {
 		return rep
 	}
-	code := res.ExitCode
-	if code == 0 {
-		return runs.TerminalReport{State: runs.StatePassed, ExitCode: &code}
+	res := pr.last
+	rep, err = w.Repair.Finish(ctx, run, proj, ws, res, logw)
+	if err != nil {
+		logw.Printf("repair: %v", err)
+		return failed(runs.ReasonInfra, &res.ExitCode)
 	}
-	return failed(runs.ReasonExitCode, &code)
+	return rep
+}
+
+// backfill is the commit to record on a manual run (none on a pinned one).
+func backfill(r *runs.Run, got string) string {
+	if r.CommitSHA == nil {
+		return got
+	}
+	return ""
 }
 
 // start records that the command runs, with the checked-out commit of a

@@ -139,7 +139,7 @@ func setup(t *testing.T, o options) *testBundle {
 		}
 		images = &jobs.Images{Store: st, AllowPrivate: true, Insecure: o.insecure}
 	}
-	jobs.Register(workers, jobs.Deps{Services: sv, Executor: exe, Git: git, WorkRoot: root, Caches: b.caches, Images: images, Log: o.log})
+	jobs.Register(workers, jobs.Deps{Services: sv, Executor: exe, Git: git, WorkRoot: root, Caches: b.caches, ImageStore: images, Images: images != nil, Log: o.log})
 	client, err := sv.Start(ctx, &river.Config{
 		Workers: workers, Queues: wiring.Queues(4),
 		PeriodicJobs: jobs.Periodic(o.heartbeatTimeout), FetchCooldown: 5 * time.Millisecond, FetchPollInterval: 50 * time.Millisecond,

@@ -10,6 +10,7 @@ import (
 	"anvil/domain/image/imagetest"
 	"anvil/domain/project"
 	runs "anvil/domain/run"
+	"anvil/jobs/jobstest"
 )
 
 func (b *testBundle) imageProject(t *testing.T, slug, repo, command, img string, allow []string) *domain.Project {
@@ -78,5 +79,68 @@ func TestAnImageFromARegistryNotListedFailsTheRunAtOnce(t *testing.T) {
 	}
 	if r.ImageDigest != nil {
 		t.Fatalf("a refused image was recorded: %v", *r.ImageDigest)
+	}
+}
+
+// A pipeline whose step runs in an image against a service: the service is
+// reached by name once its port accepts and its healthcheck passes, the
+// step's image and digest are on the run's steps, and the pod ends with
+// the run.
+func TestAPipelineStepInAnImageReachesItsService(t *testing.T) {
+	t.Parallel()
+	reg := imagetest.NewRegistry(t)
+	tools := reg.Push(t, "tools:1", imagetest.BusyboxImage(t, imagetest.Entry{Name: "opt/version", Body: "tools one\n"}))
+	web := reg.Push(t, "web:1", imagetest.BusyboxImage(t))
+	b := setup(t, options{insecure: []string{reg.Addr}})
+	file := `services:
+  - name: web
+    image: ` + web + `
+    commands:
+      - mkdir -p /tmp/www && echo hello-from-web > /tmp/www/index.html && echo web is up
+      - exec httpd -f -p 8080 -h /tmp/www
+    ports: [8080]
+    healthcheck: {command: "wget -Y off -q -O /dev/null http://web:8080/", interval: 100ms, retries: 30, timeout: 5s}
+steps:
+  - name: test
+    image: ` + tools + `
+    commands:
+      - cat /opt/version
+      - wget -Y off -q -O - http://web:8080/
+`
+	repo := jobstest.GitRepoWith(t, map[string]string{".anvil.yaml": file})
+	p := b.imageProject(t, "piped", repo.URL, "true", "", []string{reg.Addr})
+	r := b.waitTerminal(t, accept(t, b, p).ID, 90*time.Second)
+	log := b.logText(t, r.ID)
+	if r.Status() != runs.StatusPassed || !strings.Contains(log, "tools one") || !strings.Contains(log, "hello-from-web") || !strings.Contains(log, "service web is ready") {
+		t.Fatalf("run %s:\n%s", r.Status(), log)
+	}
+	st := b.steps(t, r.ID)["test"]
+	if st.Image != tools || !strings.HasPrefix(st.ImageDigest, "sha256:") {
+		t.Fatalf("step %+v", st)
+	}
+}
+
+// A service that never gets ready fails the run with the end of its log.
+func TestAServiceThatNeverGetsReadyFailsTheRun(t *testing.T) {
+	t.Parallel()
+	reg := imagetest.NewRegistry(t)
+	img := reg.Push(t, "bb:1", imagetest.BusyboxImage(t))
+	b := setup(t, options{insecure: []string{reg.Addr}})
+	file := `services:
+  - name: db
+    image: ` + img + `
+    commands: ["echo initdb: the data directory is broken", "sleep 600"]
+    healthcheck: {command: "false", interval: 50ms, retries: 3, timeout: 2s}
+steps:
+  - name: test
+    image: ` + img + `
+    commands: ["echo never"]
+`
+	repo := jobstest.GitRepoWith(t, map[string]string{".anvil.yaml": file})
+	p := b.imageProject(t, "unready", repo.URL, "true", "", []string{reg.Addr})
+	r := b.waitTerminal(t, accept(t, b, p).ID, 90*time.Second)
+	log := b.logText(t, r.ID)
+	if r.Status() != runs.StatusFailed || !strings.Contains(log, "service db never got ready") || !strings.Contains(log, "initdb: the data directory is broken") {
+		t.Fatalf("run %s:\n%s", r.Status(), log)
 	}
 }

@@ -33,10 +33,17 @@ type Deps struct {
 	// Caches keeps the projects' caches between runs (docs/caches.md); nil:
 	// runs get none.
 	Caches *sandbox.Caches
-	// Images runs commands in container images (docs/images.md); nil:
-	// a run with an image fails.
-	Images *Images
-	Log    *slog.Logger
+	// ImageStore runs commands in container images (docs/images.md);
+	// nil: a run with an image fails.
+	ImageStore *Images
+	Log        *slog.Logger
+	// ParallelSteps and ArtifactsMaxBytes bound a run's pipeline
+	// (ANVIL_RUN_PARALLEL_STEPS, ANVIL_ARTIFACTS_MAX_MB; zero: the
+	// defaults). Images and LaunchStep: see ExecuteRunWorker.
+	ParallelSteps     int
+	ArtifactsMaxBytes int64
+	Images            bool
+	LaunchStep        StepLauncher
 	// Reporter posts commit statuses (default: one built on Services with
 	// no public URL, so links are relative).
 	Reporter *forgestatus.Reporter
@@ -76,7 +83,8 @@ func Register(w *river.Workers, d Deps) {
 		Executor: d.Executor, Git: d.Git, Limits: d.Limits, WorkRoot: d.WorkRoot, Repair: NewRepair(d.Incidents, d.Projects, d.Git.Policy), Log: d.Log,
 		Heartbeat: heartbeatInterval(d.Queue.HeartbeatTimeout()), ID: ExecutorID(),
 		Secrets: runsecret.New(d.Store).ForRun, Network: d.Network, Bridge: installBridge(d),
-		Caches: d.Caches, CacheState: runcache.New(d.Store, cacheMax(d.Caches)), Images: d.Images})
+		Caches: d.Caches, CacheState: runcache.New(d.Store, cacheMax(d.Caches)),
+		ParallelSteps: d.ParallelSteps, ArtifactsMaxBytes: d.ArtifactsMaxBytes, ImageStore: d.ImageStore, Images: d.Images, LaunchStep: d.LaunchStep})
 }
 
 func cacheMax(c *sandbox.Caches) int64 {

@@ -41,7 +41,7 @@ func (w *ExecuteRunWorker) startImage(ctx context.Context, run *runs.Run, ref st
 	if ref == "" {
 		return func() {}, nil
 	}
-	if w.Images == nil || w.Images.Store == nil {
+	if w.ImageStore == nil || w.ImageStore.Store == nil {
 		return nil, errors.New("this worker cannot run images (no image store)")
 	}
 	if !w.Executor.Sandboxed() {
@@ -51,7 +51,7 @@ func (w *ExecuteRunWorker) startImage(ctx context.Context, run *runs.Run, ref st
 	if err != nil {
 		return nil, fmt.Errorf("the network list: %w", err)
 	}
-	p := &image.Puller{List: compiled, AllowPrivate: w.Images.AllowPrivate, Insecure: w.Images.Insecure}
+	p := &image.Puller{List: compiled, AllowPrivate: w.ImageStore.AllowPrivate, Insecure: w.ImageStore.Insecure}
 	var digest string
 	if run.ImageDigest != nil {
 		digest = *run.ImageDigest
@@ -73,9 +73,9 @@ func (w *ExecuteRunWorker) startImage(ctx context.Context, run *runs.Run, ref st
 		run.Image, run.ImageDigest = &ref, &digest
 		logw.Printf("image: %s resolved to %s", ref, digest)
 	}
-	cached := w.Images.Store.Has(digest)
+	cached := w.ImageStore.Store.Has(digest)
 	began := time.Now()
-	lease, err := w.Images.Store.Open(ctx, digest, func(ctx context.Context) (v1.Image, error) { return p.Image(ctx, pinned) })
+	lease, err := w.ImageStore.Store.Open(ctx, digest, func(ctx context.Context) (v1.Image, error) { return p.Image(ctx, pinned) })
 	if err != nil {
 		return nil, err
 	}

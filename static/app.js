@@ -30,36 +30,60 @@ document.addEventListener("submit", (ev) => {
     const el = log();
     if (!box || !el) return;
     const q = box.value.trim().toLowerCase();
+    // A pipeline step chosen in the Steps list (data-step-filter) shows
+    // that step's lines alone (views.LogHTMLStep marks them data-step).
+    const step = el.dataset.step || "";
     let shown = 0, all = 0;
     for (const line of el.querySelectorAll(".log-line")) {
       all++;
-      const hit = q === "" || line.textContent.toLowerCase().includes(q);
+      const hit = (step === "" || line.dataset.step === step) && (q === "" || line.textContent.toLowerCase().includes(q));
       line.style.display = hit ? "" : "none"; // (the hidden attribute loses to the line's display class)
       if (hit) shown++;
     }
     const count = document.getElementById("log-count");
-    if (count) count.textContent = q === "" ? "" : `${shown} of ${all} lines`;
+    if (count) count.textContent = q === "" && step === "" ? "" : `${shown} of ${all} lines`;
   };
+  const filtering = () => document.getElementById("log-search")?.value || log()?.dataset.step;
   document.addEventListener("input", (ev) => {
     if (ev.target.id === "log-search") filter();
   });
   document.addEventListener("htmx:sseMessage", () => {
-    if (document.getElementById("log-search")?.value) filter();
+    if (filtering()) filter();
   });
   document.addEventListener("htmx:afterSwap", (ev) => {
-    if (ev.target.id === "run-log" && document.getElementById("log-search")?.value) filter();
+    if (ev.target.id === "run-log" && filtering()) filter();
+    if (ev.target.id === "run-steps-live") mark();
   });
+  // The chosen step's button stays pressed across the list's live swaps.
+  const mark = () => {
+    const step = log()?.dataset.step || "";
+    for (const b of document.querySelectorAll("[data-step-filter]")) {
+      b.setAttribute("aria-pressed", String(b.dataset.stepFilter === step && !b.hasAttribute("data-first-error")));
+    }
+  };
+  const firstError = (el) => {
+    const first = [...el.querySelectorAll(".log-error")].find((l) => l.style.display !== "none");
+    if (first) {
+      first.scrollIntoView({ block: "center" });
+      first.classList.add("outline", "outline-1", "outline-red-400");
+    }
+  };
   document.addEventListener("click", (ev) => {
     const el = log();
     if (!el) return;
+    const pick = ev.target.closest("[data-step-filter]");
+    if (pick) {
+      el.dataset.step = pick.dataset.stepFilter;
+      filter();
+      mark();
+      if (pick.hasAttribute("data-first-error")) firstError(el);
+      else el.scrollTop = 0;
+      return;
+    }
     if (ev.target.closest("#log-end")) {
       el.scrollTop = el.scrollHeight;
     } else if (ev.target.closest("#log-first-error")) {
-      const first = [...el.querySelectorAll(".log-error")].find((l) => l.style.display !== "none");
-      if (first) {
-        first.scrollIntoView({ block: "center" });
-        first.classList.add("outline", "outline-1", "outline-red-400");
-      }
+      firstError(el);
     }
   });
   const tick = () => {

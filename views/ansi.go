@@ -244,7 +244,19 @@ func LooksLikeError(line string) bool {
 // the run started (offset seconds) in a gutter, colours rendered, progress
 // redraws folded, lines that read like an error marked for "jump to the
 // first error". Every byte of the log is escaped.
-func LogHTML(text string, offset float64) string {
+func LogHTML(text string, offset float64) string { return logHTML(text, offset, "") }
+
+// LogHTMLStep is LogHTML for a chunk of one pipeline step's log (step: its
+// index; nil for anvil's narration): every line carries data-step, so the
+// page can show one step's log alone (static/app.js).
+func LogHTMLStep(text string, offset float64, step *int) string {
+	if step == nil {
+		return logHTML(text, offset, "")
+	}
+	return logHTML(text, offset, ` data-step="`+strconv.Itoa(*step)+`"`)
+}
+
+func logHTML(text string, offset float64, attr string) string {
 	if text == "" {
 		return ""
 	}
@@ -257,7 +269,7 @@ func LogHTML(text string, offset float64) string {
 		if LooksLikeError(line) {
 			cls = "log-line block log-error bg-red-950/40"
 		}
-		b.WriteString(`<span class="` + cls + `" data-t="` + t + `"><span class="log-t mr-3 inline-block w-12 select-none text-right text-slate-500" title="` + t + ` since the run started">` + t + `</span>`)
+		b.WriteString(`<span class="` + cls + `" data-t="` + t + `"` + attr + `><span class="log-t mr-3 inline-block w-12 select-none text-right text-slate-500" title="` + t + ` since the run started">` + t + `</span>`)
 		b.WriteString(ANSIToHTML(line))
 		b.WriteString("</span>")
 	}

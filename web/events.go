@@ -79,7 +79,7 @@ func (s *Server) events(c echo.Context) error {
 			return err
 		}
 		for _, ch := range chunks {
-			writeEvent(w, "log", views.LogHTML(ch.Body, ch.Offset))
+			writeEvent(w, "log", views.LogHTMLStep(ch.Body, ch.Offset, ch.Step))
 			after = ch.Seq
 		}
 		if len(chunks) > 0 {
@@ -164,7 +164,17 @@ func (s *Server) apiRunLogs(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	text, err := s.Logs.Text(c.Request().Context(), principal(c).OrgID, id)
+	var text string
+	if step := c.QueryParam("step"); step != "" {
+		// One step's log alone (docs/pipelines.md): its key, or its name
+		// for every combination of its matrix.
+		if len(step) > 200 {
+			return domain.NotFound("step")
+		}
+		text, err = s.Logs.StepText(c.Request().Context(), principal(c).OrgID, id, step)
+	} else {
+		text, err = s.Logs.Text(c.Request().Context(), principal(c).OrgID, id)
+	}
 	if err != nil {
 		return err
 	}

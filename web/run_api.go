@@ -65,12 +65,18 @@ func (s *Server) apiRunGet(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	pl, err := s.Logs.PipelineOf(c.Request().Context(), r.ID)
+	if err != nil {
+		return err
+	}
 	// forge_report is the last commit status posted to the forge (null
-	// when the run has not been reported).
+	// when the run has not been reported); pipeline the file the run read
+	// and its steps (docs/pipelines.md).
 	return c.JSON(http.StatusOK, struct {
 		run.RunView
 		ForgeReport *forgestatus.Report `json:"forge_report"`
-	}{r.View(), rep})
+		Pipeline    run.Pipeline        `json:"pipeline"`
+	}{r.View(), rep, pl})
 }
 
 func (s *Server) apiRunCancel(c echo.Context) error {

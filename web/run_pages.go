@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/labstack/echo/v4"
@@ -220,7 +222,7 @@ func (s *Server) runProps(c echo.Context, id uuid.UUID, withLog bool) (views.Run
 		var raw, b strings.Builder
 		for _, ch := range chunks {
 			raw.WriteString(ch.Body)
-			b.WriteString(views.LogHTML(ch.Body, ch.Offset))
+			b.WriteString(views.LogHTMLStep(ch.Body, ch.Offset, ch.Step))
 			props.LogSeq = ch.Seq
 		}
 		text = raw.String()
@@ -229,6 +231,9 @@ func (s *Server) runProps(c echo.Context, id uuid.UUID, withLog bool) (views.Run
 		}
 	}
 	props.Why = run.WhyEnded(r, failureDetail(text, r), proj.RunTimeout(), s.Queue.HeartbeatTimeout())
+	if props.Steps, err = s.stepsProps(ctx, r, p.CanWrite()); err != nil {
+		return views.RunProps{}, err
+	}
 	if withLog {
 		if props.Network, err = s.runNetworkProps(ctx, p.OrgID, r, proj); err != nil {
 			return views.RunProps{}, err
@@ -255,10 +260,103 @@ func (s *Server) runPage(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	if c.QueryParam("fragment") == "header" {
+	switch c.QueryParam("fragment") {
+	case "header":
 		return Render(c, http.StatusOK, views.RunHeader(props))
+	case "steps":
+		return Render(c, http.StatusOK, views.RunSteps(props.Steps))
 	}
 	return Render(c, http.StatusOK, views.RunPage(props))
+}
+
+// stepsProps reads the run's pipeline for its page: the steps with their
+// durations and, for a failed step, its first error line.
+func (s *Server) stepsProps(ctx context.Context, r *run.Run, canDownload bool) (views.RunStepsProps, error) {
+	pl, err := s.Logs.PipelineOf(ctx, r.ID)
+	if err != nil {
+		return views.RunStepsProps{}, err
+	}
+	props := views.RunStepsProps{RunID: r.ID.String(), CanDownload: canDownload}
+	if pl.File != nil {
+		props.File = *pl.File
+	}
+	if pl.Error != nil {
+		props.Error = *pl.Error
+	}
+	var failed []int
+	for _, st := range pl.Steps {
+		if st.Status == run.StepFailed {
+			failed = append(failed, st.Index)
+		}
+	}
+	logs, err := s.Logs.StepLogs(ctx, r.ID, failed)
+	if err != nil {
+		return views.RunStepsProps{}, err
+	}
+	for _, st := range pl.Steps {
+		row := views.StepRow{Index: st.Index, Key: st.Key, Status: st.Status, Reason: st.Reason, Ignored: st.Ignored}
+		if st.ExitCode != nil {
+			row.ExitCode = strconv.Itoa(*st.ExitCode)
+		}
+		if st.StartedAt != nil {
+			end := time.Now()
+			if st.FinishedAt != nil {
+				end = *st.FinishedAt
+			}
+			row.Duration = views.Duration(end.Sub(*st.StartedAt))
+		}
+		for _, n := range st.Needs {
+			if n >= 0 && n < len(pl.Steps) {
+				row.Needs = append(row.Needs, pl.Steps[n].Key)
+			}
+		}
+		if text, ok := logs[st.Index]; ok {
+			row.FirstError = firstErrorLine(text)
+		}
+		props.Steps = append(props.Steps, row)
+	}
+	if props.CanDownload {
+		arts, err := s.Logs.Artifacts(ctx, r.ID)
+		if err != nil {
+			return views.RunStepsProps{}, err
+		}
+		for _, a := range arts {
+			props.Artifacts = append(props.Artifacts, views.ArtifactRow{Step: a.Step, Path: a.Path, Size: byteSize(a.Size),
+				Href: "/runs/" + r.ID.String() + "/artifacts/" + (&url.URL{Path: a.Path}).EscapedPath()})
+		}
+	}
+	return props, nil
+}
+
+// firstErrorLine is a step log's first line that reads like an error, else
+// its last line; bounded for the page.
+func firstErrorLine(text string) string {
+	last := ""
+	for _, line := range strings.Split(text, "\n") {
+		line = strings.TrimSpace(views.FoldProgress(line))
+		if line == "" || strings.HasPrefix(line, "+ ") {
+			continue
+		}
+		if views.LooksLikeError(line) {
+			last = line
+			break
+		}
+		last = line
+	}
+	if r := []rune(last); len(r) > 200 {
+		last = string(r[:199]) + "…"
+	}
+	return last
+}
+
+func byteSize(n int64) string {
+	switch {
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%d B", n)
 }
 
 // orSomeone is an account's email, or what to say once it is gone.

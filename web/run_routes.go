@@ -24,4 +24,7 @@ func (s *Server) registerRuns(_ *echo.Echo, pages, api *echo.Group) {
 	api.POST("/runs/:runId/rerun", s.apiRunRerun)
 	api.GET("/runs/:runId/logs", s.apiRunLogs)
 	api.GET("/runs/:runId/connections", s.apiRunConnections)
+	api.GET("/runs/:runId/artifacts", s.apiRunArtifacts)
+	api.GET("/runs/:runId/artifacts/*", s.apiRunArtifact)
+	pages.GET("/runs/:runId/artifacts/*", s.apiRunArtifact)
 }

@@ -293,6 +293,14 @@ var projectSteps = []eraseStep{
 	{table: "run_log_chunks", small: true, sql: `WITH gone AS (DELETE FROM run_log_chunks c USING (
 		SELECT l.run_id, l.seq FROM project_runs r JOIN run_log_chunks l ON l.run_id = r.id WHERE r.project_id = $1 LIMIT $2) d
 		WHERE c.run_id = d.run_id AND c.seq = d.seq RETURNING 1) SELECT count(*) FROM gone`},
+	// A run's pipeline steps and kept files (docs/pipelines.md); artifacts
+	// may be large: a tenth of the batch.
+	{table: "run_artifacts", small: true, sql: `WITH gone AS (DELETE FROM run_artifacts a USING (
+		SELECT x.run_id, x.path FROM project_runs r JOIN run_artifacts x ON x.run_id = r.id WHERE r.project_id = $1 LIMIT $2) d
+		WHERE a.run_id = d.run_id AND a.path = d.path RETURNING 1) SELECT count(*) FROM gone`},
+	{table: "run_steps", sql: `WITH gone AS (DELETE FROM run_steps s USING (
+		SELECT x.run_id, x.idx FROM project_runs r JOIN run_steps x ON x.run_id = r.id WHERE r.project_id = $1 LIMIT $2) d
+		WHERE s.run_id = d.run_id AND s.idx = d.idx RETURNING 1) SELECT count(*) FROM gone`},
 	{table: "run_connections", sql: `WITH gone AS (DELETE FROM run_connections c USING (
 		SELECT x.run_id, x.seq FROM project_runs r JOIN run_connections x ON x.run_id = r.id WHERE r.project_id = $1 LIMIT $2) d
 		WHERE c.run_id = d.run_id AND c.seq = d.seq RETURNING 1) SELECT count(*) FROM gone`},

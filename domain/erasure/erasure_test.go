@@ -144,6 +144,13 @@ func (b *erasureBundle) populate(t *testing.T, pr *domain.Principal, slug string
 		*res.RunID).Exec(ctx); err != nil {
 		t.Fatal(err)
 	}
+	// Its pipeline's steps and a kept file (docs/pipelines.md).
+	if err := sv.Logs.SetSteps(ctx, r, []run.Step{{Index: 0, Key: "build", Name: "build", Status: run.StepFailed}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := sv.Logs.SaveArtifact(ctx, r.ID, "build", "dist/app.txt", []byte("built")); err != nil {
+		t.Fatal(err)
+	}
 	// Queued runs: one manual, then a repair.
 	if _, err := sv.Queue.AcceptManual(ctx, pr, p.ID, "main"); err != nil {
 		t.Fatal(err)

@@ -70,6 +70,9 @@ func codeFailure(r *run.Run) bool {
 type Facts struct {
 	InLine     int    // queued runs: 1 for the next to start
 	CanceledBy string // canceled runs: the person's email, when a person did
+	// FailedStep is the first pipeline step that failed (not ignored), for
+	// a failed run of a pipeline file (docs/pipelines.md).
+	FailedStep string
 }
 
 // Describe says in one line what a person needs to know about the run.
@@ -94,7 +97,15 @@ func Describe(r *run.Run, f Facts) string {
 			reason = *r.FailureReason
 		}
 		switch reason {
+		case run.ReasonPipeline:
+			if r.PipelineError != nil {
+				return clip("failed: "+*r.PipelineError, 140)
+			}
+			return "failed: the pipeline file was refused"
 		case run.ReasonExitCode, "":
+			if f.FailedStep != "" && r.ExitCode != nil {
+				return clip(fmt.Sprintf("failed: step %s (exit code %d)", f.FailedStep, *r.ExitCode), 140)
+			}
 			if r.ExitCode != nil {
 				return fmt.Sprintf("failed: exit code %d", *r.ExitCode)
 			}
@@ -119,6 +130,15 @@ func Describe(r *run.Run, f Facts) string {
 		return "canceled"
 	}
 	return r.Status()
+}
+
+// clip bounds a description (GitHub takes 140 characters), on a rune.
+func clip(s string, n int) string {
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	return string(r[:n-1]) + "…"
 }
 
 func took(r *run.Run) string {

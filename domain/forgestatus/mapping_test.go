@@ -65,6 +65,9 @@ func TestDescribe(t *testing.T) {
 		{runs.Run{State: runs.StateFailed, ExitCode: &one, FailureReason: s(runs.ReasonExitCode)}, Facts{}, "failed: exit code 1"},
 		{runs.Run{State: runs.StateCanceled}, Facts{CanceledBy: "ada@example.com"}, "canceled by ada@example.com"},
 		{runs.Run{State: runs.StateFailed, FailureReason: s(runs.ReasonRunnerLost)}, Facts{}, "runner lost"},
+		// A pipeline's failure names its step; a refused file says where.
+		{runs.Run{State: runs.StateFailed, ExitCode: &one, FailureReason: s(runs.ReasonExitCode)}, Facts{FailedStep: "test (GO=1.23)"}, "failed: step test (GO=1.23) (exit code 1)"},
+		{runs.Run{State: runs.StateFailed, FailureReason: s(runs.ReasonPipeline), PipelineError: s(`.anvil.yaml:5: unknown key "depend_on"`)}, Facts{}, `failed: .anvil.yaml:5: unknown key "depend_on"`},
 	} {
 		if got := Describe(&tc.run, tc.f); got != tc.want {
 			t.Errorf("Describe(%s) = %q, want %q", tc.run.State, got, tc.want)

@@ -257,6 +257,12 @@ func (rp *Reporter) facts(ctx context.Context, r *run.Run) (Facts, error) {
 			r.ProjectID, *r.Position).Scan(ctx, &f.InLine); err != nil {
 			return f, err
 		}
+	case r.Status() == run.StatusFailed && r.PipelineFile != nil:
+		err := db.NewRaw(`SELECT key FROM run_steps WHERE run_id = ? AND status = 'failed' AND NOT ignored
+			ORDER BY finished_at, idx LIMIT 1`, r.ID).Scan(ctx, &f.FailedStep)
+		if err != nil && !errors.Is(err, sql.ErrNoRows) {
+			return f, err
+		}
 	case r.Status() == run.StatusCanceled && r.CanceledBy != nil:
 		err := db.NewRaw(`SELECT email FROM users WHERE id = ?`, *r.CanceledBy).Scan(ctx, &f.CanceledBy)
 		if err != nil && !errors.Is(err, sql.ErrNoRows) {

@@ -123,11 +123,24 @@ func (s *Store) Open(ctx context.Context, digest string, open func(context.Conte
 		return nil, fmt.Errorf("%w: %q is not a sha256 digest", ErrBadRef, clip(digest))
 	}
 	name := entryName(digest)
-	lock, err := s.lock(ctx, name, syscall.LOCK_EX)
+	final := filepath.Join(s.dir, name)
+	// An image already there is shared: a run that holds it (a service and
+	// a step of one image) must not block another's use of it.
+	lock, err := s.lock(ctx, name, syscall.LOCK_SH)
 	if err != nil {
 		return nil, err
 	}
-	final := filepath.Join(s.dir, name)
+	if cfg, err := readConfig(final); err == nil {
+		now := time.Now()
+		_ = os.Chtimes(filepath.Join(final, "image.json"), now, now)
+		return &Lease{Root: filepath.Join(final, "rootfs"), Config: cfg, lock: lock}, nil
+	}
+	// Not there: build it under the exclusive lock (flock converts by
+	// releasing first, so two converters never wait on each other).
+	if err := flock(ctx, lock, syscall.LOCK_EX); err != nil {
+		lock.Close()
+		return nil, err
+	}
 	cfg, err := readConfig(final)
 	if err != nil {
 		cfg, err = s.build(ctx, digest, final, open)

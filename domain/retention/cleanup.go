@@ -466,6 +466,10 @@ func (r *Service) cleanLogs(ctx context.Context, sc scope, pol Policy, cutoff ti
 		if err := r.dropConnections(ctx, ids); err != nil {
 			return err
 		}
+		// So do the files its steps kept (docs/pipelines.md, "Artifacts").
+		if err := r.dropArtifacts(ctx, ids); err != nil {
+			return err
+		}
 		if err := r.drain(ctx, sc, "log_chunks", `gone AS (DELETE FROM run_log_chunks WHERE ctid = ANY(ARRAY(
 			SELECT ctid FROM run_log_chunks WHERE run_id = ANY(?::uuid[]) LIMIT ?)) RETURNING pg_column_size(body) AS b)`,
 			[]any{pgArray(ids), limitArg{}}, true); err != nil {
@@ -487,6 +491,21 @@ func (r *Service) dropConnections(ctx context.Context, ids []uuid.UUID) error {
 			return err
 		}
 		if n, _ := res.RowsAffected(); n < int64(r.BatchSize) {
+			return nil
+		}
+	}
+}
+
+// dropArtifacts deletes the kept files of runs, a few at a time (each may
+// be large).
+func (r *Service) dropArtifacts(ctx context.Context, ids []uuid.UUID) error {
+	for {
+		res, err := r.s.DB.NewRaw(`DELETE FROM run_artifacts WHERE ctid = ANY(ARRAY(
+			SELECT ctid FROM run_artifacts WHERE run_id = ANY(?::uuid[]) LIMIT ?))`, pgArray(ids), max(r.BatchSize/10, 1)).Exec(ctx)
+		if err != nil {
+			return err
+		}
+		if n, _ := res.RowsAffected(); n < int64(max(r.BatchSize/10, 1)) {
 			return nil
 		}
 	}

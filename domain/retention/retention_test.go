@@ -262,6 +262,7 @@ func (b *testBundle) addRun(t *testing.T, number int, finished time.Time) uuid.U
 		VALUES (?, ?, ?, 'passed', 'manual', 'main', ?, ?, ?, ?, 'done')`, id, b.proj.ID, b.owner.OrgID, number, finished, finished, finished)
 	b.exec(t, `INSERT INTO run_log_chunks (run_id, seq, body, created_at) VALUES (?, 1, 'hello', ?), (?, 2, 'world', ?)`, id, finished, id, finished)
 	b.exec(t, `INSERT INTO run_connections (run_id, seq, host, port, verdict, started_at) VALUES (?, 1, 'registry.npmjs.org', 443, 'allowed', ?)`, id, finished)
+	b.exec(t, `INSERT INTO run_artifacts (run_id, path, step, size, sha256, body) VALUES (?, 'dist/app', 'build', 5, 'x', 'hello')`, id)
 	return id
 }
 
@@ -288,6 +289,10 @@ func TestLogsByAgeAndCount(t *testing.T) {
 		// Its connections go with its log (docs/network.md).
 		if n, want := b.count(t, `SELECT count(*) FROM run_connections WHERE run_id = ?`, id), map[bool]int64{true: 1, false: 0}[i >= 3]; n != want {
 			t.Errorf("run %d has %d connections; want %d", i+1, n, want)
+		}
+		// So do its artifacts (docs/pipelines.md).
+		if n, want := b.count(t, `SELECT count(*) FROM run_artifacts WHERE run_id = ?`, id), map[bool]int64{true: 1, false: 0}[i >= 3]; n != want {
+			t.Errorf("run %d has %d artifacts; want %d", i+1, n, want)
 		}
 	}
 	if rep.Total.LogChunks != 6 || rep.Total.LogBytes < 30 {

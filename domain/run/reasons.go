@@ -18,7 +18,8 @@ const (
 
 // FailureReasons are every failure reason a run can end with.
 var FailureReasons = []string{ReasonExitCode, ReasonTimeout, ReasonRunnerLost, ReasonCheckout, ReasonSandbox, ReasonInfra,
-	ReasonRepairPush, ReasonRepairNoOp, ReasonRepairForge, ReasonCanceledWhileQueued, ReasonIncidentClosed, ReasonIncidentIgnored}
+	ReasonRepairPush, ReasonRepairNoOp, ReasonRepairForge, ReasonCanceledWhileQueued, ReasonIncidentClosed, ReasonIncidentIgnored,
+	ReasonPipeline}
 
 // WhyEnded says in words why a run ended the way it did ("" while it runs
 // or when it passed). detail is what the log said about it (the checkout's
@@ -43,7 +44,15 @@ func WhyEnded(r *Run, detail string, runTimeout, heartbeat time.Duration) string
 	}
 	switch *r.FailureReason {
 	case ReasonExitCode:
+		if r.PipelineFile != nil {
+			return "a step failed with exit code " + code
+		}
 		return "the command exited with code " + code
+	case ReasonPipeline:
+		if r.PipelineError != nil {
+			return "the pipeline file was refused before any step ran: " + *r.PipelineError
+		}
+		return "the pipeline file was refused before any step ran"
 	case ReasonTimeout:
 		return "timed out after " + Words(runTimeout)
 	case ReasonRunnerLost:

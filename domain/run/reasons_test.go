@@ -24,6 +24,7 @@ func TestEveryFailureReasonInWords(t *testing.T) {
 		run.ReasonCanceledWhileQueued: "canceled before it started",
 		run.ReasonIncidentClosed:      "withdrawn before it started: its incident was closed",
 		run.ReasonIncidentIgnored:     "withdrawn before it started: its incident was ignored",
+		run.ReasonPipeline:            "the pipeline file was refused before any step ran",
 	}
 	code := 1
 	for _, reason := range run.FailureReasons {

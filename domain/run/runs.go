@@ -57,6 +57,9 @@ const (
 	ReasonRepairPush  = "repair_push_failed"
 	ReasonRepairNoOp  = "no_change"
 	ReasonRepairForge = "provider_error"
+	// ReasonPipeline: the commit's pipeline file was refused before any
+	// step ran (docs/pipelines.md).
+	ReasonPipeline = "pipeline_invalid"
 )
 
 // MaxQueued is the per-project cap of accepted queued runs.
@@ -146,6 +149,11 @@ type Run struct {
 	// host's tools. A re-run inherits both: the same bytes.
 	Image       *string `bun:"image"`
 	ImageDigest *string `bun:"image_digest"`
+	// PipelineFile is the pipeline file the run read (nil: the project's
+	// command ran); PipelineError why that file was refused
+	// (docs/pipelines.md).
+	PipelineFile  *string `bun:"pipeline_file"`
+	PipelineError *string `bun:"pipeline_error"`
 }
 
 // SecretsAllowed reports whether the run's command may see the project's

@@ -157,7 +157,8 @@ func newApp(ctx context.Context, cfg *Config, logOut io.Writer, withWorkers bool
 		}
 		a.Images = store
 		images := &jobs.Images{Store: store, AllowPrivate: cfg.RunsAllowPrivate, Insecure: cfg.RegistriesInsecure}
-		jobs.Register(workers, jobs.Deps{Services: a.Services, Executor: exec, Git: git, Limits: limits, WorkRoot: root, Caches: caches, Images: images, Log: log,
+		jobs.Register(workers, jobs.Deps{Services: a.Services, Executor: exec, Git: git, Limits: limits, WorkRoot: root, Caches: caches, ImageStore: images, Images: true, Log: log,
+			ParallelSteps: cfg.RunParallelSteps, ArtifactsMaxBytes: int64(cfg.ArtifactsMaxMB) << 20,
 			Reporter: forgestatus.NewReporter(a.Store, a.Projects, cfg.PublicURL)})
 		rcfg.Workers = workers
 		rcfg.Queues = wiring.Queues(cfg.RunConcurrency)

@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"net/url"
 	"os"
+	"runtime"
 	"strconv"
 	"strings"
 	"time"
@@ -52,6 +53,10 @@ type Config struct {
 	// RegistriesInsecure are the registries (host:port) pulled over plain
 	// HTTP (ANVIL_REGISTRIES_INSECURE; docs/images.md).
 	RegistriesInsecure []string
+	// RunParallelSteps bounds the pipeline steps a run executes at once;
+	// ArtifactsMaxMB the files a run keeps (docs/pipelines.md).
+	RunParallelSteps int
+	ArtifactsMaxMB   int
 	// AlertsPerMinute is how many alerts one destination receives in a
 	// minute before the rest fold into a digest.
 	AlertsPerMinute int
@@ -138,6 +143,10 @@ func loadConfig(getenv func(string) string) (*Config, error) {
 	// Each project's cache between runs (docs/caches.md): 2 GiB holds the
 	// dependencies of a large npm or Go project; 0 turns caches off.
 	c.RunCacheMB = integer("ANVIL_RUN_CACHE_MB", 2048, 0, 1<<20)
+	// Pipelines (docs/pipelines.md): parallel steps in one workspace, as
+	// many as the machine has cores; a run's artifacts, 100 MiB.
+	c.RunParallelSteps = integer("ANVIL_RUN_PARALLEL_STEPS", runtime.NumCPU(), 1, 256)
+	c.ArtifactsMaxMB = integer("ANVIL_ARTIFACTS_MAX_MB", 100, 1, 10240)
 	// The Sentry door's bound on a body after decompression.
 	c.FeedMaxEnvelope = integer("ANVIL_FEED_MAX_ENVELOPE", 1<<20, 1024, 64<<20)
 	// A browser connection's events per client address per minute.

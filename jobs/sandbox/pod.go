@@ -49,6 +49,7 @@ type Pod struct {
 	stdin  io.WriteCloser
 	waited <-chan error
 	dir    string
+	names  []string
 
 	mu       sync.Mutex
 	services []*Service
@@ -119,7 +120,7 @@ func (b *bwrapExecutor) StartPod(dir string, names []string, bridge string, n *N
 	if err != nil {
 		return nil, fmt.Errorf("sandbox: starting the pod: %w", err)
 	}
-	p := &Pod{Pid: cmd.Process.Pid, Hosts: hosts, Network: n != nil, cmd: cmd, stdin: stdin, waited: waited, dir: dir}
+	p := &Pod{Pid: cmd.Process.Pid, Hosts: hosts, Network: n != nil, cmd: cmd, stdin: stdin, waited: waited, dir: dir, names: names}
 	if err := p.waitEnterable(); err != nil {
 		p.Stop()
 		msg, _ := os.ReadFile(errFile.Name())
@@ -193,8 +194,11 @@ func (p *Pod) Enter(spec *Spec) {
 	spec.Image.NetNS, spec.Image.Hosts = p.Pid, p.Hosts
 	if p.Network {
 		spec.Env = withNetwork(spec.Env, &Network{}, proxyURL(BridgeAddr))
-		spec.Network = nil
+		// The services are the pod's own loopback: never through the proxy.
+		no := NoProxy + "," + strings.Join(p.names, ",")
+		spec.Env["NO_PROXY"], spec.Env["no_proxy"] = no, no
 	}
+	spec.Network = nil
 }
 
 // WaitPort waits until 127.0.0.1:port in the pod accepts a connection, the
