@@ -167,9 +167,9 @@ type stepResult struct {
 
 // pipelineRun is the state of one run's pipeline while it executes.
 type pipelineRun struct {
-	w        *ExecuteRunWorker
-	run      *runs.Run
-	plan     *pipeline.Plan
+	w    *ExecuteRunWorker
+	run  *runs.Run
+	plan *pipeline.Plan
 	// launcher runs the steps of a worker with images (run_step_image.go);
 	// nil: the worker's launch.
 	launcher StepLauncher
