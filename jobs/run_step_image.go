@@ -201,7 +201,7 @@ func (ri *runImages) startPod(ctx context.Context, workflow string, services []*
 		if err != nil {
 			tail := svc.Tail()
 			pod.Stop()
-			return nil, fmt.Errorf("service %s never got ready: %v; the end of its log:\n%s", s.Name, err, tail)
+			return nil, fmt.Errorf("service %s never got ready: %w; the end of its log:\n%s", s.Name, err, tail)
 		}
 		ri.logw.Printf("service %s is ready", s.Name)
 	}

@@ -174,7 +174,7 @@ func (a *Applier) parent(name string) (int, error) {
 	if err == nil {
 		return fd, nil
 	}
-	if err != unix.ENOENT {
+	if !errors.Is(err, unix.ENOENT) {
 		return -1, hostile(name, "has a parent that is not a directory in the tree (%v)", err)
 	}
 	// The path the symlinks lead to, scoped to the tree (a hint only:
@@ -198,7 +198,7 @@ func (a *Applier) parent(name string) (int, error) {
 		}
 		err = unix.Mkdirat(pfd, c, 0o755)
 		unix.Close(pfd)
-		if err != nil && err != unix.EEXIST {
+		if err != nil && !errors.Is(err, unix.EEXIST) {
 			return -1, fmt.Errorf("image: create %q: %w", dir, err)
 		}
 		cur = path.Join(cur, c)
@@ -248,7 +248,7 @@ func (a *Applier) Layer(r io.Reader) error {
 			return nil
 		}
 		if err != nil {
-			return fmt.Errorf("%w: the layer is not a tar archive: %v", ErrHostile, err)
+			return fmt.Errorf("%w: the layer is not a tar archive: %w", ErrHostile, err)
 		}
 		a.entries++
 		if a.entries > a.bounds.Entries {
@@ -291,7 +291,7 @@ func (a *Applier) entry(r io.Reader, h *tar.Header, name string, created map[str
 		return removeAt(pfd, path.Base(victim))
 	}
 	switch h.Typeflag {
-	case tar.TypeDir, tar.TypeReg, tar.TypeRegA, tar.TypeSymlink, tar.TypeLink:
+	case tar.TypeDir, tar.TypeReg, tar.TypeSymlink, tar.TypeLink:
 	case tar.TypeChar, tar.TypeBlock, tar.TypeFifo:
 		return nil // dropped: no device nodes and no FIFOs in a sandbox's root
 	case tar.TypeXGlobalHeader:
@@ -428,7 +428,7 @@ func (a *Applier) free() (int64, error) {
 func (a *Applier) opaque(dir string, created map[string]bool) error {
 	fd, err := a.openIn(dir, unix.O_RDONLY|unix.O_DIRECTORY)
 	if err != nil {
-		if err == unix.ENOENT {
+		if errors.Is(err, unix.ENOENT) {
 			return nil
 		}
 		return hostile(dir, "is an opaque directory that is not a directory in the tree (%v)", err)
@@ -453,10 +453,10 @@ func (a *Applier) opaque(dir string, created map[string]bool) error {
 // a symlink; a missing name is no error.
 func removeAt(dirfd int, name string) error {
 	err := unix.Unlinkat(dirfd, name, 0)
-	if err == nil || err == unix.ENOENT {
+	if err == nil || errors.Is(err, unix.ENOENT) {
 		return nil
 	}
-	if err != unix.EISDIR && err != unix.EPERM {
+	if !errors.Is(err, unix.EISDIR) && !errors.Is(err, unix.EPERM) {
 		return fmt.Errorf("image: remove %q: %w", name, err)
 	}
 	fd, err := unix.Openat(dirfd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)

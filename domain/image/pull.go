@@ -109,12 +109,12 @@ func (p *Puller) ParseRef(ref string) (name.Reference, error) {
 	}
 	r, err := name.ParseReference(ref)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %q: %v", ErrBadRef, clip(ref), err)
+		return nil, fmt.Errorf("%w: %q: %w", ErrBadRef, clip(ref), err)
 	}
 	if slices.Contains(p.Insecure, strings.ToLower(r.Context().RegistryStr())) {
 		r, err = name.ParseReference(ref, name.Insecure)
 		if err != nil {
-			return nil, fmt.Errorf("%w: %q: %v", ErrBadRef, clip(ref), err)
+			return nil, fmt.Errorf("%w: %q: %w", ErrBadRef, clip(ref), err)
 		}
 	}
 	return r, nil
@@ -144,7 +144,7 @@ func (p *Puller) Resolve(ctx context.Context, ref string) (Resolved, error) {
 	if err != nil {
 		return Resolved{}, err
 	}
-	desc, err := remote.Get(r, p.options(ctx, r)...)
+	desc, err := remote.Get(r, p.options(ctx)...)
 	if err != nil {
 		return Resolved{}, p.clean(r, err)
 	}
@@ -182,14 +182,14 @@ func (p *Puller) Image(ctx context.Context, pinned string) (v1.Image, error) {
 	if _, ok := r.(name.Digest); !ok {
 		return nil, fmt.Errorf("%w: %q is not pinned to a digest", ErrBadRef, clip(pinned))
 	}
-	img, err := remote.Image(r, p.options(ctx, r)...)
+	img, err := remote.Image(r, p.options(ctx)...)
 	if err != nil {
 		return nil, p.clean(r, err)
 	}
 	return img, nil
 }
 
-func (p *Puller) options(ctx context.Context, r name.Reference) []remote.Option {
+func (p *Puller) options(ctx context.Context) []remote.Option {
 	auth := authn.Anonymous
 	if p.Auth != nil {
 		auth = p.Auth

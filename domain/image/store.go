@@ -398,14 +398,14 @@ func applyBlob(a *Applier, l v1.Layer, d v1.Descriptor, diffID v1.Hash) error {
 	case len(magic) >= 2 && magic[0] == 0x1f && magic[1] == 0x8b:
 		gz, err := gzip.NewReader(br)
 		if err != nil {
-			return fmt.Errorf("%w: layer %s: %v", ErrHostile, d.Digest, err)
+			return fmt.Errorf("%w: layer %s: %w", ErrHostile, d.Digest, err)
 		}
 		defer gz.Close()
 		plain = gz
 	case len(magic) == 4 && magic[0] == 0x28 && magic[1] == 0xb5 && magic[2] == 0x2f && magic[3] == 0xfd:
 		zr, err := zstd.NewReader(br, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxMemory(256<<20))
 		if err != nil {
-			return fmt.Errorf("%w: layer %s: %v", ErrHostile, d.Digest, err)
+			return fmt.Errorf("%w: layer %s: %w", ErrHostile, d.Digest, err)
 		}
 		defer zr.Close()
 		plain = zr
@@ -419,7 +419,7 @@ func applyBlob(a *Applier, l v1.Layer, d v1.Descriptor, diffID v1.Hash) error {
 	// Drain: what follows the trailer is hashed too, within a bound.
 	before := un.n
 	if _, err := io.Copy(io.Discard, io.LimitReader(un, maxTrailer+1)); err != nil {
-		return fmt.Errorf("%w: layer %s: %v", ErrHostile, d.Digest, err)
+		return fmt.Errorf("%w: layer %s: %w", ErrHostile, d.Digest, err)
 	}
 	if un.n-before > maxTrailer {
 		return fmt.Errorf("%w: layer %s carries more than %d bytes after its end", ErrHostile, d.Digest, maxTrailer)

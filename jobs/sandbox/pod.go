@@ -313,12 +313,15 @@ func (p *Pod) stop() {
 	if p.stdin != nil {
 		p.stdin.Close() // the holder's cat ends
 	}
+	// The holder's exit status says nothing more: its end is what counts.
+	var ended error
 	select {
-	case <-p.waited:
+	case ended = <-p.waited:
 	case <-time.After(2 * time.Second):
 		_ = syscall.Kill(-p.Pid, syscall.SIGKILL)
-		<-p.waited
+		ended = <-p.waited
 	}
+	_ = ended
 }
 
 // tailBuffer keeps the last max bytes written to it.
