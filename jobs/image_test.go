@@ -144,3 +144,31 @@ steps:
 		t.Fatalf("run %s:\n%s", r.Status(), log)
 	}
 }
+
+// A re-run of a pipeline runs each step in the bytes the run it repeats
+// ran, even when the tag moved since.
+func TestARerunPipelineStepKeepsItsImageDigest(t *testing.T) {
+	t.Parallel()
+	reg := imagetest.NewRegistry(t)
+	ref := reg.Push(t, "tools:1", imagetest.BusyboxImage(t, imagetest.Entry{Name: "opt/version", Body: "one\n"}))
+	b := setup(t, options{insecure: []string{reg.Addr}})
+	repo := jobstest.GitRepoWith(t, map[string]string{".anvil.yaml": "steps:\n  - name: show\n    image: " + ref + "\n    commands: [cat /opt/version]\n"})
+	p := b.imageProject(t, "pinned", repo.URL, "true", "", []string{reg.Addr})
+	first := b.waitTerminal(t, accept(t, b, p).ID, 60*time.Second)
+	if first.Status() != runs.StatusPassed {
+		t.Fatalf("first: %s\n%s", first.Status(), b.logText(t, first.ID))
+	}
+	reg.Push(t, "tools:1", imagetest.BusyboxImage(t, imagetest.Entry{Name: "opt/version", Body: "two\n"}))
+	again, err := b.queue.Rerun(context.Background(), b.owner, first.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rerun := b.waitTerminal(t, again.ID, 60*time.Second)
+	log := b.logText(t, rerun.ID)
+	if rerun.Status() != runs.StatusPassed || !strings.Contains(log, "one\n") || strings.Contains(log, "two\n") {
+		t.Fatalf("re-run %s:\n%s", rerun.Status(), log)
+	}
+	if a, c := b.steps(t, first.ID)["show"].ImageDigest, b.steps(t, rerun.ID)["show"].ImageDigest; a == "" || a != c {
+		t.Fatalf("digests %q / %q", a, c)
+	}
+}

@@ -38,6 +38,7 @@ type runImages struct {
 	pods   map[string]*podState
 	leases []*image.Lease
 	closed bool
+	before map[string]runs.Step // the steps of the run a re-run repeats
 }
 
 type podState struct {
@@ -46,8 +47,31 @@ type podState struct {
 	err  error
 }
 
-// pull resolves ref and opens its tree, held until the run ends.
-func (ri *runImages) pull(ctx context.Context, ref, pullSecret string) (*image.Lease, string, error) {
+// pinned returns the digest a re-run's step ran in the run it repeats,
+// when that step named the same image: a re-run uses the same bytes.
+func (ri *runImages) pinned(ctx context.Context, key, ref string) string {
+	if ri.run.RerunOf == nil {
+		return ""
+	}
+	ri.mu.Lock()
+	defer ri.mu.Unlock()
+	if ri.before == nil {
+		ri.before = map[string]runs.Step{}
+		if p, err := ri.w.Logs.PipelineOf(ctx, *ri.run.RerunOf); err == nil {
+			for _, s := range p.Steps {
+				ri.before[s.Key] = s
+			}
+		}
+	}
+	if s, ok := ri.before[key]; ok && s.Image == ref {
+		return s.ImageDigest
+	}
+	return ""
+}
+
+// pull resolves ref (or takes digest, a re-run's) and opens its tree,
+// held until the run ends.
+func (ri *runImages) pull(ctx context.Context, ref, pullSecret, digest string) (*image.Lease, string, error) {
 	compiled, err := netpolicy.Compile(ri.list)
 	if err != nil {
 		return nil, "", err
@@ -67,8 +91,14 @@ func (ri *runImages) pull(ctx context.Context, ref, pullSecret string) (*image.L
 			return nil, "", err
 		}
 	}
-	r, err := p.Resolve(ctx, ref)
-	if err != nil {
+	var r image.Resolved
+	if digest != "" {
+		parsed, err := p.ParseRef(ref)
+		if err != nil {
+			return nil, "", err
+		}
+		r = image.Resolved{Ref: ref, Digest: digest, Pinned: parsed.Context().Digest(digest).String()}
+	} else if r, err = p.Resolve(ctx, ref); err != nil {
 		return nil, "", err
 	}
 	began, cached := time.Now(), st.Store.Has(r.Digest)
@@ -95,7 +125,7 @@ func (ri *runImages) launch(ctx context.Context, p *pipeline.Planned, spec sandb
 		res, err := ri.w.Executor.Run(ctx, spec, out)
 		return res, "", err
 	}
-	l, digest, err := ri.pull(ctx, p.Step.Image, p.Step.ImagePullSecret)
+	l, digest, err := ri.pull(ctx, p.Step.Image, p.Step.ImagePullSecret, ri.pinned(ctx, p.Key, p.Step.Image))
 	if err != nil {
 		fmt.Fprintf(out, "[anvil] %v\n", err)
 		return sandbox.Result{}, "", err
@@ -161,7 +191,7 @@ func (ri *runImages) startPod(ctx context.Context, workflow string, services []*
 	}
 	ri.logw.Printf("services of %s: %s", workflowName(workflow), strings.Join(names, ", "))
 	for _, s := range services {
-		l, _, err := ri.pull(ctx, s.Image, s.ImagePullSecret)
+		l, _, err := ri.pull(ctx, s.Image, s.ImagePullSecret, "")
 		if err != nil {
 			pod.Stop()
 			return nil, fmt.Errorf("service %s: %w", s.Name, err)
