@@ -274,3 +274,27 @@ func TestParseCredentials(t *testing.T) {
 		t.Fatal("credentials of another registry used")
 	}
 }
+
+// A private registry: refused without credentials, pulled with a pull
+// secret in either form.
+func TestAPrivateRegistryNeedsThePullSecret(t *testing.T) {
+	t.Parallel()
+	reg := imagetest.NewPrivateRegistry(t, "bot", "s3cret")
+	ref := reg.Push(t, "private:1", imagetest.BusyboxImage(t))
+	p := puller(t, reg)
+	if _, err := p.Resolve(context.Background(), ref); err == nil || !strings.Contains(err.Error(), "401") && !strings.Contains(strings.ToLower(err.Error()), "unauthorized") {
+		t.Fatalf("without credentials: %v", err)
+	}
+	for _, secret := range []string{"bot:s3cret", `{"auths":{"` + reg.Addr + `":{"auth":"Ym90OnMzY3JldA=="}}}`} {
+		a, err := image.ParseCredentials(secret, reg.Addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.Auth = a
+		s := store(t, 0)
+		l, _ := pull(t, s, p, ref)
+		if _, err := os.Stat(filepath.Join(l.Root, "bin/busybox")); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"io"
 	"log"
 	"net"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"path"
@@ -17,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/registry"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
@@ -155,21 +157,41 @@ func BusyboxImage(t testing.TB, files ...Entry) v1.Image {
 type Registry struct {
 	Addr string // 127.0.0.2:port
 	srv  *httptest.Server
+	auth authn.Authenticator
 }
 
 // NewRegistry starts a registry for the test.
-func NewRegistry(t testing.TB) *Registry {
+func NewRegistry(t testing.TB) *Registry { return NewPrivateRegistry(t, "", "") }
+
+// NewPrivateRegistry starts a registry that answers only requests with
+// user:pass (HTTP Basic), when user is set.
+func NewPrivateRegistry(t testing.TB, user, pass string) *Registry {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.2:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewUnstartedServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
+	var h http.Handler = registry.New(registry.Logger(log.New(io.Discard, "", 0)))
+	r := &Registry{auth: authn.Anonymous}
+	if user != "" {
+		inner := h
+		h = http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+			if u, p, ok := req.BasicAuth(); !ok || u != user || p != pass {
+				w.Header().Set("WWW-Authenticate", `Basic realm="test"`)
+				http.Error(w, "unauthorized", http.StatusUnauthorized)
+				return
+			}
+			inner.ServeHTTP(w, req)
+		})
+		r.auth = &authn.Basic{Username: user, Password: pass}
+	}
+	srv := httptest.NewUnstartedServer(h)
 	srv.Listener.Close()
 	srv.Listener = ln
 	srv.Start()
 	t.Cleanup(srv.Close)
-	return &Registry{Addr: ln.Addr().String(), srv: srv}
+	r.Addr, r.srv = ln.Addr().String(), srv
+	return r
 }
 
 // Push writes img as repo:tag and returns the reference.
@@ -179,7 +201,7 @@ func (r *Registry) Push(t testing.TB, repoTag string, img v1.Image) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := remote.Write(ref, img); err != nil {
+	if err := remote.Write(ref, img, remote.WithAuth(r.auth)); err != nil {
 		t.Fatal(err)
 	}
 	return ref.String()
@@ -203,7 +225,7 @@ func (r *Registry) PushIndex(t testing.TB, repoTag string, imgs map[string]v1.Im
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := remote.WriteIndex(ref, idx); err != nil {
+	if err := remote.WriteIndex(ref, idx, remote.WithAuth(r.auth)); err != nil {
 		t.Fatal(err)
 	}
 	return ref.String()
