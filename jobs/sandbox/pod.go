@@ -60,7 +60,7 @@ type Pod struct {
 // hosts file goes there, readable by the sandbox's uid); names are the
 // services' host names; bridge is anvil's binary as InstallBridge put it:
 // the holder is util-linux's unshare (a user namespace mapping the
-// sandbox's uid to root, and a network namespace) running it, which brings
+// sandbox's uid to itself, and a network namespace) running it, which brings
 // loopback up and, when n is set, is the pod's one egress bridge.
 func (b *bwrapExecutor) StartPod(dir string, names []string, bridge string, n *Network) (*Pod, error) {
 	for _, nm := range names {
@@ -93,8 +93,15 @@ func (b *bwrapExecutor) StartPod(dir string, names []string, bridge string, n *N
 	// The user namespace is made by unshare running as the sandbox's uid,
 	// so that uid owns it and may enter it (nsenter) and nest its own
 	// sandboxes in it; Go cloning it from the worker would make root its
-	// owner.
-	argv := []string{unshare, "--user", "--map-root-user", "--net", "--", bridge, BridgeCommand, "--loopback"}
+	// owner. The uid maps to itself, so that services and steps are the
+	// same unprivileged user as everywhere else (a Postgres refuses to run
+	// as root); --keep-caps lets the holder bring loopback up.
+	uid, gid := os.Getuid(), os.Getgid()
+	if uid == 0 {
+		uid, gid = SandboxUID, SandboxGID
+	}
+	argv := []string{unshare, "--user", "--map-user=" + strconv.Itoa(uid), "--map-group=" + strconv.Itoa(gid), "--keep-caps", "--net",
+		"--", bridge, BridgeCommand, "--loopback"}
 	if n != nil {
 		argv = append(argv, "--socket", n.Socket, "--listen", BridgeAddr)
 	}

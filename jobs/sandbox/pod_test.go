@@ -66,10 +66,14 @@ func TestAServiceIsReachedByNameFromAStep(t *testing.T) {
 		t.Fatalf("%v; log: %s", err, s.Tail())
 	}
 	var out syncBuffer
-	step := Spec{Workspace: dir, Command: "wget -q -O - http://web:8080/ && cat /etc/hosts", Limits: DefaultLimits(), Image: &Image{Root: l.Root, Env: l.Config.Env}}
+	step := Spec{Workspace: dir, Command: "wget -q -O - http://web:8080/ && cat /etc/hosts && echo uid=$(id -u)", Limits: DefaultLimits(), Image: &Image{Root: l.Root, Env: l.Config.Env}}
 	p.Enter(&step)
 	res, err := ex.Run(ctx, step, &out)
-	if err != nil || res.ExitCode != 0 || !strings.Contains(out.String(), "hello-from-web") {
+	want := "uid=" + strconv.Itoa(os.Getuid())
+	if os.Getuid() == 0 {
+		want = "uid=65534" // the sandbox's user, never root, in a pod too
+	}
+	if err != nil || res.ExitCode != 0 || !strings.Contains(out.String(), "hello-from-web") || !strings.Contains(out.String(), want) {
 		t.Fatalf("step: %+v %v %q", res, err, out.String())
 	}
 	if !strings.Contains(s.Tail(), "web is up") {
