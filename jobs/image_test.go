@@ -172,3 +172,39 @@ func TestARerunPipelineStepKeepsItsImageDigest(t *testing.T) {
 		t.Fatalf("digests %q / %q", a, c)
 	}
 }
+
+// What the images support is for: a project's tests run in a toolchain
+// image against a Postgres service, on a worker that has neither (a Debian
+// root with PostgreSQL 15, cached in ~/.cache/anvil).
+func TestAPipelineRunsAgainstAPostgresService(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("pulls a 200 MB image")
+	}
+	root := imagetest.PostgresRoot(t)
+	reg := imagetest.NewRegistry(t)
+	pg := reg.Push(t, "postgres:15", imagetest.RootImage(t, root, []string{"PATH=/usr/lib/postgresql/15/bin:/usr/local/bin:/usr/bin:/bin", "LANG=C.UTF-8"}))
+	b := setup(t, options{insecure: []string{reg.Addr}})
+	file := `services:
+  - name: postgres
+    image: ` + pg + `
+    commands:
+      - initdb -D /tmp/pgdata -U postgres --auth=trust > /dev/null
+      - exec postgres -D /tmp/pgdata -k /tmp -c listen_addresses=127.0.0.1
+    ports: [5432]
+    healthcheck: {command: "pg_isready -h 127.0.0.1 -U postgres", interval: 200ms, retries: 50, timeout: 5s}
+steps:
+  - name: test
+    image: ` + pg + `
+    commands:
+      - test ! -e /usr/local/go
+      - psql -h postgres -U postgres -tAc 'select 40 + 2'
+`
+	repo := jobstest.GitRepoWith(t, map[string]string{".anvil.yaml": file})
+	p := b.imageProject(t, "pg", repo.URL, "true", "", []string{reg.Addr})
+	r := b.waitTerminal(t, accept(t, b, p).ID, 5*time.Minute)
+	log := b.logText(t, r.ID)
+	if r.Status() != runs.StatusPassed || !strings.Contains(log, "42\n") {
+		t.Fatalf("run %s:\n%s", r.Status(), log)
+	}
+}

@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path"
 	"sort"
 	"testing"
@@ -229,4 +230,39 @@ func (r *Registry) PushIndex(t testing.TB, repoTag string, imgs map[string]v1.Im
 		t.Fatal(err)
 	}
 	return ref.String()
+}
+
+// PostgresRoot is a Debian bookworm root with PostgreSQL 15 (mmdebstrap,
+// about a minute), cached between test runs in ~/.cache/anvil; the test
+// is skipped when it is neither cached nor can be made.
+func PostgresRoot(t testing.TB) string {
+	t.Helper()
+	home, _ := os.UserHomeDir()
+	path := home + "/.cache/anvil/pg15-image.tar"
+	if _, err := os.Stat(path); err == nil {
+		return path
+	}
+	mm, err := exec.LookPath("mmdebstrap")
+	if err != nil || os.Getenv("ANVIL_TEST_BUILD_ROOTS") == "" {
+		t.Skipf("no cached %s (set ANVIL_TEST_BUILD_ROOTS=1 to build it with mmdebstrap, about a minute)", path)
+	}
+	_ = os.MkdirAll(home+"/.cache/anvil", 0o755)
+	out, err := exec.Command(mm, "--variant=apt", "--mode=root", "--format=tar", "--include=postgresql-15", "bookworm", path+".part").CombinedOutput()
+	if err != nil {
+		t.Skipf("mmdebstrap: %v: %s", err, out)
+	}
+	if err := os.Rename(path+".part", path); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// RootImage is an image of one layer made of a root's tar file.
+func RootImage(t testing.TB, tarPath string, env []string) v1.Image {
+	t.Helper()
+	l, err := tarball.LayerFromFile(tarPath, tarball.WithCompressionLevel(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return Image(t, env, l)
 }
