@@ -190,7 +190,19 @@ func (w *ExecuteRunWorker) execute(ctx context.Context, run *runs.Run, proj *dom
 		logw.Printf("checkout failed: %v", err)
 		return failed(runs.ReasonCheckout, nil)
 	}
-	plan, file, perr := w.loadPlan(ws, run, proj.RunCommand)
+	// The commit's changed files, for `when: path`: asked of git only when
+	// a condition needs them (docs/pipelines.md).
+	changed := func() ([]string, bool) {
+		files, ok, err := w.Git.ChangedFiles(runCtx, proj.RepoURL, token, ws, got)
+		if err != nil {
+			w.Log.Warn("changed files", "run_id", run.ID, "error", err)
+		}
+		if !ok {
+			held.Printf("the commit's changed files are unknown: every when: path condition holds")
+		}
+		return files, ok
+	}
+	plan, file, perr := w.loadPlan(ws, run, proj.RunCommand, changed)
 	if perr != nil {
 		fmt.Fprintf(logw, "%s\n", perr)
 		_, _ = logw.Write(held.Bytes())

@@ -11,6 +11,7 @@ import (
 
 	"anvil/domain"
 	"anvil/domain/run"
+	"anvil/domain/runsecret"
 	"anvil/jobs/jobstest"
 )
 
@@ -79,7 +80,10 @@ steps:
     depends_on: [build]
     environment:
       GREETING: hello
+      TOKEN: {from_secret: DEPLOY_KEY}
     commands:
+      - test "$TOKEN" = s3cr3t-pipeline-value && echo "token=$TOKEN"
+      - test -z "${DEPLOY_KEY:-}"
       - test "$CI_STEP_NAME" = test
       - echo "sha=$CI_COMMIT_SHA event=$CI_PIPELINE_EVENT branch=$CI_COMMIT_BRANCH ci=$CI greeting=$GREETING"
       - cat out.txt
@@ -93,6 +97,10 @@ func TestPipelineDAG(t *testing.T) {
 	b := setup(t, options{})
 	repo := jobstest.GitRepoWith(t, map[string]string{".anvil.yaml": dagPipeline})
 	p := b.project(t, "dag", repo.URL, "echo the-project-command", 0)
+	// A run secret reaches a step through from_secret only, masked.
+	if _, _, err := runsecret.New(b.store).Put(context.Background(), b.owner, p.ID, "DEPLOY_KEY", "s3cr3t-pipeline-value"); err != nil {
+		t.Fatal(err)
+	}
 	r := b.acceptAt(t, p, run.TriggerWebhook, repo.Head)
 	got := b.waitTerminal(t, r.ID, 90*time.Second)
 	log := b.logText(t, r.ID)
@@ -127,7 +135,10 @@ func TestPipelineDAG(t *testing.T) {
 		t.Fatalf("times: %+v %+v", st["slow"], st["release"])
 	}
 	testLog := b.stepLog(t, r.ID, "test")
-	for _, want := range []string{"+ cat out.txt", "built", "sha=" + repo.Head + " event=push branch=main ci=true greeting=hello"} {
+	if strings.Contains(log, "s3cr3t-pipeline-value") {
+		t.Fatalf("the secret in the log:\n%s", log)
+	}
+	for _, want := range []string{"+ cat out.txt", "built", "token=***", "sha=" + repo.Head + " event=push branch=main ci=true greeting=hello"} {
 		if !strings.Contains(testLog, want) {
 			t.Fatalf("test's log lacks %q:\n%s", want, testLog)
 		}
@@ -282,6 +293,38 @@ steps:
 	for _, k := range []string{"one", "two", "join"} {
 		if st[k].Status != run.StepCanceled {
 			t.Fatalf("step %s: %s", k, st[k].Status)
+		}
+	}
+}
+
+// TestPipelinePathFilter: `when: path` is matched against the files the
+// commit changes against its parent (README and the pipeline file here).
+func TestPipelinePathFilter(t *testing.T) {
+	t.Parallel()
+	b := setup(t, options{})
+	repo := jobstest.GitRepoWith(t, map[string]string{".anvil.yaml": `
+steps:
+  - name: docs
+    when: {path: ['docs/**']}
+    commands: [echo docs]
+  - name: readme
+    depends_on: []
+    when: {path: [README, '*.md']}
+    commands: [echo readme]
+`})
+	p := b.project(t, "paths", repo.URL, "true", 0)
+	for _, r := range []*run.Run{b.acceptAt(t, p, run.TriggerWebhook, repo.Head), nil} {
+		if r == nil {
+			// A manual run of the branch's head: the same commit.
+			var err error
+			if r, err = b.queue.AcceptManual(context.Background(), b.owner, p.ID, ""); err != nil {
+				t.Fatal(err)
+			}
+		}
+		got := b.waitTerminal(t, r.ID, 60*time.Second)
+		st := b.steps(t, r.ID)
+		if got.Status() != run.StatusPassed || st["docs"].Status != run.StepSkipped || st["docs"].Reason != "when: path [docs/**]" || st["readme"].Status != run.StepPassed {
+			t.Fatalf("run %s, steps %+v\n%s", got.Status(), st, b.logText(t, r.ID))
 		}
 	}
 }

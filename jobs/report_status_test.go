@@ -166,6 +166,7 @@ type statusBundle struct {
 	projects *project.Projects
 	owner    *domain.Principal
 	project  *domain.Project
+	logs     *runs.Logs
 }
 
 // setupStatus starts a River client that works only report_status jobs
@@ -215,7 +216,7 @@ func setupStatus(t *testing.T, f *fakeForge) *statusBundle {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &statusBundle{db: d, store: sv.Store, queue: sv.Queue, projects: sv.Projects, owner: owner, project: p}
+	return &statusBundle{db: d, store: sv.Store, queue: sv.Queue, projects: sv.Projects, owner: owner, project: p, logs: sv.Logs}
 }
 
 // accept queues a webhook run pinned to testSHA.
@@ -279,6 +280,31 @@ func TestStatusLifeThroughEachForge(t *testing.T) {
 			_, err := b.queue.ReportTerminal(context.Background(), id, runs.TerminalReport{State: runs.StateFailed, ExitCode: &exit1, FailureReason: runs.ReasonExitCode})
 			must(t, err)
 		}, map[string][]string{"github": {"failure: failed: exit code 1"}, "gitlab": {"failed: failed: exit code 1"}, "gitea": {"failure: failed: exit code 1"}}},
+		// A pipeline's failure names its first failed step (not an ignored
+		// one); a refused file its line (docs/pipelines.md).
+		{"step_failed", func(t *testing.T, b *statusBundle, id uuid.UUID) {
+			ctx := context.Background()
+			r, err := b.queue.RunByID(ctx, id)
+			must(t, err)
+			must(t, b.logs.SetPipeline(ctx, r, ".anvil.yaml", ""))
+			now := time.Now()
+			must(t, b.logs.SetSteps(ctx, r, []runs.Step{
+				{Index: 0, Key: "lint", Name: "lint", Status: runs.StepFailed, Ignored: true, FinishedAt: &now},
+				{Index: 1, Key: "test (GO=1.23)", Name: "test", Status: runs.StepFailed, FinishedAt: &now},
+			}))
+			_, err = b.queue.ReportTerminal(ctx, id, runs.TerminalReport{State: runs.StateFailed, ExitCode: &exit1, FailureReason: runs.ReasonExitCode})
+			must(t, err)
+		}, map[string][]string{"github": {"failure: failed: step test (GO=1.23) (exit code 1)"}, "gitlab": {"failed: failed: step test (GO=1.23) (exit code 1)"},
+			"gitea": {"failure: failed: step test (GO=1.23) (exit code 1)"}}},
+		{"pipeline_refused", func(t *testing.T, b *statusBundle, id uuid.UUID) {
+			ctx := context.Background()
+			r, err := b.queue.RunByID(ctx, id)
+			must(t, err)
+			must(t, b.logs.SetPipeline(ctx, r, ".anvil.yaml", `.anvil.yaml:5: unknown key "depend_on" in a step`))
+			_, err = b.queue.ReportTerminal(ctx, id, runs.TerminalReport{State: runs.StateFailed, FailureReason: runs.ReasonPipeline})
+			must(t, err)
+		}, map[string][]string{"github": {`failure: failed: .anvil.yaml:5: unknown key "depend_on" in a step`},
+			"gitlab": {`failed: failed: .anvil.yaml:5: unknown key "depend_on" in a step`}, "gitea": {`failure: failed: .anvil.yaml:5: unknown key "depend_on" in a step`}}},
 		{"runner_lost", func(t *testing.T, b *statusBundle, id uuid.UUID) {
 			_, err := b.queue.ReportTerminal(context.Background(), id, runs.TerminalReport{State: runs.StateFailed, FailureReason: runs.ReasonRunnerLost})
 			must(t, err)

@@ -131,7 +131,7 @@ func eventOf(r *runs.Run) string {
 // loadPlan reads and plans the commit's pipeline; a run without a file
 // (and every repair) gets the project's command as its one step. file is
 // what the run read ("" for none).
-func (w *ExecuteRunWorker) loadPlan(ws string, r *runs.Run, command string) (plan *pipeline.Plan, file string, err error) {
+func (w *ExecuteRunWorker) loadPlan(ws string, r *runs.Run, command string, changed func() ([]string, bool)) (plan *pipeline.Plan, file string, err error) {
 	if r.Trigger == runs.TriggerRepair {
 		return pipeline.Implicit(command), "", nil
 	}
@@ -154,7 +154,11 @@ func (w *ExecuteRunWorker) loadPlan(ws string, r *runs.Run, command string) (pla
 	if err != nil {
 		return nil, file, err
 	}
-	plan, err = pipeline.Build(cfg, pipeline.PlanOptions{Images: w.Images, Event: eventOf(r), Branch: r.Branch})
+	opt := pipeline.PlanOptions{Images: w.Images, Event: eventOf(r), Branch: r.Branch}
+	if pipeline.NeedsChangedFiles(cfg) {
+		opt.ChangedFiles, opt.ChangedKnown = changed()
+	}
+	plan, err = pipeline.Build(cfg, opt)
 	return plan, file, err
 }
 

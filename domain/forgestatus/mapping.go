@@ -63,7 +63,9 @@ func codeFailure(r *run.Run) bool {
 	if r.FailureReason == nil {
 		return r.ExitCode != nil && *r.ExitCode != 0
 	}
-	return *r.FailureReason == run.ReasonExitCode || *r.FailureReason == run.ReasonTimeout
+	// A refused pipeline file is the commit's own fault, as a failing
+	// command is (docs/pipelines.md).
+	return *r.FailureReason == run.ReasonExitCode || *r.FailureReason == run.ReasonTimeout || *r.FailureReason == run.ReasonPipeline
 }
 
 // Facts are what a description needs beyond the run row.

@@ -17,10 +17,11 @@ type PlanOptions struct {
 	// Event is push, pull_request or manual; Branch the run's branch.
 	Event  string
 	Branch string
-	// ChangedFiles are the paths the commit changes, when ChangedKnown.
-	// A `when: path` condition holds when they are not known (a shallow
-	// checkout knows no parent): running a step too often is safer than
-	// skipping the one that checks the change (docs/pipelines.md).
+	// ChangedFiles are the paths the commit changes against its parent,
+	// when ChangedKnown. A `when: path` condition holds when they are not
+	// known (a root commit, a parent the remote would not give): running a
+	// step too often is safer than skipping the one that checks the change
+	// (docs/pipelines.md).
 	ChangedFiles []string
 	ChangedKnown bool
 }
@@ -48,6 +49,9 @@ type Planned struct {
 	File     string
 	Matrix   []KV
 	Step     *Step
+	// Services are the step's workflow's services, for a launcher that
+	// runs them beside it (PlanOptions.Images).
+	Services []*Service
 	// Needs are the indices of the steps this one waits for.
 	Needs []int
 	// Skip is why the step will not run whatever happens before it
@@ -110,7 +114,7 @@ func Build(cfg *Config, opt PlanOptions) (*Plan, error) {
 			for i, s := range w.Steps {
 				p := &Planned{
 					Index: base + i, Name: s.Name, Workflow: w.Name, File: w.File, Matrix: combo, Step: s,
-					Timeout: s.Timeout,
+					Services: w.Services, Timeout: s.Timeout,
 				}
 				if p.Timeout == 0 {
 					p.Timeout = w.Timeout
@@ -278,4 +282,28 @@ func matchSegs(g, s []string, depth int) bool {
 		g, s = g[1:], s[1:]
 	}
 	return len(s) == 0
+}
+
+// NeedsChangedFiles reports whether a `when: path` condition appears
+// anywhere: only then does the executor ask git for the commit's changes.
+func NeedsChangedFiles(cfg *Config) bool {
+	has := func(ws []*When) bool {
+		for _, w := range ws {
+			if len(w.Path) > 0 {
+				return true
+			}
+		}
+		return false
+	}
+	for _, w := range cfg.Workflows {
+		if has(w.When) {
+			return true
+		}
+		for _, s := range w.Steps {
+			if has(s.When) {
+				return true
+			}
+		}
+	}
+	return false
 }

@@ -155,6 +155,9 @@ func TestPlanRefusesImagesUntilEnabled(t *testing.T) {
 	if _, err := Build(cfg, PlanOptions{}); err == nil || !strings.HasPrefix(err.Error(), ".anvil.yaml:2: service \"postgres\"") {
 		t.Fatalf("service: %v", err)
 	}
+	if p, err := Build(cfg, PlanOptions{Images: true}); err != nil || len(p.Steps[0].Services) != 1 {
+		t.Fatalf("a step knows its workflow's services: %v", err)
+	}
 	if s := cfg.Workflows[0].Services[0]; s.Healthcheck.Retries != 30 || s.Ports[0].Number != 5432 {
 		t.Fatalf("service model: %+v", s)
 	}
