@@ -94,8 +94,11 @@ func benchImages(ctx context.Context, env *benchEnv) (err error) {
 		for _, im := range []*sandbox.Image{nil, {Root: lease.Root, Env: lease.Config.Env}} {
 			t0 := time.Now()
 			res, err := exe.Run(ctx, sandbox.Spec{Workspace: ws, Command: "true", Limits: sandbox.DefaultLimits(), Image: im}, discard{})
-			if err != nil || res.ExitCode != 0 {
-				return fmt.Errorf("a step: %v (exit %d)", err, res.ExitCode)
+			if err != nil {
+				return fmt.Errorf("a step: %w", err)
+			}
+			if res.ExitCode != 0 {
+				return fmt.Errorf("a step exited %d", res.ExitCode)
 			}
 			if im == nil {
 				host = append(host, time.Since(t0))

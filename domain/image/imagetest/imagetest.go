@@ -172,7 +172,7 @@ func NewPrivateRegistry(t testing.TB, user, pass string) *Registry {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var h http.Handler = registry.New(registry.Logger(log.New(io.Discard, "", 0)))
+	h := http.Handler(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
 	r := &Registry{auth: authn.Anonymous}
 	if user != "" {
 		inner := h
