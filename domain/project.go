@@ -39,6 +39,11 @@ type Project struct {
 	// ForkCache gives runs of a fork's code a read-only copy of the
 	// project's cache; false: an empty one (docs/caches.md).
 	ForkCache bool `bun:"fork_cache"`
+	// RunImage is the image a run of the project without a pipeline file
+	// runs its command in, RepairImage the one of its repair runs; "" is
+	// the host's toolchain (docs/images.md).
+	RunImage    string `bun:"run_image"`
+	RepairImage string `bun:"repair_image"`
 	// StatusContext names the project's commit statuses on the forge
 	// (anvil/<slug> unless set; see StatusContextOf).
 	StatusContext string    `bun:"status_context"`
@@ -108,6 +113,15 @@ func (p *Project) FixWindow() time.Duration {
 		return 24 * time.Hour
 	}
 	return time.Duration(p.FixVerificationSeconds) * time.Second
+}
+
+// ImageFor is the image of a run of this project without a pipeline file:
+// the repair image for a repair run, the run image otherwise; "" for none.
+func (p *Project) ImageFor(repair bool) string {
+	if repair {
+		return p.RepairImage
+	}
+	return p.RunImage
 }
 
 // NetworkFor is the network list of a run of this project: the repair list

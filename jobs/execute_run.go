@@ -70,6 +70,9 @@ type ExecuteRunWorker struct {
 	// generations and figures (run_cache.go); nil Caches: no cache.
 	Caches     *sandbox.Caches
 	CacheState *runcache.Service
+	// ImageStore runs commands in container images (run_image.go,
+	// docs/images.md); nil: a run with an image fails.
+	ImageStore *Images
 	// ParallelSteps bounds the pipeline steps that run at once in a run's
 	// workspace (ANVIL_RUN_PARALLEL_STEPS; ≤ 0: the machine's cores);
 	// ArtifactsMaxBytes a run's kept files (ANVIL_ARTIFACTS_MAX_MB).
@@ -279,6 +282,23 @@ func (w *ExecuteRunWorker) execute(ctx context.Context, run *runs.Run, proj *dom
 		afterRun = func() { stopNetwork(); releaseCache() }
 	}
 
+	repair := run.Trigger == runs.TriggerRepair
+	projectImage := ""
+	if file == "" {
+		// The project's image is that of a run without a pipeline file;
+		// a file's steps name their own.
+		projectImage = proj.ImageFor(repair)
+	}
+	releaseImage, err := w.startImage(runCtx, run, projectImage, proj.NetworkFor(repair), &spec, logw)
+	if err != nil {
+		if r, ok := w.stopped(runCtx, logw); ok {
+			return r
+		}
+		logw.Printf("%v", err)
+		return failed(runs.ReasonSandbox, nil)
+	}
+	defer releaseImage()
+
 	state, err := w.start(ctx, run.ID, backfill)
 	if err != nil {
 		logw.Printf("could not start: %v", err)
@@ -305,10 +325,19 @@ func (w *ExecuteRunWorker) execute(ctx context.Context, run *runs.Run, proj *dom
 	}
 	pr := &pipelineRun{w: w, run: run, plan: plan, implicit: file == "", base: spec, infra: infra, secrets: secrets,
 		logw: logw, arts: newArtifactBudget(w.ArtifactsMaxBytes), timeout: proj.RunTimeout()}
+	var ri *runImages
+	if w.ImageStore != nil && w.LaunchStep == nil {
+		ri = &runImages{w: w, run: run, list: proj.NetworkFor(repair), secrets: secrets, logw: logw, plan: plan, ws: ws, base: spec}
+		defer ri.close()
+		pr.launcher = ri.launch
+	}
 
 	execCtx, cancelTimeout := context.WithTimeoutCause(runCtx, proj.RunTimeout(), sandbox.ErrTimeout)
 	defer cancelTimeout()
 	rep := pr.execute(runCtx, execCtx)
+	if ri != nil {
+		ri.close() // the services end with the workflow's steps
+	}
 	afterRun()
 	// A repair's Finish looks at what its command left, whatever its exit
 	// code; a repair stopped, timed out or failed by the sandbox ends here.

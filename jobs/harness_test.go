@@ -16,6 +16,7 @@ import (
 	"anvil/db/testdb"
 	"anvil/domain"
 	"anvil/domain/account"
+	"anvil/domain/image"
 	"anvil/domain/mail"
 	"anvil/domain/network"
 	"anvil/domain/project"
@@ -75,6 +76,10 @@ type options struct {
 	// cacheBytes, when set, gives runs their project's cache, bounded so
 	// (b.caches, beside the process folders as ANVIL_WORK_DIR/caches is).
 	cacheBytes int64
+	// insecure, when set, gives the workers an image store (beside the
+	// process folders, as ANVIL_WORK_DIR/images is) that pulls over plain
+	// HTTP from these registries and may reach loopback.
+	insecure []string
 }
 
 // setup starts a real River client working every job kind against a fresh
@@ -130,7 +135,15 @@ func setup(t *testing.T, o options) *testBundle {
 	if o.cacheBytes > 0 {
 		b.caches = &sandbox.Caches{Root: filepath.Join(filepath.Dir(root), "caches"), MaxBytes: o.cacheBytes}
 	}
-	jobs.Register(workers, jobs.Deps{Services: sv, Executor: exe, Git: git, WorkRoot: root, Caches: b.caches, Log: o.log})
+	var images *jobs.Images
+	if o.insecure != nil {
+		st, err := image.OpenStore(filepath.Join(filepath.Dir(root), "images"), 0, image.Bounds{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		images = &jobs.Images{Store: st, AllowPrivate: true, Insecure: o.insecure}
+	}
+	jobs.Register(workers, jobs.Deps{Services: sv, Executor: exe, Git: git, WorkRoot: root, Caches: b.caches, ImageStore: images, Images: images != nil, Log: o.log})
 	client, err := sv.Start(ctx, &river.Config{
 		Workers: workers, Queues: wiring.Queues(4),
 		PeriodicJobs: jobs.Periodic(o.heartbeatTimeout), FetchCooldown: 5 * time.Millisecond, FetchPollInterval: 50 * time.Millisecond,

@@ -33,7 +33,10 @@ type Deps struct {
 	// Caches keeps the projects' caches between runs (docs/caches.md); nil:
 	// runs get none.
 	Caches *sandbox.Caches
-	Log    *slog.Logger
+	// ImageStore runs commands in container images (docs/images.md);
+	// nil: a run with an image fails.
+	ImageStore *Images
+	Log        *slog.Logger
 	// ParallelSteps and ArtifactsMaxBytes bound a run's pipeline
 	// (ANVIL_RUN_PARALLEL_STEPS, ANVIL_ARTIFACTS_MAX_MB; zero: the
 	// defaults). Images and LaunchStep: see ExecuteRunWorker.
@@ -83,7 +86,7 @@ func Register(w *river.Workers, d Deps) {
 		Heartbeat: heartbeatInterval(d.Queue.HeartbeatTimeout()), ID: ExecutorID(),
 		Secrets: runsecret.New(d.Store).ForRun, Network: d.Network, Bridge: installBridge(d),
 		Caches: d.Caches, CacheState: runcache.New(d.Store, cacheMax(d.Caches)),
-		ParallelSteps: d.ParallelSteps, ArtifactsMaxBytes: d.ArtifactsMaxBytes, Images: d.Images, LaunchStep: d.LaunchStep})
+		ParallelSteps: d.ParallelSteps, ArtifactsMaxBytes: d.ArtifactsMaxBytes, ImageStore: d.ImageStore, Images: d.Images, LaunchStep: d.LaunchStep})
 }
 
 func cacheMax(c *sandbox.Caches) int64 {

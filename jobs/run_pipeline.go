@@ -171,9 +171,12 @@ type stepResult struct {
 
 // pipelineRun is the state of one run's pipeline while it executes.
 type pipelineRun struct {
-	w        *ExecuteRunWorker
-	run      *runs.Run
-	plan     *pipeline.Plan
+	w    *ExecuteRunWorker
+	run  *runs.Run
+	plan *pipeline.Plan
+	// launcher runs the steps of a worker with images (run_step_image.go);
+	// nil: the worker's launch.
+	launcher StepLauncher
 	implicit bool
 	base     sandbox.Spec      // the run's spec: workspace, limits, network, cache
 	infra    map[string]string // the run's variables that are no secret (network, cache)
@@ -366,7 +369,11 @@ func (pr *pipelineRun) step(ctx context.Context, p *pipeline.Planned, detached b
 		sctx, cancel = context.WithTimeoutCause(ctx, p.Timeout, errStepTimeout)
 		defer cancel()
 	}
-	res, digest, err := w.launch(sctx, p, spec, out)
+	launch := w.launch
+	if pr.launcher != nil {
+		launch = pr.launcher
+	}
+	res, digest, err := launch(sctx, p, spec, out)
 	pr.rows[p.Index].ImageDigest = digest
 	if pr.implicit {
 		pr.last, pr.ran, pr.sandboxErr = res, true, err != nil

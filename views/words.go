@@ -122,4 +122,13 @@ func countOf(n int64, noun string) string {
 
 // networkPresets names the network list's presets for the project form's
 // help (netpolicy.Presets; views import nothing of the domain).
-const networkPresets = "@npm @pypi @go @crates @maven @rubygems @github @gitlab"
+const networkPresets = "@npm @pypi @go @crates @maven @rubygems @github @gitlab @dockerhub @ghcr @quay @gcr"
+
+// shortDigest is an image digest as a page shows it: sha256: and twelve
+// hex digits (the whole digest is the element's title).
+func shortDigest(d string) string {
+	if len(d) > 19 {
+		return d[:19]
+	}
+	return d
+}

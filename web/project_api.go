@@ -41,6 +41,9 @@ type projectJSON struct {
 	RepairNetworkAllow []string `json:"repair_network_allow"`
 	// ForkCache: docs/caches.md (true = forks' runs read a copy).
 	ForkCache bool `json:"fork_cache"`
+	// RunImage and RepairImage: docs/images.md ("" = the host's tools).
+	RunImage    string `json:"run_image"`
+	RepairImage string `json:"repair_image"`
 }
 
 func toProjectJSON(p *domain.Project) projectJSON {
@@ -50,7 +53,7 @@ func toProjectJSON(p *domain.Project) projectJSON {
 		BranchFilters: append([]string{}, p.BranchFilters...), StatusContext: domain.StatusContextOf(p), CreatedAt: p.CreatedAt.UTC(), UpdatedAt: p.UpdatedAt.UTC(), Warnings: p.Warnings,
 		FixVerificationWindow: domain.FormatWindow(p.FixWindow()),
 		NetworkAllow:          append([]string{}, p.NetworkAllow...), RepairNetworkAllow: append([]string{}, p.RepairNetworkAllow...),
-		ForkCache: p.ForkCache}
+		ForkCache: p.ForkCache, RunImage: p.RunImage, RepairImage: p.RepairImage}
 }
 
 func (s *Server) apiProjectList(c echo.Context) error {

@@ -56,10 +56,18 @@ func formInput(c echo.Context) (project.ProjectInput, views.ProjectForm) {
 		StatusContext: c.FormValue("status_context"),
 		NetworkAllow:  c.FormValue("network_allow"), RepairNetworkAllow: c.FormValue("repair_network_allow"),
 		FixWindow: c.FormValue("fix_verification_window"),
+		RunImage:  c.FormValue("run_image"), RepairImage: c.FormValue("repair_image"),
 	}
 	in := project.ProjectInput{Slug: &f.Slug, Name: &f.Name, RepoURL: &f.RepoURL, DefaultBranch: &f.DefaultBranch,
 		RunCommand: &f.RunCommand, RepairCommand: &f.RepairCommand, Provider: &f.Provider,
 		ProviderAPIURL: &f.ProviderAPIURL, ProviderRepo: &f.ProviderRepo}
+	// A form without the image fields (an older page) leaves them as they are.
+	if _, ok := c.Request().PostForm["run_image"]; ok {
+		in.RunImage = &f.RunImage
+	}
+	if _, ok := c.Request().PostForm["repair_image"]; ok {
+		in.RepairImage = &f.RepairImage
+	}
 	if tok := c.FormValue("provider_token"); tok != "" {
 		in.ProviderToken = &tok
 		f.TokenDropped = true // shown only when the form is refused
@@ -123,6 +131,8 @@ var formFields = map[string]struct{ field, label string }{
 	"repair_network_allow":    {"repair_network_allow", "Network list of repair runs"},
 	"fork_cache":              {"fork_cache", "Cache for forks' runs"},
 	"fix_verification_window": {"fix_verification_window", "Fix verification window"},
+	"run_image":               {"run_image", "Image of runs"},
+	"repair_image":            {"repair_image", "Image of repair runs"},
 }
 
 // formErrors turns a refusal into the form's messages, each in its field's
@@ -203,7 +213,8 @@ func projectForm(p *domain.Project) views.ProjectForm {
 		ProviderRepo: p.ProviderRepo, HasProviderToken: p.ProviderTokenEnc != "", RunTimeoutMinutes: strconv.Itoa(p.RunTimeoutSeconds / 60),
 		BranchFilters: strings.Join(p.BranchFilters, "\n"), StatusContext: domain.StatusContextOf(p),
 		NetworkAllow: strings.Join(p.NetworkAllow, "\n"), RepairNetworkAllow: strings.Join(p.RepairNetworkAllow, "\n"),
-		NoForkCache: !p.ForkCache, FixWindow: domain.FormatWindow(p.FixWindow())}
+		NoForkCache: !p.ForkCache, FixWindow: domain.FormatWindow(p.FixWindow()),
+		RunImage: p.RunImage, RepairImage: p.RepairImage}
 }
 
 func (s *Server) projectEditPage(c echo.Context) error {

@@ -25,6 +25,10 @@ var routeRoles = map[string]string{
 	"POST /projects/:projectId/monitors/:slug/edit": domain.RoleMember,
 	// source maps (docs/sourcemap.md): members upload
 	"POST /api/private/projects/:projectId/sourcemaps": domain.RoleMember,
+	// the worker's image store (docs/images.md): shared by every
+	// organisation of the host, so an owner's
+	"POST /settings/images/clear":    domain.RoleOwner,
+	"POST /api/private/images/clear": domain.RoleOwner,
 	// pages
 	"POST /logout":                                         domain.RoleViewer,
 	"POST /projects":                                       domain.RoleAdmin,

@@ -37,6 +37,8 @@ var wantRoles = map[string]string{
 	"POST /settings/retention/projects/:projectId": domain.RoleAdmin,
 	"POST /projects/:projectId/delete":             domain.RoleAdmin,
 	"POST /settings/organization/delete":           domain.RoleOwner,
+	"POST /settings/images/clear":                  domain.RoleOwner,
+	"POST /api/private/images/clear":               domain.RoleOwner,
 
 	"POST /projects/:projectId/runs":                                                domain.RoleMember,
 	"POST /runs/:runId/cancel":                                                      domain.RoleMember,

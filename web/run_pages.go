@@ -39,6 +39,12 @@ func runRow(v run.RunView) views.RunRow {
 	if v.FinishedAt != nil {
 		r.FinishedAt = *v.FinishedAt
 	}
+	if v.Image != nil {
+		r.Image = *v.Image
+	}
+	if v.ImageDigest != nil {
+		r.ImageDigest = *v.ImageDigest
+	}
 	return r
 }
 

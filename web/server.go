@@ -14,6 +14,7 @@ import (
 	"anvil/db"
 	"anvil/domain/alert"
 	"anvil/domain/feedstats"
+	"anvil/domain/image"
 	"anvil/domain/retention"
 	"anvil/domain/secret"
 	"anvil/domain/wiring"
@@ -53,6 +54,7 @@ type Server struct {
 	keys    *secret.Keyring
 	log     *slog.Logger
 	metrics *Metrics
+	images  *image.Store
 	opts    Options
 	done    <-chan struct{}
 	logins  loginLimiter
@@ -75,6 +77,10 @@ type Deps struct {
 	Log      *slog.Logger
 	Metrics  *Metrics
 	Options  Options
+	// Images is this host's image store when the process runs workers
+	// (docs/images.md); nil: the settings page says images live on the
+	// workers.
+	Images *image.Store
 	// Done is closed when the server shuts down, ending live streams
 	// (http.Server.Shutdown waits for them otherwise).
 	Done <-chan struct{}
@@ -88,7 +94,7 @@ func newServer(d Deps) *Server {
 		d.Metrics = NewMetrics(d.DB)
 	}
 	return &Server{Services: d.Services, db: d.DB, keys: d.Keys, log: d.Log, metrics: d.Metrics, opts: d.Options, done: d.Done,
-		alerts: d.Services.Alerts, retention: d.Services.Retention}
+		alerts: d.Services.Alerts, retention: d.Services.Retention, images: d.Images}
 }
 
 func (s *Server) base() *echo.Echo {
@@ -140,6 +146,7 @@ func New(d Deps) *echo.Echo {
 	s.registerSourceMaps(e, api)
 	s.registerReleases(pages, api)
 	s.registerSentryReleases(e)
+	s.registerImages(pages, api)
 
 	// A group with middleware claims every unknown path under its prefix, so
 	// that its middleware runs: an anonymous GET /no/such/page was sent to

@@ -27,8 +27,8 @@
 //     443; *.suffix:port that port only;
 //   - an IP literal, with or without a port ([v6]:port for IPv6), matched
 //     only by requests naming that literal;
-//   - a preset, @npm @pypi @go @crates @maven @rubygems @github @gitlab:
-//     the hosts of [Presets], ports 80 and 443.
+//   - a preset, @npm @pypi @go @crates @maven @rubygems @github @gitlab
+//     @dockerhub @ghcr @quay @gcr: the hosts of [Presets], ports 80 and 443.
 //
 // Host names are compared in their ASCII form: an international name is
 // stored as its punycode (IDNA), every name in lower case.
@@ -176,6 +176,18 @@ var Presets = []Preset{
 		"git over HTTPS, the REST API, archives, release assets and raw files"},
 	{"@gitlab", []string{"gitlab.com"},
 		"git over HTTPS, the API and GitLab's package registries (all served by gitlab.com)"},
+	// The registries' presets are what a worker's pull of an image reaches
+	// (docs/images.md): the registry, its token service, and the CDN its
+	// blob downloads redirect to (Docker's published allow list).
+	{"@dockerhub", []string{"index.docker.io", "registry-1.docker.io", "auth.docker.io", "production.cloudflare.docker.com",
+		"production.cloudfront.docker.com", "docker-images-prod.6aa30f8b08e16409b46e0173d6de2f56.r2.cloudflarestorage.com"},
+		"images of Docker Hub (node:22, postgres:16): the registry under both of its names, its token service and the CDNs its blobs redirect to"},
+	{"@ghcr", []string{"ghcr.io", "pkg-containers.githubusercontent.com"},
+		"images of GitHub's container registry: the registry and the host its blobs redirect to"},
+	{"@quay", []string{"quay.io", "cdn.quay.io", "cdn01.quay.io", "cdn02.quay.io", "cdn03.quay.io"},
+		"images of Quay: the registry and its CDNs"},
+	{"@gcr", []string{"gcr.io", "us.gcr.io", "eu.gcr.io", "asia.gcr.io", "mirror.gcr.io", "storage.googleapis.com"},
+		"images of Google's Container Registry and its mirror, and the storage their blobs redirect to (Artifact Registry's REGION-docker.pkg.dev is a host to list)"},
 }
 
 // PresetNames lists the presets' names.

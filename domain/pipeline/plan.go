@@ -31,6 +31,9 @@ type PlanOptions struct {
 // waits for.
 type Plan struct {
 	Steps []*Planned
+	// Services are each workflow's services, by workflow name: they run
+	// for the whole workflow, beside its steps (docs/images.md).
+	Services map[string][]*Service
 }
 
 // Planned is one step of the run: a step of a workflow for one combination
@@ -85,6 +88,12 @@ func Build(cfg *Config, opt PlanOptions) (*Plan, error) {
 				s := w.Services[0]
 				return nil, &Error{File: w.File, Line: s.Line, Msg: fmt.Sprintf("service %q: services need the images support this worker does not have (docs/pipelines.md)", s.Name)}
 			}
+		}
+		if len(w.Services) > 0 {
+			if plan.Services == nil {
+				plan.Services = map[string][]*Service{}
+			}
+			plan.Services[w.Name] = w.Services
 		}
 		combos, err := combinations(w)
 		if err != nil {

@@ -47,6 +47,10 @@ type ProjectInput struct {
 	// ForkCache says whether runs of a fork's code get a read-only copy of
 	// the project's cache (true when left out on create; docs/caches.md).
 	ForkCache *bool `json:"fork_cache"`
+	// RunImage and RepairImage: an image reference (node:22,
+	// ghcr.io/acme/ci:3, repo@sha256:…) or "" (docs/images.md).
+	RunImage    *string `json:"run_image"`
+	RepairImage *string `json:"repair_image"`
 }
 
 var (
@@ -138,6 +142,8 @@ func (in *ProjectInput) apply(p *domain.Project, creating bool, pre domain.Field
 			return "", ""
 		}},
 		{"status_context", in.StatusContext, &p.StatusContext, false, 1 << 16, statusContextProblem},
+		{"run_image", in.RunImage, &p.RunImage, false, 512, imageRefProblem},
+		{"repair_image", in.RepairImage, &p.RepairImage, false, 512, imageRefProblem},
 	}
 	var errs domain.FieldErrors
 	for _, f := range fields {
@@ -404,7 +410,7 @@ func (ps *Projects) Update(ctx context.Context, pr *domain.Principal, id uuid.UU
 		if _, err := tx.NewUpdate().Model(p).WherePK().
 			Column("slug", "name", "repo_url", "default_branch", "run_command", "repair_command", "provider",
 				"provider_api_url", "provider_repo", "provider_token_enc", "run_timeout_seconds", "branch_filters", "status_context", "fix_verification_window",
-				"network_allow", "repair_network_allow", "fork_cache", "updated_at").
+				"network_allow", "repair_network_allow", "fork_cache", "run_image", "repair_image", "updated_at").
 			Exec(ctx); err != nil {
 			if dbutil.IsUnique(err, "projects_org_slug_key") {
 				return domain.Conflict("slug_taken", "a project with slug %q already exists in this organisation", p.Slug)
@@ -507,6 +513,8 @@ func projectChanges(was, now *domain.Project, in *ProjectInput) []domain.AuditCh
 	add("network_allow", "network list of runs", networkWords(was.NetworkAllow), networkWords(now.NetworkAllow))
 	add("repair_network_allow", "network list of repair runs", networkWords(was.RepairNetworkAllow), networkWords(now.RepairNetworkAllow))
 	add("fork_cache", "cache for forks' runs", forkCacheWords(was.ForkCache), forkCacheWords(now.ForkCache))
+	add("run_image", "image of runs", imageWords(was.RunImage), imageWords(now.RunImage))
+	add("repair_image", "image of repair runs", imageWords(was.RepairImage), imageWords(now.RepairImage))
 	add("fix_verification_window", "fix verification window", domain.FormatWindow(was.FixWindow()), domain.FormatWindow(now.FixWindow()))
 	if in.ProviderToken != nil {
 		switch {

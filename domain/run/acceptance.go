@@ -162,7 +162,7 @@ func (q *Queue) admit(p *domain.Project, st *queueState, spec AcceptSpec, now ti
 		Branch: spec.Branch, CommitSHA: spec.CommitSHA, TriggeredBy: spec.TriggeredBy, Position: &pos,
 		Provider: spec.Provider, DeliveryID: spec.DeliveryID, IncidentID: spec.IncidentID,
 		SyncStatus: SyncCurrent, QueuedAt: now, UpdatedAt: now, Number: st.number + 1, RerunOf: spec.RerunOf,
-		FromFork: spec.FromFork}
+		FromFork: spec.FromFork, Image: spec.Image, ImageDigest: spec.ImageDigest}
 	st.number++
 	switch {
 	case !st.active && st.queued == 0:
@@ -233,10 +233,10 @@ func (q *Queue) publishRuns(ctx context.Context, tx bun.Tx, runs []*Run) error {
 const insertRunsSQL = `WITH run AS (
 		INSERT INTO project_runs (id, project_id, org_id, state, trigger, branch, commit_sha, position, triggered_by,
 			provider, delivery_id, incident_id, job_id, d1_sync_status, queued_at, promoted_at, updated_at,
-			number, rerun_of, from_fork)
+			number, rerun_of, from_fork, image, image_digest)
 		SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::uuid[], $4::text[], $5::text[], $6::text[], $7::text[], $8::bigint[],
 			$9::uuid[], $10::text[], $11::text[], $12::uuid[], $13::bigint[], $14::text[], $15::timestamptz[],
-			$16::timestamptz[], $17::timestamptz[], $19::bigint[], $20::uuid[], $21::boolean[])
+			$16::timestamptz[], $17::timestamptz[], $19::bigint[], $20::uuid[], $21::boolean[], $22::text[], $23::text[])
 		RETURNING id, project_id, org_id, trigger, branch, commit_sha, queued_at, number)
 	INSERT INTO run_index (run_id, project_id, org_id, status, trigger, branch, commit_sha, queued_at, number)
 	SELECT id, project_id, org_id, $18, trigger, branch, commit_sha, queued_at, number FROM run`
@@ -250,6 +250,7 @@ func insertRunsStmt(runs []*Run) dbutil.Stmt {
 		shas, providers, deliveries                 = make([]pgtype.Text, n), make([]pgtype.Text, n), make([]pgtype.Text, n)
 		positions, jobs                             = make([]pgtype.Int8, n), make([]pgtype.Int8, n)
 		numbers, reruns, forks                      = make([]int64, n), make([]pgtype.UUID, n), make([]bool, n)
+		images, digests                             = make([]pgtype.Text, n), make([]pgtype.Text, n)
 		queued, promoted, updated                   = make([]time.Time, n), make([]pgtype.Timestamptz, n), make([]time.Time, n)
 	)
 	for i, r := range runs {
@@ -260,13 +261,14 @@ func insertRunsStmt(runs []*Run) dbutil.Stmt {
 		positions[i], jobs[i] = dbutil.PgInt8(r.Position), dbutil.PgInt8(r.JobID)
 		queued[i], updated[i] = r.QueuedAt, r.UpdatedAt
 		numbers[i], reruns[i], forks[i] = r.Number, dbutil.PgUUIDPtr(r.RerunOf), r.FromFork
+		images[i], digests[i] = dbutil.PgText(r.Image), dbutil.PgText(r.ImageDigest)
 		if r.PromotedAt != nil {
 			promoted[i] = pgtype.Timestamptz{Time: *r.PromotedAt, Valid: true}
 		}
 	}
 	return dbutil.Stmt{SQL: insertRunsSQL, Args: []any{ids, projects, orgs, states, triggers, branches, shas, positions, triggeredBy,
 		providers, deliveries, incidents, jobs, syncs, queued, promoted, updated, StatusQueued,
-		numbers, reruns, forks}}
+		numbers, reruns, forks, images, digests}}
 }
 
 // healQueues promotes the projects that admit found stranded.

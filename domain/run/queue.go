@@ -80,6 +80,10 @@ type AcceptSpec struct {
 	RerunOf     *uuid.UUID
 	// FromFork: the code comes from another repository; no secrets.
 	FromFork bool
+	// Image and ImageDigest pin a re-run to the bytes of the run it
+	// repeats (docs/images.md).
+	Image       *string
+	ImageDigest *string
 }
 
 // runEvent is the live event published on every change of a run.
@@ -283,6 +287,35 @@ func (q *Queue) start(ctx context.Context, runID uuid.UUID, sandboxed bool, comm
 		return q.changed(ctx, tx, r, append(cols, "state", "started_at", "heartbeat_at", "sandboxed")...)
 	})
 	return state, err
+}
+
+// RecordImage records the image a run's command runs in and the digest it
+// was resolved to, before the run starts (docs/images.md); a run that
+// already holds a digest (a re-run) keeps it.
+func (q *Queue) RecordImage(ctx context.Context, runID uuid.UUID, ref, digest string) error {
+	if len(ref) > 512 || !validImageDigest(digest) {
+		return domain.Invalid("invalid_image_digest", "an image digest is sha256: and 64 lower-case hex characters")
+	}
+	return q.withRun(ctx, runID, func(ctx context.Context, tx bun.Tx, p *domain.Project, r *Run) error {
+		if r.ImageDigest != nil || IsTerminal(r.State) {
+			return nil
+		}
+		r.Image, r.ImageDigest = &ref, &digest
+		return q.changed(ctx, tx, r, "image", "image_digest")
+	})
+}
+
+func validImageDigest(d string) bool {
+	h, ok := strings.CutPrefix(d, "sha256:")
+	if !ok || len(h) != 64 {
+		return false
+	}
+	for _, c := range h {
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
 }
 
 // Heartbeat records that the executor is alive and returns the run's

@@ -33,7 +33,8 @@ func (q *Queue) Rerun(ctx context.Context, pr *domain.Principal, runID uuid.UUID
 	uid := pr.UserID
 	id := orig.ID
 	j := &acceptJob{projectID: orig.ProjectID, orgID: pr.OrgID, spec: AcceptSpec{Trigger: TriggerManual, Branch: orig.Branch,
-		CommitSHA: orig.CommitSHA, TriggeredBy: &uid, RerunOf: &id, FromFork: orig.FromFork}}
+		CommitSHA: orig.CommitSHA, TriggeredBy: &uid, RerunOf: &id, FromFork: orig.FromFork,
+		Image: orig.Image, ImageDigest: orig.ImageDigest}}
 	err = q.submit(j)
 	if errors.Is(err, domain.ErrQueueFull) {
 		return nil, &domain.Error{Kind: domain.ErrQueueFull, Code: "project_queue_full",

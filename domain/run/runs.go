@@ -144,6 +144,11 @@ type Run struct {
 	// FromFork marks code from another repository (a fork's pull request):
 	// such a run never receives the project's secrets.
 	FromFork bool `bun:"from_fork"`
+	// Image is the image reference the run's command ran in, ImageDigest
+	// the manifest digest it was resolved to (docs/images.md); nil: the
+	// host's tools. A re-run inherits both: the same bytes.
+	Image       *string `bun:"image"`
+	ImageDigest *string `bun:"image_digest"`
 	// PipelineFile is the pipeline file the run read (nil: the project's
 	// command ran); PipelineError why that file was refused
 	// (docs/pipelines.md).
@@ -178,6 +183,8 @@ type RunView struct {
 	RerunOf       *uuid.UUID `json:"rerun_of,omitempty"`
 	CanceledBy    *uuid.UUID `json:"canceled_by,omitempty"`
 	FromFork      bool       `json:"from_fork,omitempty"`
+	Image         *string    `json:"image"`
+	ImageDigest   *string    `json:"image_digest"`
 }
 
 func utcPtr(t *time.Time) *time.Time {
@@ -194,7 +201,7 @@ func (r *Run) View() RunView {
 		CommitSHA: r.CommitSHA, Position: r.Position, ExitCode: r.ExitCode, FailureReason: r.FailureReason,
 		QueuedAt: r.QueuedAt.UTC(), StartedAt: utcPtr(r.StartedAt), FinishedAt: utcPtr(r.FinishedAt),
 		Sandboxed: r.Sandboxed, IncidentID: r.IncidentID, Number: r.Number, RerunOf: r.RerunOf,
-		CanceledBy: r.CanceledBy, FromFork: r.FromFork}
+		CanceledBy: r.CanceledBy, FromFork: r.FromFork, Image: r.Image, ImageDigest: r.ImageDigest}
 }
 
 // The d1_sync_status values (docs/architecture.md, "Runs and the read model").

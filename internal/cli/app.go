@@ -21,6 +21,7 @@ import (
 	"anvil/db"
 	"anvil/domain/forgeapi"
 	"anvil/domain/forgestatus"
+	"anvil/domain/image"
 	"anvil/domain/repourl"
 	"anvil/domain/secret"
 	"anvil/domain/wiring"
@@ -39,6 +40,9 @@ type app struct {
 	river   *river.Client[*sql.Tx]
 	sweeper *jobs.LostRunnerSweeper // nil without workers
 	metrics *web.Metrics
+	// Images is this host's image store when the process runs workers
+	// (the settings page lists and clears it); nil otherwise.
+	Images *image.Store
 }
 
 func newLogger(cfg *Config, w io.Writer) *slog.Logger {
@@ -153,7 +157,16 @@ func newApp(ctx context.Context, cfg *Config, logOut io.Writer, withWorkers bool
 			// machine's restarts (docs/caches.md).
 			caches = &sandbox.Caches{Root: filepath.Join(cfg.DataDir, "caches"), MaxBytes: int64(cfg.RunCacheMB) << 20}
 		}
-		jobs.Register(workers, jobs.Deps{Services: a.Services, Executor: exec, Git: git, Limits: limits, WorkRoot: root, Caches: caches, Log: log,
+		// Beside the caches, outside every sandbox's view but the tree a
+		// run is given (docs/images.md).
+		store, err := image.OpenStore(filepath.Join(cfg.WorkDir, "images"), int64(cfg.ImageCacheMB)<<20, image.Bounds{})
+		if err != nil {
+			d.Close()
+			return nil, fmt.Errorf("image store: %w", err)
+		}
+		a.Images = store
+		images := &jobs.Images{Store: store, AllowPrivate: cfg.RunsAllowPrivate, Insecure: cfg.RegistriesInsecure}
+		jobs.Register(workers, jobs.Deps{Services: a.Services, Executor: exec, Git: git, Limits: limits, WorkRoot: root, Caches: caches, ImageStore: images, Images: true, Log: log,
 			ParallelSteps: cfg.RunParallelSteps, ArtifactsMaxBytes: int64(cfg.ArtifactsMaxMB) << 20,
 			Reporter: forgestatus.NewReporter(a.Store, a.Projects, cfg.PublicURL)})
 		rcfg.Workers = workers
@@ -240,6 +253,7 @@ func serveWith(ctx context.Context, cfg *Config, logOut io.Writer, x serveExtras
 	done := make(chan struct{})
 	deps := a.deps()
 	deps.Done = done
+	deps.Images = a.Images
 	deps.Options.RequestLogLevel = x.requestLogLevel
 	var handler *echo.Echo
 	if cfg.Role == "worker" {

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"anvil/domain/image"
 	"anvil/domain/mail"
 	"anvil/domain/retention"
 	"anvil/domain/secret"
@@ -53,6 +54,12 @@ type Config struct {
 	// RunCacheMB bounds each project's cache between runs, in MiB; 0 gives
 	// runs no cache (docs/caches.md).
 	RunCacheMB int
+	// ImageCacheMB bounds the worker's store of unpacked images, in MiB
+	// (ANVIL_IMAGE_CACHE_MB; docs/images.md).
+	ImageCacheMB int
+	// RegistriesInsecure are the registries (host:port) pulled over plain
+	// HTTP (ANVIL_REGISTRIES_INSECURE; docs/images.md).
+	RegistriesInsecure []string
 	// RunParallelSteps bounds the pipeline steps a run executes at once;
 	// ArtifactsMaxMB the files a run keeps (docs/pipelines.md).
 	RunParallelSteps int
@@ -196,6 +203,12 @@ func loadConfig(getenv func(string) string) (*Config, error) {
 	case "false", "0", "no":
 	default:
 		bad("ANVIL_RUNS_ALLOW_LOOPBACK must be true or false")
+	}
+	c.ImageCacheMB = integer(image.EnvCacheMB, image.DefaultCacheMB, 64, 1<<24)
+	if ins, err := image.ParseInsecure(str(image.EnvInsecure, "")); err != nil {
+		bad("%v", err)
+	} else {
+		c.RegistriesInsecure = ins
 	}
 	c.SandboxTmpMax = 512 << 20
 	if v := str("ANVIL_SANDBOX_TMP_MAX", ""); v != "" {

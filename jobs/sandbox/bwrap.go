@@ -187,26 +187,41 @@ func (b *bwrapExecutor) Run(ctx context.Context, spec Spec, out io.Writer) (Resu
 		return Result{}, err
 	}
 	spec.Env = withOffline(withNetwork(withCache(spec.Env, spec.Cache, CacheMount), spec.Network, proxyURL(BridgeAddr)), spec.Network)
-	env := spec.environ()
-
-	args := baseBwrapArgs(int64(spec.Limits.TmpBytes))
-	args = append(args, "--bind", ws, ws)
-	for _, p := range spec.ExtraReadOnly {
-		args = append(args, "--ro-bind", p, p)
+	var args []string
+	var env []string
+	bin := b.bwrap
+	if spec.Image != nil {
+		if err := spec.Image.validate(); err != nil {
+			return Result{}, err
+		}
+		env = spec.imageEnv()
+		args, err = b.imageCommand(&spec)
+		if err != nil {
+			return Result{}, err
+		}
+		bin = args[0]
+		args = args[1:]
+	} else {
+		env = spec.environ()
+		args = baseBwrapArgs(int64(spec.Limits.TmpBytes))
+		args = append(args, "--bind", ws, ws)
+		for _, p := range spec.ExtraReadOnly {
+			args = append(args, "--ro-bind", p, p)
+		}
+		args = append(args, spec.Network.bwrapArgs()...)
+		args = append(args, spec.Cache.bwrapArgs()...)
+		// Host names are looked up in /etc/hosts only: no nameserver is
+		// reachable, and a lookup must fail at once and for good (offline.go).
+		args = append(args, "--ro-bind-data", "4", "/etc/nsswitch.conf")
+		// The environment is bwrap's own (cmd.Env below), which bwrap hands to
+		// the command unchanged: never argv, where --setenv would put every run
+		// secret into /proc/PID/cmdline for the whole run, readable by any local
+		// user (docs/runs.md, "Secrets"). The checkout passes its token the same
+		// way.
+		args = append(args, "--remount-ro", "/", "--chdir", ws)
+		args = append(args, "--json-status-fd", "3", "--")
+		args = append(args, spec.Network.bridgeArgv(commandArgv(b.prlimit, &spec))...)
 	}
-	args = append(args, spec.Network.bwrapArgs()...)
-	args = append(args, spec.Cache.bwrapArgs()...)
-	// Host names are looked up in /etc/hosts only: no nameserver is
-	// reachable, and a lookup must fail at once and for good (offline.go).
-	args = append(args, "--ro-bind-data", "4", "/etc/nsswitch.conf")
-	// The environment is bwrap's own (cmd.Env below), which bwrap hands to
-	// the command unchanged: never argv, where --setenv would put every run
-	// secret into /proc/PID/cmdline for the whole run, readable by any local
-	// user (docs/runs.md, "Secrets"). The checkout passes its token the same
-	// way.
-	args = append(args, "--remount-ro", "/", "--chdir", ws)
-	args = append(args, "--json-status-fd", "3", "--")
-	args = append(args, spec.Network.bridgeArgv(commandArgv(b.prlimit, &spec))...)
 
 	outR, outW, err := os.Pipe()
 	if err != nil {
@@ -237,7 +252,7 @@ func (b *bwrapExecutor) Run(ctx context.Context, spec Spec, out io.Writer) (Resu
 		stW.Close()
 		return Result{}, fmt.Errorf("sandbox: %w", err)
 	}
-	cmd := exec.Command(b.bwrap, args...)
+	cmd := exec.Command(bin, args...)
 	cmd.Env = env
 	cmd.Dir = "/"
 	cmd.Stdout, cmd.Stderr = outW, outW
@@ -270,6 +285,39 @@ func (b *bwrapExecutor) Run(ctx context.Context, spec Spec, out io.Writer) (Resu
 			s.res.ExitCode, strings.TrimSpace(p.tailString()))
 	}
 	return s.res, err
+}
+
+// imageCommand is the command line of a sandbox whose root is an image:
+// prlimit(1) first, on the host (the image has no prlimit of its own, or
+// another one), which sets the limits and execs bwrap, so that they bind
+// the whole tree; in a pod, nsenter before it enters the holder's user and
+// network namespaces (pod.go).
+func (b *bwrapExecutor) imageCommand(spec *Spec) ([]string, error) {
+	var argv []string
+	if spec.Image.NetNS > 0 {
+		ns, err := nsenterPath()
+		if err != nil {
+			return nil, err
+		}
+		argv = append(argv, ns, "--user", "--net", "--preserve-credentials", "-t", strconv.Itoa(spec.Image.NetNS), "--")
+	}
+	argv = append(argv, b.prlimit)
+	argv = append(argv, prlimitArgs(spec.Limits)...)
+	argv = append(argv, "--", b.bwrap)
+	argv = append(argv, spec.imageArgs(int64(spec.Limits.TmpBytes))...)
+	argv = append(argv, spec.Cache.bwrapArgs()...)
+	inner := []string{"/bin/sh", "-c", spec.Command}
+	if spec.Network != nil {
+		head, binds, err := bridgeLoader(spec.Network.Bridge)
+		if err != nil {
+			return nil, err
+		}
+		argv = append(argv, spec.Network.bwrapArgs()...)
+		argv = append(argv, binds...)
+		inner = append(append(head, BridgeCommand, "--socket", sandboxSocket, "--listen", BridgeAddr, "--"), inner...)
+	}
+	argv = append(argv, "--remount-ro", "/", "--chdir", ImageWorkspace, "--json-status-fd", "3", "--")
+	return append(argv, inner...), nil
 }
 
 // bwrapTree is the process tree of one bwrap run: bwrap (pid, in its own

@@ -12,6 +12,8 @@ import (
 	"path/filepath"
 	"sync"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
 // A run with a network list reaches the outside only through its egress
@@ -194,20 +196,29 @@ func BridgeMain(args []string) int {
 	fs := flag.NewFlagSet(BridgeCommand, flag.ContinueOnError)
 	socket := fs.String("socket", "", "the proxy's Unix socket")
 	listen := fs.String("listen", BridgeAddr, "where to listen")
+	loopback := fs.Bool("loopback", false, "bring loopback up first (a pod's holder, pod.go)")
 	if err := fs.Parse(args); err != nil {
 		return 125
 	}
 	argv := fs.Args()
-	if *socket == "" || len(argv) == 0 {
-		fmt.Fprintln(os.Stderr, "anvil: sandbox-bridge --socket PATH [--listen ADDR] -- COMMAND…")
+	if (*socket == "" && !*loopback) || len(argv) == 0 {
+		fmt.Fprintln(os.Stderr, "anvil: sandbox-bridge [--loopback] --socket PATH [--listen ADDR] -- COMMAND…")
 		return 125
 	}
-	l, err := net.Listen("tcp", *listen)
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "anvil: the network bridge cannot listen on %s: %v\n", *listen, err)
-		return 125
+	if *loopback {
+		if err := loopbackUp(); err != nil {
+			fmt.Fprintf(os.Stderr, "anvil: the pod cannot bring loopback up: %v\n", err)
+			return 125
+		}
 	}
-	go relay(l, *socket)
+	if *socket != "" {
+		l, err := net.Listen("tcp", *listen)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "anvil: the network bridge cannot listen on %s: %v\n", *listen, err)
+			return 125
+		}
+		go relay(l, *socket)
+	}
 
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
@@ -275,3 +286,21 @@ func halfClose(c net.Conn) {
 
 // proxyURL is the proxy's address as the command sees it.
 func proxyURL(addr string) string { return "http://" + addr }
+
+// loopbackUp sets the loopback interface of this network namespace up.
+func loopbackUp() error {
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	ifr, err := unix.NewIfreq("lo")
+	if err != nil {
+		return err
+	}
+	if err := unix.IoctlIfreq(fd, unix.SIOCGIFFLAGS, ifr); err != nil {
+		return err
+	}
+	ifr.SetUint16(ifr.Uint16() | unix.IFF_UP)
+	return unix.IoctlIfreq(fd, unix.SIOCSIFFLAGS, ifr)
+}

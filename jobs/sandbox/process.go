@@ -47,6 +47,10 @@ func (e *processExecutor) Run(ctx context.Context, spec Spec, out io.Writer) (Re
 	if err := spec.Network.validate(false); err != nil {
 		return Result{}, err
 	}
+	if spec.Image != nil {
+		// A process has no root of its own to put an image under.
+		return Result{}, ErrImageNeedsBwrap
+	}
 	if spec.Cache != nil {
 		spec.Env = withCache(spec.Env, spec.Cache, spec.Cache.Dir)
 	}

@@ -158,6 +158,9 @@ type Spec struct {
 	// Cache is the run's cache directory (cache.go, docs/caches.md); nil:
 	// none.
 	Cache *Cache
+	// Image is the root the command runs in (image.go, docs/images.md);
+	// nil: the host's tree, as before. The bwrap executor only.
+	Image *Image
 }
 
 // Result of a run.

@@ -48,6 +48,9 @@ func TestMain(m *testing.M) {
 	if dir := os.Getenv(nonRootCacheEnv); dir != "" {
 		os.Exit(nonRootCacheMain(dir))
 	}
+	if v := os.Getenv(podChildEnv); v != "" {
+		podChild(v)
+	}
 	os.Setenv(hostSecret, "xyz")
 	code, err := setup(m)
 	if err != nil {
