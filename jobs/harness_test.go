@@ -141,7 +141,7 @@ func setup(t *testing.T, o options) *testBundle {
 		if err != nil {
 			t.Fatal(err)
 		}
-		images = &jobs.Images{Store: st, AllowPrivate: true, Insecure: o.insecure}
+		images = &jobs.Images{Store: st, AllowPrivate: true, AllowLoopback: true, Insecure: o.insecure}
 	}
 	jobs.Register(workers, jobs.Deps{Services: sv, Executor: exe, Git: git, WorkRoot: root, Caches: b.caches, ImageStore: images, Images: images != nil, Log: o.log})
 	client, err := sv.Start(ctx, &river.Config{

@@ -21,6 +21,10 @@ type Images struct {
 	// AllowPrivate lets pulls reach private addresses
 	// (ANVIL_RUNS_ALLOW_PRIVATE, as the runs' own network).
 	AllowPrivate bool
+	// AllowLoopback lets them reach the worker's own loopback, link-local
+	// and metadata addresses (ANVIL_RUNS_ALLOW_LOOPBACK, as the runs'
+	// network).
+	AllowLoopback bool
 	// Insecure are the registries reached over plain HTTP
 	// (ANVIL_REGISTRIES_INSECURE).
 	Insecure []string
@@ -51,7 +55,7 @@ func (w *ExecuteRunWorker) startImage(ctx context.Context, run *runs.Run, ref st
 	if err != nil {
 		return nil, fmt.Errorf("the network list: %w", err)
 	}
-	p := &image.Puller{List: compiled, AllowPrivate: w.ImageStore.AllowPrivate, Insecure: w.ImageStore.Insecure}
+	p := &image.Puller{List: compiled, AllowPrivate: w.ImageStore.AllowPrivate, AllowLoopback: w.ImageStore.AllowLoopback, Insecure: w.ImageStore.Insecure}
 	var digest string
 	if run.ImageDigest != nil {
 		digest = *run.ImageDigest

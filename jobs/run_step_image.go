@@ -77,7 +77,7 @@ func (ri *runImages) pull(ctx context.Context, ref, pullSecret, digest string) (
 		return nil, "", err
 	}
 	st := ri.w.ImageStore
-	p := &image.Puller{List: compiled, AllowPrivate: st.AllowPrivate, Insecure: st.Insecure}
+	p := &image.Puller{List: compiled, AllowPrivate: st.AllowPrivate, AllowLoopback: st.AllowLoopback, Insecure: st.Insecure}
 	if pullSecret != "" {
 		v, ok := ri.secrets[pullSecret]
 		if !ok {

@@ -27,7 +27,7 @@ func puller(t *testing.T, reg *imagetest.Registry, list ...string) *image.Puller
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &image.Puller{List: l, AllowPrivate: true, Insecure: []string{reg.Addr}}
+	return &image.Puller{List: l, AllowPrivate: true, AllowLoopback: true, Insecure: []string{reg.Addr}}
 }
 
 func store(t *testing.T, limit int64) *image.Store {
@@ -152,8 +152,12 @@ func TestARegistryNotInTheListIsRefusedAtOnce(t *testing.T) {
 			[]string{"ghcr.io:443", "add @ghcr"}},
 		{"docker hub", func() *image.Puller { return puller(t, reg, "@npm") }, "node:22",
 			[]string{"index.docker.io:443", "add @dockerhub"}},
-		{"private", func() *image.Puller { p := puller(t, reg); p.AllowPrivate = false; return p }, ref,
-			[]string{"private address", netpolicy.EnvAllowPrivate}},
+		// The registry is on loopback: the private switch alone never
+		// opens the worker's own addresses, as for the runs' proxy.
+		{"loopback", func() *image.Puller { p := puller(t, reg); p.AllowLoopback = false; return p }, ref,
+			[]string{"the worker's own address", netpolicy.EnvAllowLoopback}},
+		{"no switch", func() *image.Puller { p := puller(t, reg); p.AllowPrivate, p.AllowLoopback = false, false; return p }, ref,
+			[]string{"the worker's own address", netpolicy.EnvAllowLoopback}},
 		{"plain http", func() *image.Puller { p := puller(t, reg); p.Insecure = nil; return p }, ref,
 			[]string{image.EnvInsecure}},
 	}

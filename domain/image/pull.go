@@ -64,12 +64,15 @@ func (e *RefusedError) Unwrap() error { return ErrRefused }
 // Puller resolves references and opens images over the network list of
 // one project: every request (the registry's own, its token service's, the
 // CDN its blobs redirect to) must be to a host:port of List, is dialled
-// through the confined dialer (no private address unless AllowPrivate),
-// and uses plain HTTP only for a host:port of Insecure.
+// through the confined dialer (no private address unless AllowPrivate,
+// never the worker's own loopback, link-local or metadata addresses unless
+// AllowLoopback: the runs' proxy's two switches, docs/network.md), and
+// uses plain HTTP only for a host:port of Insecure.
 type Puller struct {
-	List         *netpolicy.List
-	AllowPrivate bool
-	Insecure     []string
+	List          *netpolicy.List
+	AllowPrivate  bool
+	AllowLoopback bool
+	Insecure      []string
 	// Auth, when set, signs requests to Registry (the host of the
 	// reference a run named its pull secret for).
 	Auth authn.Authenticator
@@ -233,8 +236,8 @@ func (p *Puller) clean(r name.Reference, err error) error {
 }
 
 func (p *Puller) transport() http.RoundTripper {
-	allow := p.AllowPrivate
-	d := egress.NewDialer(egress.Options{AllowPrivate: func() bool { return allow }})
+	reach := netpolicy.Reach{Private: p.AllowPrivate, Loopback: p.AllowLoopback}
+	d := egress.NewDialer(egress.Options{IsPrivate: reach.Refuses})
 	t := &http.Transport{
 		Proxy:                 nil,
 		DialContext:           d.DialContext,
@@ -281,6 +284,9 @@ func (j *judge) RoundTrip(req *http.Request) (*http.Response, error) {
 	if err != nil {
 		var re *egress.RefusedError
 		if errors.As(err, &re) {
+			if netpolicy.IsWorkerLocal(re.Addr) {
+				return nil, &RefusedError{Host: hp, Why: fmt.Sprintf("it resolves to the worker's own address (%s); the operator allows such addresses with %s=true", re.Addr, netpolicy.EnvAllowLoopback)}
+			}
 			return nil, &RefusedError{Host: hp, Why: fmt.Sprintf("it resolves to a private address (%s); the operator allows such addresses with %s=true", re.Addr, netpolicy.EnvAllowPrivate)}
 		}
 	}

@@ -63,7 +63,7 @@ func benchImages(ctx context.Context, env *benchEnv) (err error) {
 	if err != nil {
 		return err
 	}
-	p := &image.Puller{List: list, AllowPrivate: true, Insecure: []string{reg.Addr}}
+	p := &image.Puller{List: list, AllowPrivate: true, AllowLoopback: true, Insecure: []string{reg.Addr}}
 	store, err := image.OpenStore(dir+"/images", 0, image.Bounds{})
 	if err != nil {
 		return err

@@ -165,7 +165,8 @@ func newApp(ctx context.Context, cfg *Config, logOut io.Writer, withWorkers bool
 			return nil, fmt.Errorf("image store: %w", err)
 		}
 		a.Images = store
-		images := &jobs.Images{Store: store, AllowPrivate: cfg.RunsAllowPrivate, Insecure: cfg.RegistriesInsecure}
+		images := &jobs.Images{Store: store, AllowPrivate: cfg.RunsAllowPrivate, AllowLoopback: cfg.RunsAllowLoopback,
+			Insecure: cfg.RegistriesInsecure}
 		jobs.Register(workers, jobs.Deps{Services: a.Services, Executor: exec, Git: git, Limits: limits, WorkRoot: root, Caches: caches, ImageStore: images, Images: true, Log: log,
 			ParallelSteps: cfg.RunParallelSteps, ArtifactsMaxBytes: int64(cfg.ArtifactsMaxMB) << 20,
 			Reporter: forgestatus.NewReporter(a.Store, a.Projects, cfg.PublicURL)})

@@ -24,7 +24,7 @@ func busyboxRoot(t *testing.T, files ...imagetest.Entry) *image.Lease {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &image.Puller{List: list, AllowPrivate: true, Insecure: []string{reg.Addr}}
+	p := &image.Puller{List: list, AllowPrivate: true, AllowLoopback: true, Insecure: []string{reg.Addr}}
 	if err := os.MkdirAll(wsRoot, 0o711); err != nil {
 		t.Fatal(err)
 	}
