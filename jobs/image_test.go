@@ -111,7 +111,8 @@ steps:
 	p := b.imageProject(t, "piped", repo.URL, "true", "", []string{reg.Addr})
 	r := b.waitTerminal(t, accept(t, b, p).ID, 90*time.Second)
 	log := b.logText(t, r.ID)
-	if r.Status() != runs.StatusPassed || !strings.Contains(log, "tools one") || !strings.Contains(log, "hello-from-web") || !strings.Contains(log, "service web is ready") {
+	if r.Status() != runs.StatusPassed || !strings.Contains(log, "tools one") || !strings.Contains(log, "hello-from-web") || !strings.Contains(log, "service web is ready") ||
+		!strings.Contains(log, "service web stopped; the end of its log:\nweb is up") {
 		t.Fatalf("run %s:\n%s", r.Status(), log)
 	}
 	st := b.steps(t, r.ID)["test"]

@@ -263,6 +263,16 @@ func (ri *runImages) close() {
 	for _, ps := range ri.pods {
 		if ps.pod != nil {
 			ps.pod.Stop()
+			// Each service's log ends up on the run's page: the end of it,
+			// bounded, masked as the run's log is (docs/images.md,
+			// "Services").
+			for _, s := range ps.pod.Services() {
+				if tail := strings.TrimRight(s.Tail(), "\n"); tail != "" {
+					ri.logw.Printf("service %s stopped; the end of its log:\n%s", s.Name, tail)
+				} else {
+					ri.logw.Printf("service %s stopped; its log is empty", s.Name)
+				}
+			}
 		}
 	}
 	for _, l := range ri.leases {

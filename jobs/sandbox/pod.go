@@ -160,6 +160,13 @@ func (s *Service) Running() bool {
 // Tail is the end of the service's log.
 func (s *Service) Tail() string { return s.log.String() }
 
+// Services are the pod's services, in the order they started.
+func (p *Pod) Services() []*Service {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]*Service(nil), p.services...)
+}
+
 // Exited returns the service's result once it ended.
 func (s *Service) Exited() (Result, bool) {
 	select {
