@@ -229,27 +229,18 @@ func (b *bwrapExecutor) Run(ctx context.Context, spec Spec, out io.Writer) (Resu
 	}
 	stR, stW, err := os.Pipe()
 	if err != nil {
-		outR.Close()
-		outW.Close()
+		closeAll(outR, outW)
 		return Result{}, fmt.Errorf("sandbox: %w", err)
 	}
 	nssR, nssW, err := os.Pipe()
-	if err != nil {
-		outR.Close()
-		outW.Close()
-		stR.Close()
-		stW.Close()
-		return Result{}, fmt.Errorf("sandbox: %w", err)
+	if err == nil {
+		// A few hundred bytes: the pipe holds them until bwrap reads them.
+		_, err = nssW.Write(sandboxNSSwitch())
+		nssW.Close()
+		defer nssR.Close()
 	}
-	// A few hundred bytes: the pipe holds them until bwrap reads them.
-	_, err = nssW.Write(sandboxNSSwitch())
-	nssW.Close()
-	defer nssR.Close()
 	if err != nil {
-		outR.Close()
-		outW.Close()
-		stR.Close()
-		stW.Close()
+		closeAll(outR, outW, stR, stW)
 		return Result{}, fmt.Errorf("sandbox: %w", err)
 	}
 	cmd := exec.Command(bin, args...)
@@ -439,4 +430,11 @@ func (t *bwrapTree) reap() error {
 		return nil
 	}
 	return fmt.Errorf("sandbox: sandbox pid 1 (host pid %d) still running after SIGKILL", child.pid)
+}
+
+// closeAll closes the pipe ends a failed start leaves behind.
+func closeAll(fs ...*os.File) {
+	for _, f := range fs {
+		f.Close()
+	}
 }
