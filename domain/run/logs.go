@@ -85,11 +85,14 @@ func (l *Logs) Text(ctx context.Context, orgID, runID uuid.UUID) (string, error)
 // interleave within a chunk and a step's log reads alone. Safe for
 // concurrent writes.
 type LogWriter struct {
-	l         *Logs
-	run       *Run
-	mu        sync.Mutex
-	streams   []*stream // [0]: the run's narration (step NULL)
-	pending   int64     // bytes buffered in every stream
+	l       *Logs
+	run     *Run
+	mu      sync.Mutex
+	streams []*stream // [0]: the run's narration (step NULL)
+	// narration is streams[0], kept apart: Step grows streams under mu
+	// while Write, which takes no lock to find it, may run at once.
+	narration *stream
+	pending   int64 // bytes buffered in every stream
 	seq       int
 	written   int64
 	truncated bool
@@ -110,7 +113,8 @@ type stream struct {
 
 // Writer starts a log writer for a run. Close flushes and stops it.
 func (l *Logs) Writer(ctx context.Context, r *Run) *LogWriter {
-	w := &LogWriter{l: l, run: r, streams: []*stream{{}}, stop: make(chan struct{}), done: make(chan struct{})}
+	narration := &stream{}
+	w := &LogWriter{l: l, run: r, streams: []*stream{narration}, narration: narration, stop: make(chan struct{}), done: make(chan struct{})}
 	_ = l.s.DB.NewRaw(`SELECT COALESCE(max(seq), 0), COALESCE(sum(octet_length(body)), 0) FROM run_log_chunks WHERE run_id = ?`, r.ID).Scan(ctx, &w.seq, &w.written)
 	go func() {
 		defer close(w.done)
@@ -200,7 +204,7 @@ type stepWriter struct {
 func (sw stepWriter) Write(p []byte) (int, error) { return sw.w.write(sw.s, p) }
 
 // Write buffers p into the run's narration.
-func (w *LogWriter) Write(p []byte) (int, error) { return w.write(w.streams[0], p) }
+func (w *LogWriter) Write(p []byte) (int, error) { return w.write(w.narration, p) }
 
 func (w *LogWriter) write(s *stream, p []byte) (int, error) {
 	w.mu.Lock()
