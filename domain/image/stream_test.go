@@ -4,14 +4,17 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"testing"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
+	"github.com/klauspost/compress/zstd"
 
 	"anvil/domain/image"
 	"anvil/domain/image/imagetest"
@@ -24,6 +27,29 @@ func gzipLayer(t *testing.T, entries ...E) v1.Layer {
 	t.Helper()
 	var buf bytes.Buffer
 	zw := gzip.NewWriter(&buf)
+	if _, err := zw.Write(imagetest.Tar(t, entries...)); err != nil {
+		t.Fatal(err)
+	}
+	if err := zw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	b := buf.Bytes()
+	l, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(b)), nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+// zstdLayer is gzipLayer compressed with zstd, with a window of window
+// bytes.
+func zstdLayer(t *testing.T, window int, entries ...E) v1.Layer {
+	t.Helper()
+	var buf bytes.Buffer
+	zw, err := zstd.NewWriter(&buf, zstd.WithWindowSize(window), zstd.WithEncoderConcurrency(1))
+	if err != nil {
+		t.Fatal(err)
+	}
 	if _, err := zw.Write(imagetest.Tar(t, entries...)); err != nil {
 		t.Fatal(err)
 	}
@@ -85,6 +111,14 @@ func TestAPullStreamsItsLayers(t *testing.T) {
 			t.Fatalf("a 32 MiB file allocated %d KiB, a 1 MiB one %d KiB: the layer is held in memory", big>>10, small>>10)
 		}
 	})
+	t.Run("a big file, zstd", func(t *testing.T) {
+		small := allocatedByOpen(t, imagetest.Image(t, nil, zstdLayer(t, 8<<20, E{Name: "f", Size: 1 << 20})))
+		big := allocatedByOpen(t, imagetest.Image(t, nil, zstdLayer(t, 8<<20, E{Name: "f", Size: 32 << 20})))
+		t.Logf("1 MiB file: %d KiB allocated; 32 MiB file: %d KiB (the 8 MiB window in both)", small>>10, big>>10)
+		if big > small+(1<<20) {
+			t.Fatalf("a 32 MiB file allocated %d KiB, a 1 MiB one %d KiB: the layer is held in memory", big>>10, small>>10)
+		}
+	})
 	t.Run("many files", func(t *testing.T) {
 		files := func(n int) []E {
 			es := make([]E, n)
@@ -102,4 +136,20 @@ func TestAPullStreamsItsLayers(t *testing.T) {
 			t.Fatalf("each 64 KiB file allocated %d bytes: the unpack buffers per file", perFile)
 		}
 	})
+}
+
+// A zstd layer declaring a window the decoder would have to hold beyond
+// the pull's budget is refused, and nothing of it is kept.
+func TestAZstdLayerWithAHugeWindowIsRefused(t *testing.T) {
+	t.Parallel()
+	img := imagetest.Image(t, nil, zstdLayer(t, 64<<20, E{Name: "f", Size: 20 << 20}))
+	dg, _ := img.Digest()
+	s := store(t, 0)
+	_, err := s.Open(context.Background(), dg.String(), func(context.Context) (v1.Image, error) { return img, nil })
+	if !errors.Is(err, image.ErrTooBig) || !strings.Contains(err.Error(), "window over 16 MiB") {
+		t.Fatalf("err = %v", err)
+	}
+	if s.Has(dg.String()) {
+		t.Fatal("the refused image was cached")
+	}
 }
