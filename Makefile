@@ -79,8 +79,8 @@ screenshots: node_modules .e2e/driver ## write the README's screenshots to docs/
 	ANVIL_SCREENSHOTS=docs/screenshots PLAYWRIGHT_DRIVER_PATH=$(E2E_DRIVER) $(GO) test -count=1 -tags e2e -timeout 10m -run 'TestEveryScreenFits$$' ./e2e/
 
 .PHONY: bench
-bench: ## print the performance figures each issue names
-	$(GO) run ./e2e/bench
+bench: ## print the performance figures each issue names (ONLY=runs/images: one section or group, see go run ./e2e/bench -list)
+	$(GO) run ./e2e/bench $(if $(ONLY),-only $(ONLY))
 
 .PHONY: package
 package: ## build dist/anvil_<version>-1_<arch>.deb and .oci.tar from this commit, reproducibly (internal/packaging)

@@ -88,6 +88,11 @@ type Applier struct {
 	entries  int
 	unpacked int64
 	dirTimes map[string]time.Time
+	// buf carries every file's bytes from the tar to its descriptor: one
+	// buffer for the applier, not one per file (io.CopyN's), so a layer of
+	// many files allocates no more than one of few (docs/images.md, "What
+	// a pull holds in memory").
+	buf []byte
 }
 
 // NewApplier opens dir (an existing, empty directory) as the tree.
@@ -383,8 +388,10 @@ func (a *Applier) entry(r io.Reader, h *tar.Header, name string, created map[str
 	if err != nil {
 		return fmt.Errorf("image: create %q: %w", name, err)
 	}
-	f := fdWriter(fd)
-	n, err := io.CopyN(f, r, h.Size)
+	if a.buf == nil {
+		a.buf = make([]byte, copyBufBytes)
+	}
+	n, err := io.CopyBuffer(fdWriter(fd), io.LimitReader(r, h.Size), a.buf)
 	if err == nil && n != h.Size {
 		err = io.ErrUnexpectedEOF
 	}
@@ -514,6 +521,13 @@ func readDirNames(fd int) ([]string, error) {
 	return names, nil
 }
 
+// copyBufBytes is the applier's copy buffer, io.Copy's size: a bigger one
+// would save few write(2)s, as the gzip reader hands out at most its
+// 32 KiB window at a time.
+const copyBufBytes = 32 << 10
+
+// fdWriter writes to a descriptor; it has no ReadFrom, so io.CopyBuffer
+// uses the applier's buffer.
 type fdWriter int
 
 func (w fdWriter) Write(p []byte) (int, error) {

@@ -377,6 +377,24 @@ func (c *countingHash) Read(p []byte) (int, error) {
 // record (10 KiB); more is a stream hiding something.
 const maxTrailer = 1 << 20
 
+// maxZstdWindow bounds the window of a zstd layer, the history its
+// decoder holds: 16 MiB, twice what zstd's levels up to 19 and the
+// compressors of Docker, BuildKit and podman use (8 MiB at most); a
+// window of 32 to 128 MiB (zstd --ultra -20 to -22, --long) would be the
+// most of a pull's memory.
+const maxZstdWindow = 16 << 20
+
+// window reports whether err is the zstd decoder refusing a window above
+// maxZstdWindow.
+func window(err error) bool {
+	return errors.Is(err, zstd.ErrWindowSizeExceeded) || errors.Is(err, zstd.ErrDecoderSizeExceeded)
+}
+
+func zstdTooBig(d v1.Descriptor) error {
+	return fmt.Errorf("%w: layer %s is zstd with a window over %d MiB; anvil decodes a layer within %d MiB (compress it at a level up to 19, without --long)",
+		ErrTooBig, d.Digest, maxZstdWindow>>20, maxZstdWindow>>20)
+}
+
 // applyBlob reads one layer's blob, checks its digest and size to its
 // very end (never only to the tar trailer: a stream that stops there
 // could be a tampered blob cached under the genuine digest), decompresses
@@ -403,7 +421,11 @@ func applyBlob(a *Applier, l v1.Layer, d v1.Descriptor, diffID v1.Hash) error {
 		defer gz.Close()
 		plain = gz
 	case len(magic) == 4 && magic[0] == 0x28 && magic[1] == 0xb5 && magic[2] == 0x2f && magic[3] == 0xfd:
-		zr, err := zstd.NewReader(br, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxMemory(256<<20))
+		// The decoder holds the frame's window: a layer that declares a
+		// bigger one than maxZstdWindow is refused, not decoded in as much
+		// memory as it asks (docs/images.md, "What a pull holds in
+		// memory").
+		zr, err := zstd.NewReader(br, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxWindow(maxZstdWindow), zstd.WithDecoderMaxMemory(maxZstdWindow))
 		if err != nil {
 			return fmt.Errorf("%w: layer %s: %w", ErrHostile, d.Digest, err)
 		}
@@ -414,11 +436,17 @@ func applyBlob(a *Applier, l v1.Layer, d v1.Descriptor, diffID v1.Hash) error {
 	}
 	un := &countingHash{r: plain, h: sha256.New()}
 	if err := a.Layer(un); err != nil {
+		if window(err) {
+			return zstdTooBig(d)
+		}
 		return fmt.Errorf("layer %s: %w", d.Digest, err)
 	}
 	// Drain: what follows the trailer is hashed too, within a bound.
 	before := un.n
 	if _, err := io.Copy(io.Discard, io.LimitReader(un, maxTrailer+1)); err != nil {
+		if window(err) {
+			return zstdTooBig(d)
+		}
 		return fmt.Errorf("%w: layer %s: %w", ErrHostile, d.Digest, err)
 	}
 	if un.n-before > maxTrailer {

@@ -343,6 +343,9 @@ func selected(name string, only []string) bool {
 }
 
 func main() {
+	if ref := os.Getenv(envPullChild); ref != "" {
+		os.Exit(pullChild(ref, os.Getenv(envPullDir)))
+	}
 	os.Exit(mainErr())
 }
 
