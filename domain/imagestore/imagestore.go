@@ -116,7 +116,8 @@ func (sv *Service) RequestClear(ctx context.Context, pr *domain.Principal) (Requ
 	if err := domain.RequireRole(pr, domain.RoleOwner); err != nil {
 		return Request{}, err
 	}
-	now := sv.s.Now().UTC()
+	// Postgres keeps microseconds: the answer is the time stored.
+	now := sv.s.Now().UTC().Truncate(time.Microsecond)
 	req := Request{RequestedAt: now}
 	err := sv.s.InTx(ctx, func(ctx context.Context, tx bun.Tx) error {
 		if _, err := tx.NewRaw(`INSERT INTO image_store_clear (one, requested_at, requested_by) VALUES (true, ?, ?)
