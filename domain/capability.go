@@ -15,3 +15,7 @@ const AuditRunCacheCleared = "run_cache.cleared"
 
 // RecordAudit (domain/audit.go) writes an audit entry in the change's
 // transaction for them, and RequireRole (domain/roles.go) checks the role.
+
+// AuditImagesCleared is the audit kind of a clear of the workers' image
+// stores requested (domain/imagestore).
+const AuditImagesCleared = "images.cleared"

@@ -1,11 +1,21 @@
 package web_test
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+
+	"anvil/domain"
+	"anvil/domain/image"
+	"anvil/domain/image/imagetest"
 )
 
 // A project's images: set through the API, shown by GET and the edit
@@ -55,21 +65,133 @@ func TestProjectImages(t *testing.T) {
 	}
 }
 
-// The settings page and the API show the worker's image store as figures
-// only, and only an owner clears it; a process without workers says so.
-func TestImageStoreFiguresAndClear(t *testing.T) {
+// A web-only process (no store of its own, as serve --role web) lists a
+// worker's store from the worker's reports and takes a clear that the
+// worker's loop carries out, passing over the image a run is using; the
+// settings page shows the store in figures only, and the clear is audited.
+func TestImageStoresSeenAndClearedFromAWebOnlyProcess(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
+	ctx := context.Background()
 	status, out := b.api(t, b.owner.Token, "GET", "/api/private/images", nil)
-	if status != http.StatusOK || out["here"] != false {
-		t.Fatalf("images: %d %v", status, out)
+	if status != http.StatusOK || out["here"] != false || len(out["stores"].([]any)) != 0 || out["clear_requested_at"] != nil {
+		t.Fatalf("images before any report: %d %v", status, out)
 	}
-	if status, out := b.api(t, b.owner.Token, "POST", "/api/private/images/clear", nil); status != http.StatusConflict || out["error"] != "no_image_store" {
-		t.Fatalf("clear without a store: %d %v", status, out)
+
+	// A worker's store with two images, one of them in use by a run.
+	store, err := image.OpenStore(filepath.Join(t.TempDir(), "images"), 64<<20, image.Bounds{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var inUse *image.Lease
+	for _, body := range []string{"one", "two"} {
+		img := imagetest.Image(t, nil, imagetest.Layer(t, imagetest.Entry{Name: "file", Body: body}))
+		d, err := img.Digest()
+		if err != nil {
+			t.Fatal(err)
+		}
+		l, err := store.Open(ctx, d.String(), func(context.Context) (v1.Image, error) { return img, nil })
+		if err != nil {
+			t.Fatal(err)
+		}
+		if inUse == nil {
+			inUse = l
+			defer l.Close()
+		} else {
+			l.Close()
+		}
+	}
+	rep := b.services.ImageStores.NewReporter(store, "worker-1.test", store.Dir(), nil)
+	rep.Every = 20 * time.Millisecond
+	rep.Start(ctx)
+	t.Cleanup(rep.Stop)
+
+	firstStore := func(want func(map[string]any) bool) (map[string]any, map[string]any) {
+		t.Helper()
+		var out map[string]any
+		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+			var status int
+			status, out = b.api(t, b.owner.Token, "GET", "/api/private/images", nil)
+			if status != http.StatusOK {
+				t.Fatalf("images: %d %v", status, out)
+			}
+			if st, _ := out["stores"].([]any); len(st) == 1 && want(st[0].(map[string]any)) {
+				return out, st[0].(map[string]any)
+			}
+		}
+		t.Fatalf("the store was not reported as wanted: %v", out)
+		return nil, nil
+	}
+	out, st := firstStore(func(st map[string]any) bool { return st["images"] == float64(2) })
+	if st["host"] != "worker-1.test" || st["cap_bytes"] != float64(64<<20) || st["stale"] != false || st["bytes"].(float64) <= 0 ||
+		out["count"] != float64(2) || out["bytes"] != st["bytes"] || out["here"] != false {
+		t.Fatalf("the store as listed: %v", out)
 	}
 	br := b.browser(t)
 	br.login("owner@acme.test", testPassword)
-	if _, page := br.get("/settings"); !strings.Contains(page, "Images are kept by the workers") {
+	_, page := br.get("/settings")
+	if !strings.Contains(page, `data-testid="image-store-row"`) || !strings.Contains(page, "worker-1.test") || strings.Contains(page, "sha256") {
 		t.Fatalf("settings:\n%s", page)
+	}
+
+	status, out = b.api(t, b.owner.Token, "POST", "/api/private/images/clear", nil)
+	if status != http.StatusAccepted || out["stores"] != float64(1) || out["requested_at"] == "" {
+		t.Fatalf("clear: %d %v", status, out)
+	}
+	out, _ = firstStore(func(st map[string]any) bool { return st["images"] == float64(1) && st["clear_pending"] == false })
+	if out["clear_requested_at"] == nil {
+		t.Fatalf("after the clear: %v", out)
+	}
+	if _, err := os.Stat(inUse.Root); err != nil {
+		t.Fatalf("the image in use was removed: %v", err)
+	}
+	if n := b.countAudit(t, domain.AuditImagesCleared); n != 1 {
+		t.Fatalf("%d audit entries of the clear", n)
+	}
+	// The page's form does the same, and says when the workers clear.
+	res, _ := br.post("/settings/images/clear", url.Values{"_csrf": {br.csrf("/settings")}})
+	if res.StatusCode != http.StatusSeeOther {
+		t.Fatalf("the form: %d", res.StatusCode)
+	}
+	if _, page := br.get("/settings"); !strings.Contains(page, `data-testid="images-clear-requested"`) || !strings.Contains(page, "workers clear within 5 s") {
+		t.Fatalf("settings after the clear:\n%s", page)
+	}
+}
+
+// Admins read the stores, only an owner clears them; a member reads
+// nothing and sees a sentence on the settings page.
+func TestImageStoresRoles(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	store, err := image.OpenStore(filepath.Join(t.TempDir(), "images"), 0, image.Bounds{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.services.ImageStores.NewReporter(store, "worker-2.test", store.Dir(), nil).Once(ctx); err != nil {
+		t.Fatal(err)
+	}
+	admin, adminBr := b.person(t, domain.RoleAdmin)
+	member, memberBr := b.person(t, domain.RoleMember)
+	if status, out := b.api(t, admin, "GET", "/api/private/images", nil); status != http.StatusOK || len(out["stores"].([]any)) != 1 {
+		t.Fatalf("an admin reads: %d %v", status, out)
+	}
+	if status, out := b.api(t, admin, "POST", "/api/private/images/clear", nil); status != http.StatusForbidden {
+		t.Fatalf("an admin clears: %d %v", status, out)
+	}
+	if status, out := b.api(t, member, "GET", "/api/private/images", nil); status != http.StatusForbidden {
+		t.Fatalf("a member reads: %d %v", status, out)
+	}
+	if status, out := b.api(t, member, "POST", "/api/private/images/clear", nil); status != http.StatusForbidden {
+		t.Fatalf("a member clears: %d %v", status, out)
+	}
+	if n := b.count(t, "image_store_clear", "true"); n != 0 {
+		t.Fatalf("a refused clear left %d requests", n)
+	}
+	if _, page := adminBr.get("/settings"); !strings.Contains(page, "worker-2.test") || strings.Contains(page, `data-testid="clear-images"`) {
+		t.Fatalf("an admin's settings:\n%s", page)
+	}
+	if _, page := memberBr.get("/settings"); strings.Contains(page, "worker-2.test") || !strings.Contains(page, "Images are kept by the workers") {
+		t.Fatalf("a member's settings:\n%s", page)
 	}
 }

@@ -6,14 +6,18 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"anvil/domain"
+	"anvil/domain/imagestore"
 	"anvil/views"
 )
 
-// The worker's image store (docs/images.md): what the settings page and
-// the API show of it, and its clear. The store is the host's, shared by
-// every organisation whose runs this worker runs: the page shows counts
-// and bytes, never which images, and only an owner clears it. A clear
-// passes over the images runs are using.
+// The workers' image stores (docs/images.md, "The store"): what the
+// settings page and the API show of them, and their clear. Each worker
+// reports its store to the database (domain/imagestore), so any process —
+// a web-only one too — shows every store and takes a clear that every
+// worker carries out. A store is the host's, shared by every organisation
+// whose runs its worker runs: the page shows counts and bytes, never which
+// images; admins read them and only an owner clears. A clear passes over
+// the images runs are using.
 func (s *Server) registerImages(pages, api *echo.Group) {
 	pages.POST("/settings/images/clear", s.imagesClearSubmit)
 	api.GET("/images", s.apiImages)
@@ -22,60 +26,59 @@ func (s *Server) registerImages(pages, api *echo.Group) {
 
 // imagesJSON is GET /api/private/images.
 type imagesJSON struct {
-	// Here is false when this process runs no workers (role web).
-	Here  bool  `json:"here"`
-	Count int   `json:"count"`
-	Bytes int64 `json:"bytes"`
-}
-
-func (s *Server) imageFigures() imagesJSON {
-	if s.images == nil {
-		return imagesJSON{}
-	}
-	out := imagesJSON{Here: true}
-	for _, e := range s.images.List() {
-		out.Count++
-		out.Bytes += e.Size
-	}
-	return out
-}
-
-func (s *Server) imagesProps() views.ImagesProps {
-	f := s.imageFigures()
-	return views.ImagesProps{Here: f.Here, Count: f.Count, Bytes: f.Bytes}
+	// Here is true when this process has a store of its own (it runs
+	// workers); kept for the clients that read it before the stores were
+	// listed.
+	Here bool `json:"here"`
+	imagestore.Status
 }
 
 func (s *Server) apiImages(c echo.Context) error {
-	if err := domain.RequireRole(principal(c), domain.RoleAdmin); err != nil {
-		return err
-	}
-	return c.JSON(http.StatusOK, s.imageFigures())
-}
-
-func (s *Server) clearImages(c echo.Context) (int, int64, error) {
-	if err := domain.RequireRole(principal(c), domain.RoleOwner); err != nil {
-		return 0, 0, err
-	}
-	if s.images == nil {
-		return 0, 0, domain.Conflict("no_image_store", "this process runs no workers: clear the images on a worker (role worker or all)")
-	}
-	n, b := s.images.Clear()
-	s.log.Info("image store cleared", "removed", n, "bytes", b)
-	return n, b, nil
-}
-
-func (s *Server) apiImagesClear(c echo.Context) error {
-	n, b, err := s.clearImages(c)
+	st, err := s.ImageStores.Status(c.Request().Context(), principal(c))
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, map[string]any{"removed": n, "bytes": b})
+	return c.JSON(http.StatusOK, imagesJSON{Here: s.images != nil, Status: st})
+}
+
+// imagesProps is the settings page's section: the stores for admins and
+// up, a sentence for the others.
+func (s *Server) imagesProps(c echo.Context) (views.ImagesProps, error) {
+	p := principal(c)
+	out := views.ImagesProps{Every: imagestore.Every}
+	if domain.RequireRole(p, domain.RoleAdmin) != nil {
+		return out, nil
+	}
+	st, err := s.ImageStores.Status(c.Request().Context(), p)
+	if err != nil {
+		return out, err
+	}
+	out.Shown, out.Count, out.Bytes = true, st.Count, st.Bytes
+	if st.ClearRequestedAt != nil {
+		out.ClearRequestedAt = *st.ClearRequestedAt
+	}
+	for _, x := range st.Stores {
+		out.Stores = append(out.Stores, views.ImageStoreRow{Host: x.Host, Images: x.Images, Bytes: x.Bytes, CapBytes: x.CapBytes,
+			UpdatedAt: x.UpdatedAt, Stale: x.Stale, ClearPending: x.ClearPending})
+	}
+	return out, nil
+}
+
+func (s *Server) apiImagesClear(c echo.Context) error {
+	req, err := s.ImageStores.RequestClear(c.Request().Context(), principal(c))
+	if err != nil {
+		return err
+	}
+	s.log.Info("image stores' clear requested", "stores", req.Stores)
+	return c.JSON(http.StatusAccepted, req)
 }
 
 func (s *Server) imagesClearSubmit(c echo.Context) error {
-	if _, _, err := s.clearImages(c); err != nil {
+	req, err := s.ImageStores.RequestClear(c.Request().Context(), principal(c))
+	if err != nil {
 		return err
 	}
+	s.log.Info("image stores' clear requested", "stores", req.Stores)
 	s.flash(c, "images_cleared")
 	return redirect(c, "/settings")
 }

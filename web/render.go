@@ -55,7 +55,7 @@ var flashes = map[string]string{
 	"project_saved":   "Project saved.",
 	"token_revoked":   "Token revoked.",
 	"cache_cleared":   "Cache cleared: the project's next run starts without it.",
-	"images_cleared":  "Images cleared: the next run in each image pulls it again.",
+	"images_cleared":  "Clear requested: every worker clears its images within seconds (passing over those in use); the next run in each image pulls it again.",
 }
 
 func (s *Server) flash(c echo.Context, key string) { s.setCookie(c, "anvil_flash", key, 60) }

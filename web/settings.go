@@ -19,7 +19,9 @@ func (s *Server) settingsProps(c echo.Context) (views.SettingsProps, error) {
 	}
 	props := views.SettingsProps{Page: s.page(c, "Settings", "settings"), Role: p.Role, OrgSlug: p.OrgSlug}
 	props.Delete = orgDeleteZone(props.Page.CSRF, p)
-	props.Images = s.imagesProps()
+	if props.Images, err = s.imagesProps(c); err != nil {
+		return views.SettingsProps{}, err
+	}
 	for _, t := range ts {
 		row := views.TokenRow{ID: t.ID.String(), Name: t.Name, Prefix: t.Prefix, CreatedAt: t.CreatedAt, Revoked: t.RevokedAt != nil}
 		if t.LastUsedAt != nil {

@@ -496,6 +496,17 @@ func (s *Store) List() []Entry {
 	return out
 }
 
+// Figures is the store in numbers, for the settings page (never which
+// images: the store is shared by every organisation): how many images,
+// their bytes, and the bound.
+func (s *Store) Figures() (images int, bytes, limit int64) {
+	for _, e := range s.List() {
+		images++
+		bytes += e.Size
+	}
+	return images, bytes, s.limit
+}
+
 // evict removes the least recently used images while the store is above
 // its bound, never keep nor one in use.
 func (s *Store) evict(keep string) {

@@ -23,6 +23,7 @@ import (
 	"anvil/domain/card"
 	"anvil/domain/erasure"
 	"anvil/domain/feed"
+	"anvil/domain/imagestore"
 	"anvil/domain/incident"
 	"anvil/domain/mail"
 	"anvil/domain/monitor"
@@ -75,6 +76,10 @@ type Services struct {
 	// Network starts runs' egress proxies and keeps their connections
 	// (docs/network.md).
 	Network *network.Service
+	// ImageStores is what the server knows of the workers' image stores,
+	// and their clear (docs/images.md); each worker process runs its
+	// Reporter.
+	ImageStores *imagestore.Service
 
 	db *db.DB
 }
@@ -159,6 +164,7 @@ func NewServices(d *db.DB, keys *secret.Keyring, log *slog.Logger, o Options) *S
 	sv.Fixes.AllowHTTPLinks = o.CheckoutPolicy.AllowLocal
 	sv.Webhooks.OnDelivered = sv.Fixes.FromDelivery
 	sv.Network = network.New(s)
+	sv.ImageStores = imagestore.New(s)
 	sv.Network.AllowPrivate = o.RunsAllowPrivate
 	sv.Network.AllowLoopback = o.RunsAllowLoopback
 	if o.EventRetention > 0 {

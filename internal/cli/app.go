@@ -22,6 +22,7 @@ import (
 	"anvil/domain/forgeapi"
 	"anvil/domain/forgestatus"
 	"anvil/domain/image"
+	"anvil/domain/imagestore"
 	"anvil/domain/repourl"
 	"anvil/domain/secret"
 	"anvil/domain/wiring"
@@ -43,6 +44,9 @@ type app struct {
 	// Images is this host's image store when the process runs workers
 	// (the settings page lists and clears it); nil otherwise.
 	Images *image.Store
+	// imageReporter reports Images and carries out the clears requested
+	// from any process (docs/images.md); nil without workers.
+	imageReporter *imagestore.Reporter
 }
 
 func newLogger(cfg *Config, w io.Writer) *slog.Logger {
@@ -165,6 +169,11 @@ func newApp(ctx context.Context, cfg *Config, logOut io.Writer, withWorkers bool
 			return nil, fmt.Errorf("image store: %w", err)
 		}
 		a.Images = store
+		host, err := os.Hostname()
+		if err != nil || host == "" {
+			host = "unknown host"
+		}
+		a.imageReporter = a.ImageStores.NewReporter(store, host, store.Dir(), log)
 		images := &jobs.Images{Store: store, AllowPrivate: cfg.RunsAllowPrivate, AllowLoopback: cfg.RunsAllowLoopback,
 			Insecure: cfg.RegistriesInsecure}
 		jobs.Register(workers, jobs.Deps{Services: a.Services, Executor: exec, Git: git, Limits: limits, WorkRoot: root, Caches: caches, ImageStore: images, Images: true, Log: log,
@@ -273,6 +282,7 @@ func serveWith(ctx context.Context, cfg *Config, logOut io.Writer, x serveExtras
 			return fmt.Errorf("start river: %w", err)
 		}
 		a.sweeper.Start(context.WithoutCancel(ctx))
+		a.imageReporter.Start(context.WithoutCancel(ctx))
 	}
 	hubCtx, stopHub := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopHub()
@@ -309,6 +319,7 @@ func serveWith(ctx context.Context, cfg *Config, logOut io.Writer, x serveExtras
 	if withWorkers {
 		// This process stops judging other runners before its own jobs stop.
 		a.sweeper.Stop()
+		a.imageReporter.Stop()
 		if err := a.river.Stop(sctx); err != nil {
 			a.log.Warn("river soft stop timed out; cancelling running jobs", "error", err)
 			hctx, hcancel := context.WithTimeout(context.Background(), 10*time.Second)
