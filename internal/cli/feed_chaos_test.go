@@ -321,6 +321,13 @@ func TestFeedChaosRealProcesses(t *testing.T) {
 	}
 	progress("with the folds held", 4)
 	web.kill()
+	// The killed process's backends end as they find it gone — but for
+	// the fold waiting for the test's lock — and a commit it had sent
+	// completes: only then are the deltas left known.
+	pollUntil(t, 30*time.Second, "the killed web process's backends to end", func() bool {
+		return count(`SELECT count(*) FROM pg_stat_activity WHERE application_name = 'chaos-web'
+			AND coalesce(wait_event, '') <> 'advisory'`) == 0
+	})
 	// The test locks the incidents as a batch's general path does; the
 	// worker's fold then deletes the deltas it read and waits for them.
 	hold, err := admin.Begin(ctx)
