@@ -1,6 +1,8 @@
 package domain
 
 import (
+	"time"
+
 	"github.com/google/uuid"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/rivertype"
@@ -220,16 +222,25 @@ func (ReprocessEventsArgs) InsertOpts() river.InsertOpts {
 // FoldDeltasArgs is the periodic fold of incident deltas (docs/feed.md,
 // "The write path and its costs"): the process that appended deltas folds
 // them within feed.FoldGap; this job folds what a process that died first
-// left behind. Unique while waiting or running: one fold at a time is all
-// there is to do.
+// left behind. Unique while waiting or running within one period: one fold
+// at a time is all there is to do.
 type FoldDeltasArgs struct{}
+
+// FoldDeltasEvery is how often the periodic fold runs: the bound on how
+// late a crash can make an incident's count.
+const FoldDeltasEvery = 15 * time.Second
 
 // Kind implements river.JobArgs.
 func (FoldDeltasArgs) Kind() string { return "fold_incident_deltas" }
 
-// InsertOpts makes the fold unique while it waits or runs.
+// InsertOpts makes the fold unique while it waits or runs, per period. Not
+// beyond its period: a worker killed during a fold leaves its job looking
+// running until River rescues it (an hour), and a uniqueness across
+// periods skipped every periodic fold meanwhile — the deltas a crashed web
+// process left waited that hour (docs/feed.md, "The write path and its
+// costs"). Two folds at once are harmless: they take turns on one lock.
 func (FoldDeltasArgs) InsertOpts() river.InsertOpts {
-	return river.InsertOpts{UniqueOpts: river.UniqueOpts{ByState: []rivertype.JobState{
+	return river.InsertOpts{UniqueOpts: river.UniqueOpts{ByPeriod: FoldDeltasEvery, ByState: []rivertype.JobState{
 		rivertype.JobStateAvailable, rivertype.JobStatePending, rivertype.JobStateRunning,
 		rivertype.JobStateRetryable, rivertype.JobStateScheduled,
 	}}}

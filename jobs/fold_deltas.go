@@ -20,10 +20,6 @@ type FoldDeltasWorker struct {
 	log  *slog.Logger
 }
 
-// foldDeltasEvery is how often the periodic fold runs: the bound on how
-// late a crash can make an incident's count.
-const foldDeltasEvery = 15 * time.Second
-
 // Timeout bounds one fold.
 func (w *FoldDeltasWorker) Timeout(*river.Job[domain.FoldDeltasArgs]) time.Duration {
 	return time.Minute

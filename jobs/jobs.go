@@ -115,7 +115,7 @@ func Periodic(heartbeatTimeout time.Duration) []*river.PeriodicJob {
 		river.NewPeriodicJob(river.PeriodicInterval(time.Hour),
 			func() (river.JobArgs, *river.InsertOpts) { return domain.PurgeSessionsArgs{}, nil },
 			&river.PeriodicJobOpts{ID: "purge_sessions", RunOnStart: true}),
-		river.NewPeriodicJob(river.PeriodicInterval(foldDeltasEvery),
+		river.NewPeriodicJob(river.PeriodicInterval(domain.FoldDeltasEvery),
 			func() (river.JobArgs, *river.InsertOpts) { return domain.FoldDeltasArgs{}, nil },
 			&river.PeriodicJobOpts{ID: "fold_incident_deltas", RunOnStart: true}),
 		river.NewPeriodicJob(river.PeriodicInterval(cardSweepEvery),
