@@ -44,6 +44,10 @@ type Project struct {
 	// the host's toolchain (docs/images.md).
 	RunImage    string `bun:"run_image"`
 	RepairImage string `bun:"repair_image"`
+	// ImagePullSecret names the run secret whose credentials pull RunImage
+	// and RepairImage; "" pulls them anonymously (docs/images.md,
+	// "Private registries").
+	ImagePullSecret string `bun:"image_pull_secret"`
 	// StatusContext names the project's commit statuses on the forge
 	// (anvil/<slug> unless set; see StatusContextOf).
 	StatusContext string    `bun:"status_context"`

@@ -289,7 +289,7 @@ func (w *ExecuteRunWorker) execute(ctx context.Context, run *runs.Run, proj *dom
 		// a file's steps name their own.
 		projectImage = proj.ImageFor(repair)
 	}
-	releaseImage, err := w.startImage(runCtx, run, projectImage, proj.NetworkFor(repair), &spec, logw)
+	releaseImage, err := w.startImage(runCtx, run, projectImage, proj.ImagePullSecret, secrets, proj.NetworkFor(repair), &spec, logw)
 	if err != nil {
 		if r, ok := w.stopped(runCtx, logw); ok {
 			return r

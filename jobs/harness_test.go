@@ -52,6 +52,7 @@ type testBundle struct {
 	owner    *domain.Principal
 	workRoot string // this "process's" work folder
 	caches   *sandbox.Caches
+	images   *image.Store // the workers' image store (options.insecure)
 }
 
 type options struct {
@@ -142,6 +143,7 @@ func setup(t *testing.T, o options) *testBundle {
 			t.Fatal(err)
 		}
 		images = &jobs.Images{Store: st, AllowPrivate: true, AllowLoopback: true, Insecure: o.insecure}
+		b.images = st
 	}
 	jobs.Register(workers, jobs.Deps{Services: sv, Executor: exe, Git: git, WorkRoot: root, Caches: b.caches, ImageStore: images, Images: images != nil, Log: o.log})
 	client, err := sv.Start(ctx, &river.Config{

@@ -10,6 +10,7 @@ import (
 	"anvil/domain/image/imagetest"
 	"anvil/domain/project"
 	runs "anvil/domain/run"
+	"anvil/domain/runsecret"
 	"anvil/jobs/jobstest"
 )
 
@@ -207,5 +208,60 @@ steps:
 	log := b.logText(t, r.ID)
 	if r.Status() != runs.StatusPassed || !strings.Contains(log, "42\n") {
 		t.Fatalf("run %s:\n%s", r.Status(), log)
+	}
+}
+
+// A project's image in a registry that answers only with credentials: an
+// anonymous pull fails the run naming the refusal; with image_pull_secret
+// naming a run secret (user:token) the run passes, a re-run pulls its
+// digest with the same credentials, and the secret's value is in no log.
+// A secret deleted since fails the run at once, naming it.
+func TestAProjectImageFromAPrivateRegistryIsPulledWithItsPullSecret(t *testing.T) {
+	t.Parallel()
+	const token = "pull-t0ken-of-the-bot"
+	reg := imagetest.NewPrivateRegistry(t, "bot", token)
+	ref := reg.Push(t, "private/tools:1", imagetest.BusyboxImage(t, imagetest.Entry{Name: "opt/version", Body: "private one\n"}))
+	b := setup(t, options{insecure: []string{reg.Addr}})
+	ctx := context.Background()
+	repo, _, _ := gitRepo(t)
+	p := b.imageProject(t, "private-image", repo, "cat /opt/version", ref, []string{reg.Addr})
+
+	anonymous := b.waitTerminal(t, accept(t, b, p).ID, 60*time.Second)
+	if log := b.logText(t, anonymous.ID); anonymous.Status() != runs.StatusFailed || !strings.Contains(strings.ToLower(log), "unauthorized") || strings.Contains(log, "private one") {
+		t.Fatalf("an anonymous pull of a private image: run %s:\n%s", anonymous.Status(), log)
+	}
+
+	if _, _, err := runsecret.New(b.store).Put(ctx, b.owner, p.ID, "REGISTRY_AUTH", "bot:"+token); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.projects.Update(ctx, b.owner, p.ID, project.ProjectInput{ImagePullSecret: strp("REGISTRY_AUTH")}); err != nil {
+		t.Fatal(err)
+	}
+	first := b.waitTerminal(t, accept(t, b, p).ID, 60*time.Second)
+	log := b.logText(t, first.ID)
+	if first.Status() != runs.StatusPassed || !strings.Contains(log, "private one\n") || strings.Contains(log, token) {
+		t.Fatalf("a pull with the project's pull secret: run %s:\n%s", first.Status(), log)
+	}
+
+	// Emptied, the store must pull the re-run's digest again: with the
+	// credentials, or the registry refuses it.
+	b.images.Clear()
+	again, err := b.queue.Rerun(ctx, b.owner, first.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rerun := b.waitTerminal(t, again.ID, 60*time.Second)
+	if log := b.logText(t, rerun.ID); rerun.Status() != runs.StatusPassed || !strings.Contains(log, "pulled and unpacked") || strings.Contains(log, token) ||
+		rerun.ImageDigest == nil || *rerun.ImageDigest != *first.ImageDigest {
+		t.Fatalf("re-run %s (digest %v):\n%s", rerun.Status(), rerun.ImageDigest, log)
+	}
+
+	if err := runsecret.New(b.store).Delete(ctx, b.owner, p.ID, "REGISTRY_AUTH"); err != nil {
+		t.Fatal(err)
+	}
+	gone := b.waitTerminal(t, accept(t, b, p).ID, 60*time.Second)
+	if log := b.logText(t, gone.ID); gone.Status() != runs.StatusFailed ||
+		!strings.Contains(log, "image_pull_secret REGISTRY_AUTH is not a run secret of this project (docs/images.md)") || strings.Contains(log, "private one") {
+		t.Fatalf("a run after its pull secret was deleted: run %s:\n%s", gone.Status(), log)
 	}
 }

@@ -34,10 +34,12 @@ type Images struct {
 // image a re-run inherited (its digest: the same bytes), else the
 // project's (run_image, repair_image), resolved now and recorded on the
 // run before it starts. The image is pulled under the project's network
-// list; a refused pull fails the run at once, naming the host and the
-// preset to add. The returned release lets the store evict the image again
+// list, with the project's image_pull_secret when it names one (a run
+// secret of the run's scope, read from secrets; docs/images.md, "Private
+// registries"); a refused pull fails the run at once, naming the host and
+// the preset to add. The returned release lets the store evict the image again
 // once the run's processes are gone.
-func (w *ExecuteRunWorker) startImage(ctx context.Context, run *runs.Run, ref string, list []string, spec *sandbox.Spec, logw *runs.LogWriter) (func(), error) {
+func (w *ExecuteRunWorker) startImage(ctx context.Context, run *runs.Run, ref, pullSecret string, secrets map[string]string, list []string, spec *sandbox.Spec, logw *runs.LogWriter) (func(), error) {
 	pinned := ""
 	if run.Image != nil && run.ImageDigest != nil {
 		ref = *run.Image
@@ -56,6 +58,19 @@ func (w *ExecuteRunWorker) startImage(ctx context.Context, run *runs.Run, ref st
 		return nil, fmt.Errorf("the network list: %w", err)
 	}
 	p := &image.Puller{List: compiled, AllowPrivate: w.ImageStore.AllowPrivate, AllowLoopback: w.ImageStore.AllowLoopback, Insecure: w.ImageStore.Insecure}
+	switch {
+	case pullSecret == "":
+	case !run.SecretsAllowed():
+		// A fork's run gets none of the project's secrets: its image is
+		// pulled anonymously, as a public image still is
+		// (docs/images.md, "Private registries").
+		logw.Printf("image: this run's code comes from a fork: %s is pulled without the project's image_pull_secret", ref)
+	default:
+		// The same credentials sign a re-run's pull of its digest.
+		if err := pullAuth(p, ref, pullSecret, secrets); err != nil {
+			return nil, err
+		}
+	}
 	var digest string
 	if run.ImageDigest != nil {
 		digest = *run.ImageDigest
@@ -91,4 +106,20 @@ func (w *ExecuteRunWorker) startImage(ctx context.Context, run *runs.Run, ref st
 	}
 	spec.Image = &sandbox.Image{Root: lease.Root, Env: lease.Config.Env, Volumes: lease.Config.Volumes}
 	return func() { _ = lease.Close() }, nil
+}
+
+// pullAuth signs p's requests to ref's registry with the run secret named
+// pullSecret (a Docker config.json or user:token): a secret the run does
+// not have fails the pull before any request.
+func pullAuth(p *image.Puller, ref, pullSecret string, secrets map[string]string) error {
+	v, ok := secrets[pullSecret]
+	if !ok {
+		return fmt.Errorf("image_pull_secret %s is not a run secret of this project (docs/images.md)", pullSecret)
+	}
+	r, err := p.ParseRef(ref)
+	if err != nil {
+		return err
+	}
+	p.Auth, err = image.ParseCredentials(v, r.Context().RegistryStr())
+	return err
 }

@@ -79,15 +79,7 @@ func (ri *runImages) pull(ctx context.Context, ref, pullSecret, digest string) (
 	st := ri.w.ImageStore
 	p := &image.Puller{List: compiled, AllowPrivate: st.AllowPrivate, AllowLoopback: st.AllowLoopback, Insecure: st.Insecure}
 	if pullSecret != "" {
-		v, ok := ri.secrets[pullSecret]
-		if !ok {
-			return nil, "", fmt.Errorf("image_pull_secret %s is not a run secret of this project (docs/images.md)", pullSecret)
-		}
-		r, err := p.ParseRef(ref)
-		if err != nil {
-			return nil, "", err
-		}
-		if p.Auth, err = image.ParseCredentials(v, r.Context().RegistryStr()); err != nil {
+		if err := pullAuth(p, ref, pullSecret, ri.secrets); err != nil {
 			return nil, "", err
 		}
 	}

@@ -195,3 +195,69 @@ func TestImageStoresRoles(t *testing.T) {
 		t.Fatalf("a member's settings:\n%s", page)
 	}
 }
+
+// A project's pull secret names one of its run secrets: an unknown or
+// malformed name is refused naming the field (422, nothing changed), on
+// create too (a new project has no secrets); a member may not set it;
+// a known one is saved, shown by its name only, and the audit says the
+// change. The form refuses an unknown one in the field's words.
+func TestProjectImagePullSecret(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	in := validProject("pulled")
+	in["image_pull_secret"] = "REGISTRY_AUTH"
+	if status, out := b.api(t, b.owner.Token, "POST", "/api/private/projects", in); status != http.StatusUnprocessableEntity ||
+		!strings.Contains(fmt.Sprint(out["message"]), "no run secret named REGISTRY_AUTH in this project") {
+		t.Fatalf("create with a pull secret: %d %v", status, out)
+	}
+	status, p := b.api(t, b.owner.Token, "POST", "/api/private/projects", validProject("pulled"))
+	if status != http.StatusCreated || p["image_pull_secret"] != "" {
+		t.Fatalf("create: %d %v", status, p)
+	}
+	id := p["id"].(string)
+	for bad, want := range map[string]string{
+		"REGISTRY_AUTH":         "no run secret named REGISTRY_AUTH in this project",
+		"registry-auth":         "must be the name of one of the project's run secrets",
+		strings.Repeat("A", 65): "at most 64",
+	} {
+		status, out := b.api(t, b.owner.Token, "PATCH", "/api/private/projects/"+id, map[string]any{"image_pull_secret": bad, "run_image": "ghcr.io/acme/ci:3"})
+		if status != http.StatusUnprocessableEntity || !strings.Contains(fmt.Sprint(out["message"]), "image_pull_secret") || !strings.Contains(fmt.Sprint(out["message"]), want) {
+			t.Errorf("%q: %d %v", bad, status, out)
+		}
+	}
+	if _, got := b.api(t, b.owner.Token, "GET", "/api/private/projects/"+id, nil); got["image_pull_secret"] != "" || got["run_image"] != "" {
+		t.Fatalf("a refused change changed the project: %v", got)
+	}
+
+	const value = "bot:a-token-nobody-sees"
+	if status, out := b.api(t, b.owner.Token, "PUT", "/api/private/projects/"+id+"/secrets/REGISTRY_AUTH", map[string]any{"value": value}); status != http.StatusCreated && status != http.StatusOK {
+		t.Fatalf("put secret: %d %v", status, out)
+	}
+	memberToken, _ := b.person(t, domain.RoleMember)
+	if status, _ := b.api(t, memberToken, "PATCH", "/api/private/projects/"+id, map[string]any{"image_pull_secret": "REGISTRY_AUTH"}); status != http.StatusForbidden {
+		t.Fatalf("a member set the pull secret: %d", status)
+	}
+	status, p = b.api(t, b.owner.Token, "PATCH", "/api/private/projects/"+id, map[string]any{"image_pull_secret": " REGISTRY_AUTH "})
+	if status != http.StatusOK || p["image_pull_secret"] != "REGISTRY_AUTH" || strings.Contains(fmt.Sprint(p), value) {
+		t.Fatalf("patch: %d %v", status, p)
+	}
+
+	br := b.browser(t)
+	br.login("owner@acme.test", testPassword)
+	if _, audit := br.get("/settings/audit"); !strings.Contains(audit, "pull secret of the images") || !strings.Contains(audit, "REGISTRY_AUTH") || strings.Contains(audit, value) {
+		t.Fatalf("the audit page does not say the change:\n%s", audit)
+	}
+	page := "/projects/" + id + "/edit"
+	if _, form := br.get(page); !strings.Contains(form, `value="REGISTRY_AUTH"`) || strings.Contains(form, value) {
+		t.Fatalf("the form does not show the pull secret:\n%s", form)
+	}
+	vals := url.Values{"_csrf": {br.csrf(page)}, "slug": {"pulled"}, "name": {"Pulled"}, "repo_url": {"https://git.example/shop.git"},
+		"default_branch": {"main"}, "run_command": {"make test"}, "run_image": {"ghcr.io/acme/ci:3"}, "repair_image": {""}, "image_pull_secret": {"NOPE"}}
+	res, body := br.post(page, vals)
+	if res.StatusCode != http.StatusUnprocessableEntity || !strings.Contains(body, "no run secret named NOPE in this project") {
+		t.Fatalf("the form with an unknown pull secret: %d\n%s", res.StatusCode, body)
+	}
+	if _, got := b.api(t, b.owner.Token, "GET", "/api/private/projects/"+id, nil); got["image_pull_secret"] != "REGISTRY_AUTH" || got["run_image"] != "" {
+		t.Fatalf("a refused form changed the project: %v", got)
+	}
+}

@@ -44,6 +44,9 @@ type projectJSON struct {
 	// RunImage and RepairImage: docs/images.md ("" = the host's tools).
 	RunImage    string `json:"run_image"`
 	RepairImage string `json:"repair_image"`
+	// ImagePullSecret: the name of the run secret that pulls them ("" =
+	// anonymous; docs/images.md). Its value is never shown.
+	ImagePullSecret string `json:"image_pull_secret"`
 }
 
 func toProjectJSON(p *domain.Project) projectJSON {
@@ -53,7 +56,7 @@ func toProjectJSON(p *domain.Project) projectJSON {
 		BranchFilters: append([]string{}, p.BranchFilters...), StatusContext: domain.StatusContextOf(p), CreatedAt: p.CreatedAt.UTC(), UpdatedAt: p.UpdatedAt.UTC(), Warnings: p.Warnings,
 		FixVerificationWindow: domain.FormatWindow(p.FixWindow()),
 		NetworkAllow:          append([]string{}, p.NetworkAllow...), RepairNetworkAllow: append([]string{}, p.RepairNetworkAllow...),
-		ForkCache: p.ForkCache, RunImage: p.RunImage, RepairImage: p.RepairImage}
+		ForkCache: p.ForkCache, RunImage: p.RunImage, RepairImage: p.RepairImage, ImagePullSecret: p.ImagePullSecret}
 }
 
 func (s *Server) apiProjectList(c echo.Context) error {

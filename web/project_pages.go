@@ -57,6 +57,7 @@ func formInput(c echo.Context) (project.ProjectInput, views.ProjectForm) {
 		NetworkAllow:  c.FormValue("network_allow"), RepairNetworkAllow: c.FormValue("repair_network_allow"),
 		FixWindow: c.FormValue("fix_verification_window"),
 		RunImage:  c.FormValue("run_image"), RepairImage: c.FormValue("repair_image"),
+		ImagePullSecret: c.FormValue("image_pull_secret"),
 	}
 	in := project.ProjectInput{Slug: &f.Slug, Name: &f.Name, RepoURL: &f.RepoURL, DefaultBranch: &f.DefaultBranch,
 		RunCommand: &f.RunCommand, RepairCommand: &f.RepairCommand, Provider: &f.Provider,
@@ -67,6 +68,9 @@ func formInput(c echo.Context) (project.ProjectInput, views.ProjectForm) {
 	}
 	if _, ok := c.Request().PostForm["repair_image"]; ok {
 		in.RepairImage = &f.RepairImage
+	}
+	if _, ok := c.Request().PostForm["image_pull_secret"]; ok {
+		in.ImagePullSecret = &f.ImagePullSecret
 	}
 	if tok := c.FormValue("provider_token"); tok != "" {
 		in.ProviderToken = &tok
@@ -133,6 +137,7 @@ var formFields = map[string]struct{ field, label string }{
 	"fix_verification_window": {"fix_verification_window", "Fix verification window"},
 	"run_image":               {"run_image", "Image of runs"},
 	"repair_image":            {"repair_image", "Image of repair runs"},
+	"image_pull_secret":       {"image_pull_secret", "Pull secret"},
 }
 
 // formErrors turns a refusal into the form's messages, each in its field's
@@ -214,7 +219,7 @@ func projectForm(p *domain.Project) views.ProjectForm {
 		BranchFilters: strings.Join(p.BranchFilters, "\n"), StatusContext: domain.StatusContextOf(p),
 		NetworkAllow: strings.Join(p.NetworkAllow, "\n"), RepairNetworkAllow: strings.Join(p.RepairNetworkAllow, "\n"),
 		NoForkCache: !p.ForkCache, FixWindow: domain.FormatWindow(p.FixWindow()),
-		RunImage: p.RunImage, RepairImage: p.RepairImage}
+		RunImage: p.RunImage, RepairImage: p.RepairImage, ImagePullSecret: p.ImagePullSecret}
 }
 
 func (s *Server) projectEditPage(c echo.Context) error {

@@ -2,9 +2,12 @@ package project
 
 import (
 	"fmt"
+	"regexp"
 	"strings"
 
 	"github.com/google/go-containerregistry/pkg/name"
+
+	"anvil/domain"
 )
 
 // imageRefProblem checks an image reference as the worker will read it
@@ -33,6 +36,41 @@ func clipRef(s string) string {
 func imageWords(s string) string {
 	if s == "" {
 		return "none (the host's tools)"
+	}
+	return s
+}
+
+// pullSecretNameRE is a run secret's name (domain/runsecret's rule, which
+// this package does not import), here at most 64 bytes.
+var pullSecretNameRE = regexp.MustCompile(`^[A-Z_][A-Z0-9_]*$`)
+
+// pullSecretNameProblem checks the name of a project's pull secret
+// (docs/images.md, "Private registries"): a run secret's name, or "".
+func pullSecretNameProblem(s string) (string, string) {
+	if s == "" || pullSecretNameRE.MatchString(s) {
+		return "", ""
+	}
+	return "invalid_image_pull_secret", fmt.Sprintf("%q must be the name of one of the project's run secrets: upper-case letters, digits and _, not starting with a digit", clipRef(s))
+}
+
+// pullSecretUnknown adds to pre that the pull secret in names no run
+// secret of the project, when it names one; a malformed name is reported
+// by apply instead.
+func pullSecretUnknown(pre domain.FieldErrors, in *ProjectInput) domain.FieldErrors {
+	v := trimmed(in.ImagePullSecret)
+	if v == "" {
+		return pre
+	}
+	out := append(domain.FieldErrors{}, pre...)
+	out.Add("image_pull_secret", "unknown_image_pull_secret", "is unknown: no run secret named %s in this project (add it under Secrets first)", clipRef(v))
+	return out
+}
+
+// pullSecretWords is a pull secret as the audit log says it: its name,
+// never its value.
+func pullSecretWords(s string) string {
+	if s == "" {
+		return "none (anonymous pulls)"
 	}
 	return s
 }

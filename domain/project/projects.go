@@ -51,6 +51,10 @@ type ProjectInput struct {
 	// ghcr.io/acme/ci:3, repo@sha256:…) or "" (docs/images.md).
 	RunImage    *string `json:"run_image"`
 	RepairImage *string `json:"repair_image"`
+	// ImagePullSecret names the run secret whose credentials pull
+	// run_image and repair_image; "" pulls them anonymously
+	// (docs/images.md, "Private registries").
+	ImagePullSecret *string `json:"image_pull_secret"`
 }
 
 var (
@@ -144,6 +148,7 @@ func (in *ProjectInput) apply(p *domain.Project, creating bool, pre domain.Field
 		{"status_context", in.StatusContext, &p.StatusContext, false, 1 << 16, statusContextProblem},
 		{"run_image", in.RunImage, &p.RunImage, false, 512, imageRefProblem},
 		{"repair_image", in.RepairImage, &p.RepairImage, false, 512, imageRefProblem},
+		{"image_pull_secret", in.ImagePullSecret, &p.ImagePullSecret, false, 64, pullSecretNameProblem},
 	}
 	var errs domain.FieldErrors
 	for _, f := range fields {
@@ -357,6 +362,8 @@ func (ps *Projects) Create(ctx context.Context, pr *domain.Principal, in Project
 	p := &domain.Project{ID: uuid.New(), OrgID: pr.OrgID}
 	pre, warnings := ps.checkRepoURL(ctx, &in)
 	pre, warnings = ps.checkAPIURL(ctx, &in, pre, warnings)
+	// A new project has no run secrets yet: any pull secret is unknown.
+	pre = pullSecretUnknown(pre, &in)
 	if err := in.apply(p, true, pre); err != nil {
 		return nil, err
 	}
@@ -400,7 +407,19 @@ func (ps *Projects) Update(ctx context.Context, pr *domain.Principal, id uuid.UU
 		before.BranchFilters = append([]string{}, p.BranchFilters...)
 		before.NetworkAllow = append([]string{}, p.NetworkAllow...)
 		before.RepairNetworkAllow = append([]string{}, p.RepairNetworkAllow...)
-		if err := in.apply(p, false, pre); err != nil {
+		refused := pre
+		if v := trimmed(in.ImagePullSecret); v != "" {
+			// Read under the project's lock, which run secrets are saved
+			// and deleted under too.
+			exists, err := tx.NewSelect().Table("run_secrets").Where("project_id = ? AND name = ?", p.ID, v).Exists(ctx)
+			if err != nil {
+				return fmt.Errorf("read run secrets: %w", err)
+			}
+			if !exists {
+				refused = pullSecretUnknown(pre, &in)
+			}
+		}
+		if err := in.apply(p, false, refused); err != nil {
 			return err
 		}
 		if err := ps.setToken(p, &in); err != nil {
@@ -410,7 +429,7 @@ func (ps *Projects) Update(ctx context.Context, pr *domain.Principal, id uuid.UU
 		if _, err := tx.NewUpdate().Model(p).WherePK().
 			Column("slug", "name", "repo_url", "default_branch", "run_command", "repair_command", "provider",
 				"provider_api_url", "provider_repo", "provider_token_enc", "run_timeout_seconds", "branch_filters", "status_context", "fix_verification_window",
-				"network_allow", "repair_network_allow", "fork_cache", "run_image", "repair_image", "updated_at").
+				"network_allow", "repair_network_allow", "fork_cache", "run_image", "repair_image", "image_pull_secret", "updated_at").
 			Exec(ctx); err != nil {
 			if dbutil.IsUnique(err, "projects_org_slug_key") {
 				return domain.Conflict("slug_taken", "a project with slug %q already exists in this organisation", p.Slug)
@@ -515,6 +534,7 @@ func projectChanges(was, now *domain.Project, in *ProjectInput) []domain.AuditCh
 	add("fork_cache", "cache for forks' runs", forkCacheWords(was.ForkCache), forkCacheWords(now.ForkCache))
 	add("run_image", "image of runs", imageWords(was.RunImage), imageWords(now.RunImage))
 	add("repair_image", "image of repair runs", imageWords(was.RepairImage), imageWords(now.RepairImage))
+	add("image_pull_secret", "pull secret of the images", pullSecretWords(was.ImagePullSecret), pullSecretWords(now.ImagePullSecret))
 	add("fix_verification_window", "fix verification window", domain.FormatWindow(was.FixWindow()), domain.FormatWindow(now.FixWindow()))
 	if in.ProviderToken != nil {
 		switch {
