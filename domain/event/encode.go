@@ -12,8 +12,10 @@ import (
 // Marshal makes of it (the same fields in the same order, the same
 // omissions, the same escaping), without its reflection, which was the
 // largest single cost of the ingest after decoding. The free-form maps
-// (enrichment, agent_context) and a timestamp encoding/json would refuse
-// go through encoding/json itself. FuzzMarshal holds the two together.
+// (enrichment, agent_context) are written by appendBagValue when they hold
+// what a decoded bag holds; other maps, and a timestamp encoding/json would
+// refuse, go through encoding/json itself. FuzzMarshal holds the two
+// together.
 func Marshal(e *Event) ([]byte, error) { return AppendMarshal(make([]byte, 0, 1024), e) }
 
 // appendTimestamp appends t as encoding/json writes a time.Time: quoted
