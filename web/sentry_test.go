@@ -685,3 +685,26 @@ func TestSentryEventIDFromEnvelopeHeader(t *testing.T) {
 		}
 	}
 }
+
+// One event through both doors: the Sentry door's 32 hex digits and the
+// native door's dashed UUID, in upper case, are one dedupe key (the key is
+// the event id as a uuid, docs/feed.md "The write path and its costs"), so
+// the resend is accepted and neither stored nor counted again.
+func TestSentryAndNativeDoorShareTheDedupeKey(t *testing.T) {
+	t.Parallel()
+	s := newSentryFix(t, setup(t))
+	id := hexID()
+	if r := sentrySend(t, s.srv.URL, s.envPath(), envelope(`{}`, eventItem(sentryEvent(id))), s.auth()...); r.Status != 200 {
+		t.Fatal(r.Status)
+	}
+	native := strings.ToUpper(dashed(id))
+	if r := s.send(t, batch, s.token, []any{ev(native)}); r.Status != 202 || len(r.Accept) != 1 || r.Accept[0] != native {
+		t.Fatalf("got %s", r.Raw)
+	}
+	if n := s.count(t, `SELECT count(*) FROM feed_events WHERE project_id = ?`, s.projectID); n != 1 {
+		t.Fatalf("%d stored deliveries of one event", n)
+	}
+	if n := s.count(t, `SELECT count(*) FROM feed_events WHERE event_id_key = ?`, dashed(id)); n != 1 {
+		t.Fatalf("%d rows under the key %s", n, dashed(id))
+	}
+}

@@ -12,8 +12,10 @@ import (
 // Marshal makes of it (the same fields in the same order, the same
 // omissions, the same escaping), without its reflection, which was the
 // largest single cost of the ingest after decoding. The free-form maps
-// (enrichment, agent_context) and a timestamp encoding/json would refuse
-// go through encoding/json itself. FuzzMarshal holds the two together.
+// (enrichment, agent_context) are written by appendBagValue when they hold
+// what a decoded bag holds; other maps, and a timestamp encoding/json would
+// refuse, go through encoding/json itself. FuzzMarshal holds the two
+// together.
 func Marshal(e *Event) ([]byte, error) { return AppendMarshal(make([]byte, 0, 1024), e) }
 
 // appendTimestamp appends t as encoding/json writes a time.Time: quoted
@@ -234,14 +236,85 @@ func appendAny(b []byte, name string, m map[string]any) ([]byte, error) {
 	if len(m) == 0 {
 		return b, nil
 	}
+	b = append(b, ',', '"')
+	b = append(b, name...)
+	b = append(b, '"', ':')
+	if v, ok := appendBagValue(b, m); ok {
+		return v, nil
+	}
 	v, err := json.Marshal(m)
 	if err != nil {
 		return nil, err
 	}
-	b = append(b, ',', '"')
-	b = append(b, name...)
-	b = append(b, '"', ':')
 	return append(b, v...), nil
+}
+
+// appendBagValue appends v as encoding/json's Marshal does (keys sorted,
+// strings escaped alike) when it holds only what a decoded bag holds —
+// objects, arrays, strings, json.Number, booleans, null — and reports false
+// on anything else (a float, a func), which appendAny hands to encoding/json
+// whole. Its reflection was the largest cost of encoding a bag. On false,
+// what it appended is garbage past len(b) of the caller's slice.
+func appendBagValue(b []byte, v any) ([]byte, bool) {
+	switch t := v.(type) {
+	case nil:
+		return append(b, "null"...), true
+	case string:
+		return appendString(b, t), true
+	case bool:
+		return strconv.AppendBool(b, t), true
+	case json.Number:
+		if t == "" || !validJSONNumber(string(t)) {
+			return b, false
+		}
+		return append(b, t...), true
+	case []any:
+		if t == nil {
+			return append(b, "null"...), true
+		}
+		b = append(b, '[')
+		for i, e := range t {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			var ok bool
+			if b, ok = appendBagValue(b, e); !ok {
+				return b, false
+			}
+		}
+		return append(b, ']'), true
+	case map[string]any:
+		if t == nil {
+			return append(b, "null"...), true
+		}
+		var kb [16]string
+		keys := kb[:0]
+		for k := range t {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		b = append(b, '{')
+		for i, k := range keys {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = appendString(b, k)
+			b = append(b, ':')
+			var ok bool
+			if b, ok = appendBagValue(b, t[k]); !ok {
+				return b, false
+			}
+		}
+		return append(b, '}'), true
+	}
+	return b, false
+}
+
+// validJSONNumber reports whether s is a number in JSON's grammar, as
+// encoding/json checks a json.Number before writing it.
+func validJSONNumber(s string) bool {
+	p := wireParser{b: []byte(s), s: s}
+	return p.number() && p.i == len(s)
 }
 
 const hexDigits = "0123456789abcdef"

@@ -43,8 +43,11 @@ func TestMarshalIsEncodingJSON(t *testing.T) {
 			Tags: map[string]string{"z": "1", "a<b": "&", "": ""}, Breadcrumbs: []string{"", "\u2028"}},
 		"free-form maps": {Enrichment: map[string]any{"b": []any{1.5, nil, true, "<x>"}, "a": map[string]any{"k": "v"}},
 			AgentContext: map[string]any{"repo": "shop/api"}},
-		"a time encoding/json refuses": {Timestamp: time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)},
-		"a map encoding/json refuses":  {Enrichment: map[string]any{"f": func() {}}},
+		"decoded bags": {Enrichment: map[string]any{"n": json.Number("-2.5e+3"), "s": "<&>\u2028", "l": []any{nil, true, false, map[string]any{}},
+			"z": map[string]any(nil), "y": []any(nil)}, AgentContext: map[string]any{"k": map[string]any{"b": "2", "a": json.Number("1")}}},
+		"a number encoding/json refuses": {Enrichment: map[string]any{"n": json.Number("01")}},
+		"a time encoding/json refuses":   {Timestamp: time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)},
+		"a map encoding/json refuses":    {Enrichment: map[string]any{"f": func() {}}},
 	}
 	for name, e := range cases {
 		sameAsEncodingJSON(t, name, &e)

@@ -1,7 +1,9 @@
 package event
 
 import (
+	"bytes"
 	"encoding/json"
+	"errors"
 	"reflect"
 	"strings"
 	"testing"
@@ -216,6 +218,51 @@ func FuzzJSONString(f *testing.F) {
 		got := jsonString(raw)
 		if (got == nil) != (want == nil) || (got != nil && *got != *want) {
 			t.Fatalf("jsonString(%q) = %v, encoding/json %v", raw, got, want)
+		}
+	})
+}
+
+// FuzzDecodeBag holds decodeBagFast to encoding/json with UseNumber: what it
+// accepts, encoding/json accepts and decodes alike; and appendBagValue to
+// encoding/json's Marshal on whatever encoding/json decodes.
+func FuzzDecodeBag(f *testing.F) {
+	f.Add([]byte(`{"affected_file":"src/main/java/shop/CheckoutService.java"}`))
+	f.Add([]byte(`{"a":[1,-2.5e+3,true,false,null,"x",{},[]],"b":{"c":{"d":"<&>\n\"\\\/"}}}`))
+	f.Add([]byte(`{"a":1,"a":2}`))
+	f.Add([]byte(`{"\u00e9":"\ud800"}`))
+	f.Add([]byte("{\"a\":\"\xff\"}"))
+	f.Add([]byte(` { "a" : [ 01 ] } `))
+	f.Add([]byte(`{"n":123456789012345678901234567890,"f":1e400,"z":-0}`))
+	f.Add([]byte(`{"a":[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]}`))
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		var want map[string]any
+		dec := json.NewDecoder(bytes.NewReader(raw))
+		dec.UseNumber()
+		wantErr := dec.Decode(&want)
+		if wantErr == nil && dec.More() {
+			wantErr = errors.New("trailing data")
+		}
+		if got, ok := decodeBagFast(raw); ok {
+			if wantErr != nil || want == nil {
+				t.Fatalf("decoded %#v, encoding/json refuses: %v", got, wantErr)
+			}
+			if !reflect.DeepEqual(got, want) {
+				t.Fatalf("decoded\n%#v\nencoding/json decodes\n%#v", got, want)
+			}
+		}
+		if wantErr != nil {
+			return
+		}
+		wantJSON, err := json.Marshal(want)
+		if err != nil {
+			return
+		}
+		gotJSON, ok := appendBagValue(nil, want)
+		if !ok {
+			t.Fatalf("appendBagValue refuses %#v", want)
+		}
+		if !bytes.Equal(gotJSON, wantJSON) {
+			t.Fatalf("encoded\n%s\nencoding/json encodes\n%s", gotJSON, wantJSON)
 		}
 	})
 }

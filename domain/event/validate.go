@@ -591,6 +591,10 @@ func decodeBag(raw json.RawMessage) (map[string]any, error) {
 	if raw[0] != '{' {
 		return nil, errors.New("not an object")
 	}
+	if m, ok := decodeBagFast(raw); ok {
+		b := bagBounder{budget: MaxBagNodes}
+		return b.object(m, 0), nil
+	}
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.UseNumber()
 	var m map[string]any

@@ -3,6 +3,7 @@ package event
 import (
 	"encoding/json"
 	"strings"
+	"unicode/utf8"
 )
 
 // decodeWireFast decodes the common shape of an element straight into w, in
@@ -543,4 +544,76 @@ func (p *wireParser) tags(dst *map[string]string) bool {
 		m[key] = v
 		return true
 	})
+}
+
+// decodeBagFast decodes a bag (enrichment, agent_context) as encoding/json
+// decodes it into a map[string]any with UseNumber, for the common shape:
+// valid UTF-8, strings without \u escapes, no key twice in one object,
+// nesting within maxSkipDepth. It returns false on anything else, which
+// decodeBag hands to encoding/json; a bag decoded here costs a fraction of
+// encoding/json's reflection (docs/feed.md, "The write path and its
+// costs"). FuzzDecodeBag holds it to encoding/json.
+func decodeBagFast(raw []byte) (map[string]any, bool) {
+	if !utf8.Valid(raw) {
+		return nil, false
+	}
+	p := wireParser{b: raw, s: string(raw)}
+	p.ws()
+	if p.peek() != '{' {
+		return nil, false
+	}
+	v, ok := p.anyValue(0)
+	if !ok {
+		return nil, false
+	}
+	p.ws()
+	if p.i != len(p.b) {
+		return nil, false
+	}
+	return v.(map[string]any), true
+}
+
+// anyValue reads any value as encoding/json decodes it into an any with
+// UseNumber: objects as map[string]any, arrays as []any, numbers as
+// json.Number.
+func (p *wireParser) anyValue(depth int) (any, bool) {
+	if depth > maxSkipDepth {
+		return nil, false
+	}
+	switch c := p.peek(); {
+	case c == '"':
+		var s string
+		ok := p.str(&s)
+		return s, ok
+	case c == '{':
+		m := map[string]any{}
+		ok := p.object(func(key string) bool {
+			if _, twice := m[key]; twice {
+				return false // encoding/json keeps the last; the general path decides
+			}
+			v, ok := p.anyValue(depth + 1)
+			m[key] = v
+			return ok
+		})
+		return m, ok
+	case c == '[':
+		a := []any{}
+		ok := p.array(func() bool {
+			v, ok := p.anyValue(depth + 1)
+			a = append(a, v)
+			return ok
+		})
+		return a, ok
+	case c == 't':
+		return true, p.literal("true")
+	case c == 'f':
+		return false, p.literal("false")
+	case c == 'n':
+		return nil, p.literal("null")
+	case c == '-' || '0' <= c && c <= '9':
+		start := p.i
+		ok := p.number()
+		return json.Number(p.s[start:p.i]), ok
+	}
+	return nil, false
 }

@@ -186,7 +186,7 @@ func TestStormOfOneFaultCountsExactly(t *testing.T) {
 	}
 	var latestStored bool
 	if err := ib.DB.Bun.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM incidents i JOIN feed_events e
-		ON e.org_id = i.org_id AND e.event_id_key = lower(i.latest_event_id) AND e.incident_id = i.id)`).Scan(&latestStored); err != nil {
+		ON e.org_id = i.org_id AND e.event_id_key = i.latest_event_id::uuid AND e.incident_id = i.id)`).Scan(&latestStored); err != nil {
 		t.Fatal(err)
 	}
 	if !latestStored {

@@ -1,6 +1,7 @@
 package feed
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/google/uuid"
@@ -29,11 +30,17 @@ type copyRow struct {
 // encodeEventRow encodes ev's row; the stored payload (event.Marshal's
 // encoding) is written straight into it.
 func encodeEventRow(org, project, conn uuid.UUID, key, fp string, ev *event.Event) (copyRow, error) {
+	// The key is a canonical UUID (Validate's contract) stored as its 16
+	// bytes (migration 20261207040000).
+	id, err := uuid.Parse(key)
+	if err != nil {
+		return copyRow{}, fmt.Errorf("event key %q: %w", key, err)
+	}
 	b := make([]byte, 0, 1536)
 	var r copyRow
 	b = copyenc.BeginRow(b, len(feedEventColumns))
 	b = copyenc.AppendUUID(b, org)
-	b = copyenc.AppendText(b, key)
+	b = copyenc.AppendUUID(b, id)
 	b = copyenc.AppendUUID(b, project)
 	b = copyenc.AppendUUID(b, conn)
 	b = copyenc.AppendText(b, ev.Environment)
@@ -45,7 +52,7 @@ func encodeEventRow(org, project, conn uuid.UUID, key, fp string, ev *event.Even
 	b = copyenc.AppendTime(b, ev.Timestamp)
 	b, lenAt := copyenc.BeginJSONB(b)
 	r.payloadAt = len(b)
-	b, err := event.AppendMarshal(b, ev)
+	b, err = event.AppendMarshal(b, ev)
 	if err != nil {
 		return copyRow{}, err
 	}

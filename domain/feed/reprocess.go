@@ -46,7 +46,7 @@ func (f *Feed) Reprocess(ctx context.Context, incidentID uuid.UUID) (int, error)
 	}
 	var rows []struct {
 		OrgID     uuid.UUID       `bun:"org_id"`
-		Key       string          `bun:"event_id_key"`
+		Key       uuid.UUID       `bun:"event_id_key"`
 		ProjectID uuid.UUID       `bun:"project_id"`
 		Payload   json.RawMessage `bun:"payload"`
 	}

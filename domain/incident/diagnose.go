@@ -59,13 +59,18 @@ func (in *Incidents) Event(ctx context.Context, orgID, incidentID uuid.UUID, eve
 	if _, err := in.Get(ctx, orgID, incidentID); err != nil {
 		return nil, err
 	}
-	key := strings.ToLower(strings.TrimSpace(eventID))
+	// The key is a uuid (migration 20261207040000): any spelling of the
+	// same UUID finds the event; what is no UUID is no stored event.
+	key, err := uuid.Parse(strings.TrimSpace(eventID))
+	if err != nil {
+		return nil, domain.NotFound("event")
+	}
 	var row struct {
 		Payload    json.RawMessage `bun:"payload"`
 		ReceivedAt time.Time       `bun:"received_at"`
 		OccurredAt time.Time       `bun:"occurred_at"`
 	}
-	err := in.s.DB.NewRaw(`SELECT payload, received_at, occurred_at FROM feed_events
+	err = in.s.DB.NewRaw(`SELECT payload, received_at, occurred_at FROM feed_events
 		WHERE org_id = ? AND event_id_key = ? AND incident_id = ?`, orgID, key, incidentID).Scan(ctx, &row)
 	if dbutil.IsNoRows(err) {
 		return nil, domain.NotFound("event")
@@ -123,7 +128,7 @@ func (in *Incidents) Events(ctx context.Context, orgID, incidentID uuid.UUID, be
 		Payload    json.RawMessage `bun:"payload"`
 		ReceivedAt time.Time       `bun:"received_at"`
 		OccurredAt time.Time       `bun:"occurred_at"`
-		Key        string          `bun:"event_id_key"`
+		Key        uuid.UUID       `bun:"event_id_key"`
 	}
 	if err := q.OrderExpr("received_at DESC, event_id_key DESC").Limit(EventsPageSize+1).Scan(ctx, &rows); err != nil {
 		return nil, fmt.Errorf("incidents: events of %s: %w", incidentID, err)
@@ -132,7 +137,7 @@ func (in *Incidents) Events(ctx context.Context, orgID, incidentID uuid.UUID, be
 	if len(rows) > EventsPageSize {
 		rows = rows[:EventsPageSize]
 		last := rows[EventsPageSize-1]
-		page.Next = strconv.FormatInt(last.ReceivedAt.UnixMicro(), 10) + "_" + last.Key
+		page.Next = strconv.FormatInt(last.ReceivedAt.UnixMicro(), 10) + "_" + last.Key.String()
 	}
 	for _, r := range rows {
 		var ev event.Event
@@ -150,14 +155,18 @@ func (in *Incidents) Events(ctx context.Context, orgID, incidentID uuid.UUID, be
 }
 
 // parseEventCursor reads "<received_at in Unix µs>_<event key>".
-func parseEventCursor(s string) (time.Time, string, bool) {
-	us, key, ok := strings.Cut(s, "_")
-	if !ok || key == "" {
-		return time.Time{}, "", false
+func parseEventCursor(s string) (time.Time, uuid.UUID, bool) {
+	us, k, ok := strings.Cut(s, "_")
+	if !ok {
+		return time.Time{}, uuid.Nil, false
+	}
+	key, err := uuid.Parse(k)
+	if err != nil {
+		return time.Time{}, uuid.Nil, false
 	}
 	n, err := strconv.ParseInt(us, 10, 64)
 	if err != nil || n <= 0 {
-		return time.Time{}, "", false
+		return time.Time{}, uuid.Nil, false
 	}
 	return time.UnixMicro(n).UTC(), key, true
 }

@@ -24,7 +24,7 @@ func TestSpreadSamplesTheNewestEvents(t *testing.T) {
 	// newest SpreadSample carry tier=new, two releases, and ten tag keys.
 	if _, err := ib.DB.Bun.NewRaw(`INSERT INTO feed_events (org_id, event_id_key, project_id, connection_id, environment, fingerprint,
 			incident_id, received_at, occurred_at, payload)
-		SELECT i.org_id, 'e' || n, i.project_id, gen_random_uuid(), i.environment, i.fingerprint, i.id,
+		SELECT i.org_id, md5('e' || n)::uuid, i.project_id, gen_random_uuid(), i.environment, i.fingerprint, i.id,
 			now() + make_interval(secs => n), now() + make_interval(secs => n),
 			CASE WHEN n > ?0 - ?1 THEN jsonb_build_object('level', 'warning', 'release', '2.' || (n % 2),
 					'user', jsonb_build_object('id', 'new-' || (n % 5)),

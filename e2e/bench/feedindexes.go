@@ -100,7 +100,7 @@ func feedBenchIndexes(ctx context.Context, env *benchEnv) error {
 			// Ten times each row, under keys of the same length: enough
 			// rows for /proc's 10 ms ticks.
 			tag, err := conn.Exec(ctx, `INSERT INTO bench_idx (`+strings.Join(feedEventCols, ", ")+`)
-				SELECT org_id, overlay(event_id_key placing lpad(g::text, 2, '0') from 1 for 2), project_id, connection_id,
+				SELECT org_id, overlay(event_id_key::text placing lpad(g::text, 2, '0') from 1 for 2)::uuid, project_id, connection_id,
 				       environment, fingerprint, incident_id, received_at, occurred_at, payload
 				FROM feed_events, generate_series(1, 10) AS g`)
 			if err != nil {
@@ -196,7 +196,7 @@ func feedBenchCopyVsInsert(ctx context.Context, env *benchEnv, dbURL string, con
 		}
 		_, err := conn.Exec(ctx, `INSERT INTO bench_ins (`+strings.Join(feedEventCols, ", ")+`)
 			SELECT u.o, u.k, u.p, u.c, u.e, u.f, u.i, u.r, u.t, u.d::jsonb
-			FROM unnest($1::uuid[], $2::text[], $3::uuid[], $4::uuid[], $5::text[], $6::text[], $7::uuid[], $8::timestamptz[], $9::timestamptz[], $10::text[])
+			FROM unnest($1::uuid[], $2::uuid[], $3::uuid[], $4::uuid[], $5::text[], $6::text[], $7::uuid[], $8::timestamptz[], $9::timestamptz[], $10::text[])
 			     AS u(o, k, p, c, e, f, i, r, t, d)
 			ON CONFLICT (org_id, event_id_key) DO NOTHING`, args...)
 		return err

@@ -190,7 +190,7 @@ func retentionBenchSeed(ctx context.Context, conn *pgx.Conn, projectID string, t
 		to := min(from+chunk, total) - 1
 		if _, err := conn.Exec(ctx, `INSERT INTO feed_events (org_id, event_id_key, project_id, connection_id, environment, fingerprint,
 				incident_id, received_at, occurred_at, payload)
-			SELECT p.org_id, 'bench-' || i, p.id, p.id, 'production', 'bench-' || (i % $4), md5('inc' || (i % $4))::uuid,
+			SELECT p.org_id, md5('bench-' || i)::uuid, p.id, p.id, 'production', 'bench-' || (i % $4), md5('inc' || (i % $4))::uuid,
 			       CASE WHEN i % 2 = 1 THEN now() - interval '100 days' - i * interval '1 ms' ELSE now() - (i % 72000) * interval '1 s' END,
 			       now(), $5::jsonb
 			FROM projects p, generate_series($2::int, $3::int) i WHERE p.id = $1`,
