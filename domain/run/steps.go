@@ -61,10 +61,14 @@ func (l *Logs) SetPipeline(ctx context.Context, r *Run, file, refusal string) er
 }
 
 // SetSteps stores a run's planned steps (all pending, or skipped with
-// their reason), replacing what an earlier attempt stored.
+// their reason), replacing what an earlier attempt stored (its services
+// too: this attempt starts its own).
 func (l *Logs) SetSteps(ctx context.Context, r *Run, steps []Step) error {
 	return l.s.InTx(ctx, func(ctx context.Context, tx bun.Tx) error {
 		if _, err := tx.NewDelete().Model((*Step)(nil)).Where("run_id = ?", r.ID).Exec(ctx); err != nil {
+			return err
+		}
+		if _, err := tx.NewDelete().Model((*Service)(nil)).Where("run_id = ?", r.ID).Exec(ctx); err != nil {
 			return err
 		}
 		if len(steps) == 0 {
