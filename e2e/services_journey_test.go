@@ -38,7 +38,7 @@ steps:
     image: ` + img + `
     commands:
       - wget -Y off -q -O - http://web:8080/
-      - sleep 6
+      - sleep 8
 `
 	repo := jobstest.GitRepoWith(t, map[string]string{".anvil.yaml": file})
 	p := apiJSON(t, s, "POST", "/api/private/projects", map[string]any{"slug": "served", "name": "Served", "repo_url": repo.URL,
@@ -54,8 +54,14 @@ steps:
 		html, _ := page.Locator("main").InnerHTML()
 		t.Fatalf("web ready, live: %v\n%v\n%s", err, apiJSON(t, s, "GET", "/api/private/runs/"+runID, nil), html)
 	}
-	// Its log, opened while the run runs, stays open as the section swaps.
+	// Its log, opened while the run runs, follows the service live (the
+	// step's request arrives in it while the step still sleeps) and stays
+	// open as the section swaps.
 	must(t, web.Locator("summary").Click(), "open web's log")
+	must(t, web.Locator(`[data-testid=service-log]`, playwright.LocatorLocatorOptions{HasText: "response:200"}).WaitFor(), "the step's request in web's log, live")
+	if st, _ := testID(page, "run-header").GetAttribute("data-status"); st != "running" {
+		t.Fatalf("the service's log came only with the run's end (%s)", st)
+	}
 	must(t, page.Locator(`[data-testid=run-header][data-status=passed]`).WaitFor(playwright.LocatorWaitForOptions{Timeout: playwright.Float(60000)}), "the run's end")
 	must(t, page.Locator(`[data-testid=service][data-service=web][data-status=stopped]`).WaitFor(), "web stopped, live")
 	if open, err := web.Locator("details").Evaluate("d => d.open", nil); err != nil || open != true {

@@ -127,7 +127,11 @@ func (ri *runImages) watch(stop <-chan struct{}, done chan<- struct{}) {
 		for _, rec := range ri.svcs {
 			live := rec.row.Status == runs.ServiceStarting || rec.row.Status == runs.ServiceReady
 			if live && rec.svc != nil && rec.svc.Written() != rec.saved {
-				ri.saveLocked(rec)
+				rec.saved = rec.svc.Written()
+				rec.row.Log, rec.row.LogBytes = ri.logw.MaskString(rec.svc.Log()), rec.saved
+				if err := ri.w.Logs.ServiceLog(ri.dbctx, ri.run, &rec.row); err != nil {
+					ri.w.Log.Warn("store service log", "run_id", ri.run.ID, "service", rec.row.Name, "error", err)
+				}
 			}
 		}
 		ri.svcMu.Unlock()

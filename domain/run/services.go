@@ -2,6 +2,7 @@ package run
 
 import (
 	"context"
+	"encoding/json"
 	"strings"
 	"time"
 
@@ -84,6 +85,21 @@ func (l *Logs) UpdateService(ctx context.Context, r *Run, s *Service) error {
 			return err
 		}
 		return notifyRun(ctx, tx, r)
+	})
+}
+
+// ServiceLog stores the end of a running service's log alone and tells
+// the run's page with a "service" event: only its Services section fetches
+// itself again, not the header and steps a "run" event refreshes.
+func (l *Logs) ServiceLog(ctx context.Context, r *Run, s *Service) error {
+	s.Log = clipLog(s.Log)
+	return l.s.InTx(ctx, func(ctx context.Context, tx bun.Tx) error {
+		if _, err := tx.NewUpdate().Model(s).Column("log", "log_bytes").
+			Where("run_id = ? AND workflow = ? AND name = ?", r.ID, s.Workflow, s.Name).Exec(ctx); err != nil {
+			return err
+		}
+		ev, _ := json.Marshal(domain.LiveEvent{Kind: "service", OrgID: r.OrgID, ProjectID: r.ProjectID, RunID: r.ID})
+		return domain.Notify(ctx, tx, string(ev))
 	})
 }
 
