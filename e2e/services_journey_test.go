@@ -50,7 +50,7 @@ steps:
 	gotoPage(t, page, s.URL+"/runs/"+runID)
 	// The service arrives live, ready while the step still runs.
 	web := page.Locator(`[data-testid=service][data-service=web]`)
-	if err := page.Locator(`[data-testid=service][data-service=web][data-status=ready]`).WaitFor(playwright.LocatorWaitForOptions{Timeout: playwright.Float(60000)}); err != nil {
+	if err := page.Locator(`[data-testid=service][data-service=web][data-status=ready]`).WaitFor(playwright.LocatorWaitForOptions{Timeout: playwright.Float(90000)}); err != nil {
 		html, _ := page.Locator("main").InnerHTML()
 		t.Fatalf("web ready, live: %v\n%v\n%s", err, apiJSON(t, s, "GET", "/api/private/runs/"+runID, nil), html)
 	}
