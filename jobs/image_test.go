@@ -2,9 +2,12 @@ package jobs_test
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/google/uuid"
 
 	"anvil/domain"
 	"anvil/domain/image/imagetest"
@@ -120,6 +123,32 @@ steps:
 	if st.Image != tools || !strings.HasPrefix(st.ImageDigest, "sha256:") {
 		t.Fatalf("step %+v", st)
 	}
+	// The service is the run's own record too (docs/images.md, "Services"):
+	// ready, then stopped with its workflow, its log kept apart.
+	svc := b.service(t, r.ID, "web")
+	if svc.Status != runs.ServiceStopped || svc.Image != web || !strings.HasPrefix(svc.ImageDigest, "sha256:") || len(svc.Ports) != 1 || svc.Ports[0] != 8080 ||
+		svc.StartedAt == nil || svc.ReadyAt == nil || svc.FinishedAt == nil || svc.ReadyAt.Before(*svc.StartedAt) || svc.Reason != "" {
+		t.Fatalf("service %+v", svc)
+	}
+	if text, err := b.logs.ServiceText(context.Background(), b.owner.OrgID, r.ID, "web", "", false); err != nil || text != "web is up\n" {
+		t.Fatalf("the service's log %q, %v", text, err)
+	}
+}
+
+// service is the run's service named name.
+func (b *testBundle) service(t *testing.T, id uuid.UUID, name string) runs.Service {
+	t.Helper()
+	ss, err := b.logs.ServicesOf(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range ss {
+		if s.Name == name {
+			return s
+		}
+	}
+	t.Fatalf("the run has no service %s: %+v", name, ss)
+	return runs.Service{}
 }
 
 // A service that never gets ready fails the run with the end of its log.
@@ -144,6 +173,15 @@ steps:
 	log := b.logText(t, r.ID)
 	if r.Status() != runs.StatusFailed || !strings.Contains(log, "service db never got ready") || !strings.Contains(log, "initdb: the data directory is broken") {
 		t.Fatalf("run %s:\n%s", r.Status(), log)
+	}
+	// Its own record says so, with the reason and its log.
+	svc := b.service(t, r.ID, "db")
+	if svc.Status != runs.ServiceFailed || !strings.Contains(svc.Reason, "healthcheck failed 3 times") || svc.ReadyAt != nil || svc.FinishedAt == nil ||
+		svc.Log != "initdb: the data directory is broken\n" || svc.LogBytes != int64(len(svc.Log)) {
+		t.Fatalf("service %+v", svc)
+	}
+	if _, err := b.logs.ServiceText(context.Background(), b.owner.OrgID, r.ID, "web", "", false); !errors.Is(err, domain.ErrNotFound) {
+		t.Fatalf("an unknown service: %v", err)
 	}
 }
 

@@ -39,6 +39,23 @@ type runImages struct {
 	leases []*image.Lease
 	closed bool
 	before map[string]runs.Step // the steps of the run a re-run repeats
+
+	// The run's services as recorded (run_services), and the watch that
+	// stores their logs while they run, so the run's page shows them live
+	// (docs/images.md, "Services").
+	svcMu     sync.Mutex
+	svcs      []*serviceRec
+	dbctx     context.Context
+	stopWatch chan struct{}
+	watchDone chan struct{}
+}
+
+// serviceRec is one service of the run: its row and, once started, its
+// process in the pod; saved is how much of its log the row holds.
+type serviceRec struct {
+	row   runs.Service
+	svc   *sandbox.Service
+	saved int64
 }
 
 type podState struct {
@@ -183,11 +200,14 @@ func (ri *runImages) startPod(ctx context.Context, workflow string, services []*
 	}
 	ri.logw.Printf("services of %s: %s", workflowName(workflow), strings.Join(names, ", "))
 	for _, s := range services {
-		l, _, err := ri.pull(ctx, s.Image, s.ImagePullSecret, "")
+		rec := ri.recordService(ctx, workflow, s)
+		l, digest, err := ri.pull(ctx, s.Image, s.ImagePullSecret, "")
 		if err != nil {
 			pod.Stop()
+			ri.serviceEnded(ctx, workflow, rec, err)
 			return nil, fmt.Errorf("service %s: %w", s.Name, err)
 		}
+		rec.row.ImageDigest = digest
 		env := map[string]string{}
 		for _, e := range s.Environment {
 			if e.FromSecret != "" {
@@ -205,8 +225,12 @@ func (ri *runImages) startPod(ctx context.Context, workflow string, services []*
 		svc, err := pod.StartService(ri.w.Executor, s.Name, spec, filepath.Join(dir, s.Name+".log"))
 		if err != nil {
 			pod.Stop()
+			ri.serviceEnded(ctx, workflow, rec, err)
 			return nil, err
 		}
+		ri.svcMu.Lock()
+		rec.svc = svc
+		ri.svcMu.Unlock()
 		wctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 		for _, port := range s.Ports {
 			if err = pod.WaitPort(wctx, svc, port.Number); err != nil {
@@ -223,8 +247,10 @@ func (ri *runImages) startPod(ctx context.Context, workflow string, services []*
 		if err != nil {
 			tail := svc.Tail()
 			pod.Stop()
+			ri.serviceEnded(ctx, workflow, rec, err)
 			return nil, fmt.Errorf("service %s never got ready: %w; the end of its log:\n%s", s.Name, err, tail)
 		}
+		ri.serviceReady(rec)
 		ri.logw.Printf("service %s is ready", s.Name)
 	}
 	return pod, nil
@@ -252,9 +278,12 @@ func (ri *runImages) close() {
 		return
 	}
 	ri.closed = true
-	for _, ps := range ri.pods {
+	ri.endWatch()
+	for workflow, ps := range ri.pods {
 		if ps.pod != nil {
+			ri.endedAlone(workflow)
 			ps.pod.Stop()
+			ri.settle(workflow, runs.ServiceStopped, "")
 			// Each service's log ends up on the run's page: the end of it,
 			// bounded, masked as the run's log is (docs/images.md,
 			// "Services").

@@ -54,6 +54,40 @@ document.addEventListener("submit", (ev) => {
     if (ev.target.id === "run-log" && filtering()) filter();
     if (ev.target.id === "run-steps-live") mark();
   });
+  // The Services section is fetched again on every change of the run: a
+  // service's log someone opened stays open, and where it was scrolled
+  // (the end, when it was there, to follow new lines).
+  let opened = new Map();
+  document.addEventListener("htmx:beforeSwap", (ev) => {
+    if (ev.target.id !== "run-services-live") return;
+    opened = new Map();
+    for (const d of ev.target.querySelectorAll("details[data-service-key][open]")) {
+      const pre = d.querySelector("pre");
+      const end = !pre || pre.scrollHeight - pre.scrollTop - pre.clientHeight < 40;
+      opened.set(d.dataset.serviceKey, end ? -1 : pre.scrollTop);
+    }
+  });
+  document.addEventListener("htmx:afterSwap", (ev) => {
+    if (ev.target.id !== "run-services-live") return;
+    for (const d of ev.target.querySelectorAll("details[data-service-key]")) {
+      if (!opened.has(d.dataset.serviceKey)) continue;
+      d.dataset.restored = "1"; // its toggle event keeps the place restored here
+      d.open = true;
+      const pre = d.querySelector("pre"), at = opened.get(d.dataset.serviceKey);
+      if (pre) pre.scrollTop = at < 0 ? pre.scrollHeight : at;
+    }
+  });
+  // A service's log opens at its end, where the latest lines are.
+  document.addEventListener("toggle", (ev) => {
+    const d = ev.target;
+    if (!d.matches || !d.matches("details[data-service-key]") || !d.open) return;
+    if (d.dataset.restored) {
+      delete d.dataset.restored;
+      return;
+    }
+    const pre = d.querySelector("pre");
+    if (pre) pre.scrollTop = pre.scrollHeight;
+  }, true);
   // The chosen step's button stays pressed across the list's live swaps.
   const mark = () => {
     const step = log()?.dataset.step || "";

@@ -256,6 +256,28 @@ func LogHTMLStep(text string, offset float64, step *int) string {
 	return logHTML(text, offset, ` data-step="`+strconv.Itoa(*step)+`"`)
 }
 
+// ServiceLogHTML renders the kept end of a service's log (docs/images.md,
+// "Services") as LogHTML does, colours and error lines alike, without the
+// time gutter: the end of a service's log has no times of its own.
+func ServiceLogHTML(text string) string {
+	text = strings.TrimSuffix(text, "\n")
+	if text == "" {
+		return ""
+	}
+	var b strings.Builder
+	for _, line := range strings.Split(text, "\n") {
+		line = FoldProgress(line)
+		cls := "block"
+		if LooksLikeError(line) {
+			cls = "block bg-red-950/40"
+		}
+		b.WriteString(`<span class="` + cls + `">`)
+		b.WriteString(ANSIToHTML(line))
+		b.WriteString("</span>")
+	}
+	return b.String()
+}
+
 func logHTML(text string, offset float64, attr string) string {
 	if text == "" {
 		return ""

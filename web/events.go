@@ -165,7 +165,19 @@ func (s *Server) apiRunLogs(c echo.Context) error {
 		return err
 	}
 	var text string
-	if step := c.QueryParam("step"); step != "" {
+	service := c.QueryParam("service")
+	if service != "" && c.QueryParam("step") != "" {
+		return domain.Invalid("invalid_query", "ask for one step's log or one service's, not both")
+	}
+	if service != "" {
+		// One service's log (docs/images.md, "Services"): the end of it
+		// anvil kept; workflow picks one of two services of that name.
+		if len(service) > 200 || len(c.QueryParam("workflow")) > 200 {
+			return domain.NewError(domain.ErrNotFound, "service_not_found", "this run has no service named %s", domain.ClipString(service, 64))
+		}
+		_, byWorkflow := c.QueryParams()["workflow"]
+		text, err = s.Logs.ServiceText(c.Request().Context(), principal(c).OrgID, id, service, c.QueryParam("workflow"), byWorkflow)
+	} else if step := c.QueryParam("step"); step != "" {
 		// One step's log alone (docs/pipelines.md): its key, or its name
 		// for every combination of its matrix.
 		if len(step) > 200 {

@@ -234,6 +234,9 @@ func (s *Server) runProps(c echo.Context, id uuid.UUID, withLog bool) (views.Run
 	if props.Steps, err = s.stepsProps(ctx, r, p.CanWrite()); err != nil {
 		return views.RunProps{}, err
 	}
+	if props.Services, err = s.servicesProps(ctx, r); err != nil {
+		return views.RunProps{}, err
+	}
 	if withLog {
 		if props.Network, err = s.runNetworkProps(ctx, p.OrgID, r, proj); err != nil {
 			return views.RunProps{}, err
@@ -270,6 +273,8 @@ func (s *Server) runPage(c echo.Context) error {
 		return Render(c, http.StatusOK, views.RunHeader(props))
 	case "steps":
 		return Render(c, http.StatusOK, views.RunSteps(props.Steps))
+	case "services":
+		return Render(c, http.StatusOK, views.RunServices(props.Services))
 	}
 	return Render(c, http.StatusOK, views.RunPage(props))
 }
@@ -447,4 +452,27 @@ func forgeReportLine(rep *forgestatus.Report) (string, bool) {
 		return line, true
 	}
 	return "reported to " + name + ": " + rep.State + " (" + rep.Description + ")", false
+}
+
+// servicesProps reads the run's services for its page (docs/images.md,
+// "Services"): each with its time to ready and the end of its log.
+func (s *Server) servicesProps(ctx context.Context, r *run.Run) (views.RunServicesProps, error) {
+	ss, err := s.Logs.ServicesOf(ctx, r.ID)
+	if err != nil {
+		return views.RunServicesProps{}, err
+	}
+	var props views.RunServicesProps
+	for _, sv := range ss {
+		row := views.ServiceRow{Key: sv.Workflow + "/" + sv.Name, Name: sv.Name, Workflow: sv.Workflow, Image: sv.Image, Digest: sv.ImageDigest,
+			Status: sv.Status, Reason: sv.Reason, Log: views.ServiceLogHTML(sv.Log), Empty: sv.Log == ""}
+		if sv.StartedAt != nil && sv.ReadyAt != nil {
+			row.ToReady = views.Duration(sv.ReadyAt.Sub(*sv.StartedAt))
+		}
+		// Only the end is kept of a longer log (run.MaxServiceLog).
+		if kept := int64(len(sv.Log)); sv.LogBytes > run.MaxServiceLog && kept > 0 {
+			row.Kept = "the last " + byteSize(kept) + " of " + byteSize(sv.LogBytes)
+		}
+		props.Services = append(props.Services, row)
+	}
+	return props, nil
 }

@@ -151,3 +151,109 @@ func TestRunPipelinePage(t *testing.T) {
 		t.Fatal("a viewer sees the steps and no artifact link")
 	}
 }
+
+// servicesRun adds services to a pipeline run as the executor records
+// them: a ready one with a log, one that never got ready, and two of one
+// name in two workflows.
+func (b *testBundle) servicesRun(t *testing.T, r *run.Run) {
+	t.Helper()
+	ctx := context.Background()
+	now := time.Now().UTC()
+	ready := now.Add(1500 * time.Millisecond)
+	digest := "sha256:" + strings.Repeat("ab", 32)
+	for _, s := range []run.Service{
+		{Name: "web", Image: "registry.test/web:1", ImageDigest: digest, Ports: []int{8080}, Status: run.ServiceStopped, StartedAt: &now, ReadyAt: &ready, FinishedAt: &ready,
+			Log: "web is up\n\x1b[31mGET / 200\x1b[0m\n", LogBytes: 29},
+		{Name: "db", Image: "registry.test/db:1", Status: run.ServiceFailed, Reason: "the service db: its healthcheck failed 3 times (last exit 1)", StartedAt: &now, FinishedAt: &now,
+			Log: "initdb: broken\n", LogBytes: 15},
+		{Name: "cache", Workflow: "api", Image: "registry.test/cache:1", Status: run.ServiceReady, StartedAt: &now, ReadyAt: &now, Log: "api cache\n"},
+		{Name: "cache", Workflow: "web", Image: "registry.test/cache:1", Status: run.ServiceStarting, StartedAt: &now},
+	} {
+		log, bytes, status, reason, readyAt, finished := s.Log, s.LogBytes, s.Status, s.Reason, s.ReadyAt, s.FinishedAt
+		s.Status, s.Log, s.Reason, s.ReadyAt, s.FinishedAt = run.ServiceStarting, "", "", nil, nil
+		if err := b.logs.StartService(ctx, r, &s); err != nil {
+			t.Fatal(err)
+		}
+		s.Log, s.LogBytes, s.Status, s.Reason, s.ReadyAt, s.FinishedAt = log, bytes, status, reason, readyAt, finished
+		if err := b.logs.UpdateService(ctx, r, &s); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestRunServicesAPIAndPage: the run carries its services in order with
+// their state; ?service= gives one service's log, &workflow= picks one of
+// two of a name, an unknown name is a 404 that says so; another
+// organisation sees nothing; the page's Services section (and its live
+// fragment) shows each service with its log folded away.
+func TestRunServicesAPIAndPage(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	r := b.pipelineRun(t, "served")
+	b.servicesRun(t, r)
+	base := "/api/private/runs/" + r.ID.String()
+	st, got := b.api(t, b.owner.Token, "GET", base, nil)
+	pl, _ := got["pipeline"].(map[string]any)
+	if st != http.StatusOK || pl == nil {
+		t.Fatalf("run: %d %v", st, got)
+	}
+	svcs, _ := pl["services"].([]any)
+	if len(svcs) != 4 {
+		t.Fatalf("services: %v", pl["services"])
+	}
+	web, db := svcs[0].(map[string]any), svcs[1].(map[string]any)
+	if web["name"] != "web" || web["workflow"] != "" || web["status"] != "stopped" || web["image"] != "registry.test/web:1" ||
+		!strings.HasPrefix(web["image_digest"].(string), "sha256:ab") || web["ready_at"] == nil || web["finished_at"] == nil || web["started_at"] == nil ||
+		len(web["ports"].([]any)) != 1 || web["ports"].([]any)[0] != 8080.0 || web["reason"] != "" {
+		t.Fatalf("web: %v", web)
+	}
+	if db["status"] != "failed" || !strings.Contains(db["reason"].(string), "healthcheck failed") || db["ready_at"] != nil {
+		t.Fatalf("db: %v", db)
+	}
+	if _, ok := web["log"]; ok {
+		t.Fatalf("the run's JSON carries a service's log: %v", web)
+	}
+	br := b.browser(t)
+	br.login("owner@acme.test", testPassword)
+	if res, text := br.get(base + "/logs?service=db"); res.StatusCode != 200 || text != "initdb: broken\n" {
+		t.Fatalf("db's log: %d %q", res.StatusCode, text)
+	}
+	if res, text := br.get(base + "/logs?service=cache&workflow=api"); res.StatusCode != 200 || text != "api cache\n" {
+		t.Fatalf("api's cache: %d %q", res.StatusCode, text)
+	}
+	for q, want := range map[string]struct {
+		status int
+		code   string
+	}{
+		"service=cache":                       {http.StatusUnprocessableEntity, "service_ambiguous"},
+		"service=nope":                        {http.StatusNotFound, "service_not_found"},
+		"service=web&workflow=api":            {http.StatusNotFound, "service_not_found"},
+		"service=web&step=build":              {http.StatusUnprocessableEntity, "invalid_query"},
+		"service=" + strings.Repeat("x", 300): {http.StatusNotFound, "service_not_found"},
+	} {
+		if st, body := b.api(t, b.owner.Token, "GET", base+"/logs?"+q, nil); st != want.status || body["error"] != want.code {
+			t.Errorf("%s: %d %v", q, st, body)
+		}
+	}
+	other, _ := b.accounts.Bootstrap(context.Background(), "globex", "owner@globex.test", testPassword)
+	if st, body := b.api(t, other.Token, "GET", base+"/logs?service=web", nil); st != http.StatusNotFound || body["error"] != "not_found" {
+		t.Fatalf("another organisation reads a service's log: %d %v", st, body)
+	}
+
+	_, page := br.get("/runs/" + r.ID.String())
+	for _, want := range []string{`data-testid="run-services"`, `data-service="web" data-status="stopped"`, `ready in 1.5 s`, `sha256:abababababab`,
+		`data-service="db" data-status="failed"`, `healthcheck failed 3 times`, `initdb: broken`, `in api`, `data-service-key="web/cache"`,
+		`Nothing written yet.`, `<span class="text-red-`} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the page lacks %s", want)
+		}
+	}
+	if _, frag := br.get("/runs/" + r.ID.String() + "?fragment=services"); !strings.Contains(frag, `data-testid="run-services"`) || strings.Contains(frag, "<html") {
+		t.Fatalf("services fragment: %q", frag)
+	}
+	// A run without services has no section, only its live wrapper.
+	plain := b.pipelineRun(t, "plain")
+	if _, page := br.get("/runs/" + plain.ID.String()); strings.Contains(page, `data-testid="run-services"`) || !strings.Contains(page, `id="run-services-live"`) {
+		t.Fatal("a run without services shows a Services section")
+	}
+}

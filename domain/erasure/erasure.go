@@ -302,6 +302,10 @@ var projectSteps = []eraseStep{
 	{table: "run_steps", sql: `WITH gone AS (DELETE FROM run_steps s USING (
 		SELECT x.run_id, x.idx FROM project_runs r JOIN run_steps x ON x.run_id = r.id WHERE r.project_id = $1 LIMIT $2) d
 		WHERE s.run_id = d.run_id AND s.idx = d.idx RETURNING 1) SELECT count(*) FROM gone`},
+	// A run's services and the end of their logs (docs/images.md, "Services").
+	{table: "run_services", small: true, sql: `WITH gone AS (DELETE FROM run_services s USING (
+		SELECT x.run_id, x.workflow, x.name FROM project_runs r JOIN run_services x ON x.run_id = r.id WHERE r.project_id = $1 LIMIT $2) d
+		WHERE s.run_id = d.run_id AND s.workflow = d.workflow AND s.name = d.name RETURNING 1) SELECT count(*) FROM gone`},
 	{table: "run_connections", sql: `WITH gone AS (DELETE FROM run_connections c USING (
 		SELECT x.run_id, x.seq FROM project_runs r JOIN run_connections x ON x.run_id = r.id WHERE r.project_id = $1 LIMIT $2) d
 		WHERE c.run_id = d.run_id AND c.seq = d.seq RETURNING 1) SELECT count(*) FROM gone`},

@@ -153,6 +153,10 @@ func (b *erasureBundle) populate(t *testing.T, pr *domain.Principal, slug string
 	if err := sv.Logs.SaveArtifact(ctx, r.ID, "build", "dist/app.txt", []byte("built")); err != nil {
 		t.Fatal(err)
 	}
+	// A service of its pod, with the end of its log (docs/images.md, "Services").
+	if err := sv.Logs.StartService(ctx, r, &run.Service{Name: "db", Status: run.ServiceStopped, Log: "db is up\n", LogBytes: 9}); err != nil {
+		t.Fatal(err)
+	}
 	// Queued runs: one manual, then a repair.
 	if _, err := sv.Queue.AcceptManual(ctx, pr, p.ID, "main"); err != nil {
 		t.Fatal(err)

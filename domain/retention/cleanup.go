@@ -470,6 +470,11 @@ func (r *Service) cleanLogs(ctx context.Context, sc scope, pol Policy, cutoff ti
 		if err := r.dropArtifacts(ctx, ids); err != nil {
 			return err
 		}
+		// And the ends of its services' logs (docs/images.md, "Services"):
+		// the rows stay, with their status and times, as the steps do.
+		if _, err := r.s.DB.NewRaw(`UPDATE run_services SET log = '' WHERE run_id = ANY(?::uuid[]) AND log <> ''`, pgArray(ids)).Exec(ctx); err != nil {
+			return err
+		}
 		if err := r.drain(ctx, sc, "log_chunks", `gone AS (DELETE FROM run_log_chunks WHERE ctid = ANY(ARRAY(
 			SELECT ctid FROM run_log_chunks WHERE run_id = ANY(?::uuid[]) LIMIT ?)) RETURNING pg_column_size(body) AS b)`,
 			[]any{pgArray(ids), limitArg{}}, true); err != nil {

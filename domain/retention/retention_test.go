@@ -264,6 +264,7 @@ func (b *testBundle) addRun(t *testing.T, number int, finished time.Time) uuid.U
 	b.exec(t, `INSERT INTO run_log_chunks (run_id, seq, body, created_at) VALUES (?, 1, 'hello', ?), (?, 2, 'world', ?)`, id, finished, id, finished)
 	b.exec(t, `INSERT INTO run_connections (run_id, seq, host, port, verdict, started_at) VALUES (?, 1, 'registry.npmjs.org', 443, 'allowed', ?)`, id, finished)
 	b.exec(t, `INSERT INTO run_artifacts (run_id, path, step, size, sha256, body) VALUES (?, 'dist/app', 'build', 5, 'x', 'hello')`, id)
+	b.exec(t, `INSERT INTO run_services (run_id, name, seq, status, log, log_bytes) VALUES (?, 'db', 0, 'stopped', 'db is up', 8)`, id)
 	return id
 }
 
@@ -294,6 +295,12 @@ func TestLogsByAgeAndCount(t *testing.T) {
 		// So do its artifacts (docs/pipelines.md).
 		if n, want := b.count(t, `SELECT count(*) FROM run_artifacts WHERE run_id = ?`, id), map[bool]int64{true: 1, false: 0}[i >= 3]; n != want {
 			t.Errorf("run %d has %d artifacts; want %d", i+1, n, want)
+		}
+		// Its services keep their state, not the end of their logs
+		// (docs/images.md, "Services").
+		if n, want := b.count(t, `SELECT count(*) FROM run_services WHERE run_id = ? AND log <> ''`, id), map[bool]int64{true: 1, false: 0}[i >= 3]; n != want ||
+			b.count(t, `SELECT count(*) FROM run_services WHERE run_id = ?`, id) != 1 {
+			t.Errorf("run %d has %d service logs; want %d, and its service", i+1, n, want)
 		}
 	}
 	if rep.Total.LogChunks != 6 || rep.Total.LogBytes < 30 {

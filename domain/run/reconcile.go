@@ -152,7 +152,15 @@ func (q *Queue) RecoverLostRunners(ctx context.Context) (WatchdogReport, error) 
 				state = StateCanceled
 			}
 			lost = true
-			return q.terminalizeTx(ctx, tx, p, r, TerminalReport{State: state, FailureReason: ReasonRunnerLost})
+			if err := q.terminalizeTx(ctx, tx, p, r, TerminalReport{State: state, FailureReason: ReasonRunnerLost}); err != nil {
+				return err
+			}
+			// Its pods died with the worker (docs/images.md, "Services"):
+			// their services say so rather than starting or ready forever.
+			_, err := tx.NewRaw(`UPDATE run_services SET status = CASE status WHEN 'ready' THEN 'stopped' ELSE 'canceled' END,
+				reason = 'the worker running the run was lost; its pod ended with it', finished_at = ?
+				WHERE run_id = ? AND status IN ('starting', 'ready')`, now, r.ID).Exec(ctx)
+			return err
 		})
 		if errors.Is(err, domain.ErrNotFound) {
 			continue // deleted with its project meanwhile

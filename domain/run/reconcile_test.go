@@ -205,6 +205,10 @@ func TestWatchdogRecoversLostRunners(t *testing.T) {
 	r2, _ := b.Queue.AcceptManual(ctx, b.Owner, p.ID, "")
 	b.Queue.Claim(ctx, r1.ID, "w")
 	b.Queue.Start(ctx, r1.ID, true)
+	// A service of its pod, ready: the pod dies with the worker.
+	if _, err := b.DB.Bun.NewRaw(`INSERT INTO run_services (run_id, name, seq, status) VALUES (?, 'db', 0, 'ready')`, r1.ID).Exec(ctx); err != nil {
+		t.Fatal(err)
+	}
 
 	// A fresh heartbeat keeps the run alive.
 	b.Clock.Advance(50 * time.Second)
@@ -225,6 +229,14 @@ func TestWatchdogRecoversLostRunners(t *testing.T) {
 	}
 	if b.Run(t, r2.ID).State != run.StateExecutable {
 		t.Fatal("next run not promoted after runner loss")
+	}
+	var svc struct {
+		Status string `bun:"status"`
+		Reason string `bun:"reason"`
+	}
+	if err := b.DB.Bun.NewRaw(`SELECT status, reason FROM run_services WHERE run_id = ?`, r1.ID).Scan(ctx, &svc); err != nil ||
+		svc.Status != run.ServiceStopped || !strings.Contains(svc.Reason, "worker running the run was lost") {
+		t.Fatalf("the lost run's service: %+v %v", svc, err)
 	}
 	// The lost executor's late reports are refused; its heartbeat tells it.
 	if st, _ := b.Queue.Heartbeat(ctx, r1.ID); st != run.StateFailed {

@@ -46,11 +46,14 @@ type Step struct {
 
 // Pipeline is what GET /api/private/runs/:id carries of the run's
 // pipeline: the file it read (null: the project's command), why it was
-// refused (null when it was not) and its steps in order.
+// refused (null when it was not), its steps in order and the services its
+// workflows' pods started (docs/images.md, "Services"), in the order they
+// started.
 type Pipeline struct {
-	File  *string `json:"file"`
-	Error *string `json:"error"`
-	Steps []Step  `json:"steps"`
+	File     *string   `json:"file"`
+	Error    *string   `json:"error"`
+	Steps    []Step    `json:"steps"`
+	Services []Service `json:"services"`
 }
 
 // SetPipeline records which file a run read and, for a refused file, why.
@@ -61,10 +64,14 @@ func (l *Logs) SetPipeline(ctx context.Context, r *Run, file, refusal string) er
 }
 
 // SetSteps stores a run's planned steps (all pending, or skipped with
-// their reason), replacing what an earlier attempt stored.
+// their reason), replacing what an earlier attempt stored (its services
+// too: this attempt starts its own).
 func (l *Logs) SetSteps(ctx context.Context, r *Run, steps []Step) error {
 	return l.s.InTx(ctx, func(ctx context.Context, tx bun.Tx) error {
 		if _, err := tx.NewDelete().Model((*Step)(nil)).Where("run_id = ?", r.ID).Exec(ctx); err != nil {
+			return err
+		}
+		if _, err := tx.NewDelete().Model((*Service)(nil)).Where("run_id = ?", r.ID).Exec(ctx); err != nil {
 			return err
 		}
 		if len(steps) == 0 {
@@ -109,11 +116,15 @@ func notifyRun(ctx context.Context, tx bun.Tx, r *Run) error {
 // PipelineOf returns the pipeline of a run the caller has already read
 // (RunGet checks the organisation).
 func (l *Logs) PipelineOf(ctx context.Context, runID uuid.UUID) (Pipeline, error) {
-	p := Pipeline{Steps: []Step{}}
+	p := Pipeline{Steps: []Step{}, Services: []Service{}}
 	if err := l.s.DB.NewRaw(`SELECT pipeline_file, pipeline_error FROM project_runs WHERE id = ?`, runID).Scan(ctx, &p.File, &p.Error); err != nil {
 		return p, err
 	}
 	if err := l.s.DB.NewSelect().Model(&p.Steps).Where("run_id = ?", runID).Order("idx").Scan(ctx); err != nil {
+		return p, err
+	}
+	// Their logs are read on their own (ServiceText, ServicesOf).
+	if err := l.s.DB.NewSelect().Model(&p.Services).ExcludeColumn("log").Where("run_id = ?", runID).Order("seq", "workflow", "name").Scan(ctx); err != nil {
 		return p, err
 	}
 	return p, nil

@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -157,8 +158,21 @@ func (s *Service) Running() bool {
 	}
 }
 
-// Tail is the end of the service's log.
-func (s *Service) Tail() string { return s.log.String() }
+// Tail is the end of the service's log, for a message in the run's own
+// log: its last 4 KiB.
+func (s *Service) Tail() string { return s.log.last(4 << 10) }
+
+// Log is the end of the service's log that anvil keeps of it (its last
+// 64 KiB, docs/images.md "Services"), and Written how many bytes it wrote
+// in all.
+func (s *Service) Log() string { return s.log.String() }
+
+// Written is how many bytes the service wrote in all.
+func (s *Service) Written() int64 {
+	s.log.mu.Lock()
+	defer s.log.mu.Unlock()
+	return s.log.total
+}
 
 // Services are the pod's services, in the order they started.
 func (p *Pod) Services() []*Service {
@@ -190,7 +204,7 @@ func (p *Pod) StartService(ex Executor, name string, spec Spec, logPath string) 
 	}
 	p.Enter(&spec)
 	ctx, cancel := context.WithCancelCause(context.Background())
-	s := &Service{Name: name, log: &tailBuffer{max: 4096}, file: f, cancel: func() { cancel(ErrCanceled) }, done: make(chan struct{})}
+	s := &Service{Name: name, log: &tailBuffer{max: 64 << 10}, file: f, cancel: func() { cancel(ErrCanceled) }, done: make(chan struct{})}
 	go func() {
 		defer close(s.done)
 		s.res, s.err = ex.Run(ctx, spec, io.MultiWriter(f, s.log))
@@ -338,16 +352,18 @@ func (p *Pod) stop() {
 	_ = ended
 }
 
-// tailBuffer keeps the last max bytes written to it.
+// tailBuffer keeps the last max bytes written to it, and counts them all.
 type tailBuffer struct {
-	mu  sync.Mutex
-	max int
-	b   []byte
+	mu    sync.Mutex
+	max   int
+	b     []byte
+	total int64
 }
 
 func (t *tailBuffer) Write(p []byte) (int, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	t.total += int64(len(p))
 	t.b = append(t.b, p...)
 	if len(t.b) > t.max {
 		t.b = append([]byte{}, t.b[len(t.b)-t.max:]...)
@@ -355,10 +371,23 @@ func (t *tailBuffer) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-func (t *tailBuffer) String() string {
+func (t *tailBuffer) String() string { return t.last(t.max) }
+
+// last is the last n bytes, from a line's start when that cuts one (a
+// secret cut in half would escape the masking of what shows it).
+func (t *tailBuffer) last(n int) string {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return strings.ToValidUTF8(string(t.b), "?")
+	b := t.b
+	if int64(len(b)) < t.total || len(b) > n {
+		if len(b) > n {
+			b = b[len(b)-n:]
+		}
+		if i := bytes.IndexByte(b, '\n'); i >= 0 && i < len(b)-1 {
+			b = b[i+1:]
+		}
+	}
+	return strings.ToValidUTF8(string(b), "?")
 }
 
 // PodStarter is the executor that can start pods (bwrap).

@@ -211,3 +211,25 @@ func podBridge(t *testing.T, dir string) string {
 }
 
 func alive(pid int) bool { return syscall.Kill(pid, 0) == nil }
+
+// A service's kept log is its end from a line's start, so that a line cut
+// in half (a secret's tail among it) is never shown; Written counts all.
+func TestAServiceLogKeepsItsEndFromALine(t *testing.T) {
+	t.Parallel()
+	b := &tailBuffer{max: 16}
+	fmt.Fprint(b, "first line\nsecond\nthird\n")
+	if got := b.String(); got != "second\nthird\n" {
+		t.Fatalf("kept %q", got)
+	}
+	if got := b.last(4); got != "ird\n" {
+		t.Fatalf("last 4: %q", got)
+	}
+	if b.total != 24 {
+		t.Fatalf("written %d", b.total)
+	}
+	whole := &tailBuffer{max: 64}
+	fmt.Fprint(whole, "one\ntwo\n")
+	if got := whole.String(); got != "one\ntwo\n" {
+		t.Fatalf("a whole log: %q", got)
+	}
+}
