@@ -383,7 +383,7 @@ func TestFeedChaosRealProcesses(t *testing.T) {
 
 	mu.Lock()
 	defer mu.Unlock()
-	rows, err := admin.Query(ctx, `SELECT lower(event_id_key) FROM feed_events`)
+	rows, err := admin.Query(ctx, `SELECT event_id_key::text FROM feed_events`)
 	if err != nil {
 		t.Fatal(err)
 	}
