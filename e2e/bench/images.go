@@ -118,6 +118,74 @@ func benchImages(ctx context.Context, env *benchEnv) (err error) {
 		}
 	}
 	fmt.Fprintf(env.Out, "  step start (`true`, median of 20): host tree %s, warm image %s\n", median(host), median(img))
+	return benchServiceReady(ctx, env, exe, lease, dir)
+}
+
+// serviceReadyTarget is how long a service with a healthcheck may take to
+// be ready after its process starts (docs/images.md, "Services").
+const serviceReadyTarget = 2 * time.Second
+
+// benchServiceReady measures a service's way to ready as a worker takes it
+// (jobs/run_step_image.go): a pod, busybox's httpd started in it from the
+// warm image, its port waited for, then its healthcheck (a wget by its
+// name, the default interval of 1 s) run until it passes. Median of 5
+// pods: the time to the port accepting (the service's own start) and to
+// ready.
+func benchServiceReady(ctx context.Context, env *benchEnv, exe sandbox.Executor, lease *image.Lease, dir string) error {
+	starter, ok := exe.(sandbox.PodStarter)
+	if !ok {
+		return errors.New("this executor starts no pods")
+	}
+	// The pod's holder runs anvil's own binary (its bridge), where the
+	// sandbox's uid reaches it.
+	bridge := dir + "/anvil-bridge"
+	if out, err := exec.Command("cp", env.Binary, bridge).CombinedOutput(); err != nil {
+		return fmt.Errorf("copy the bridge: %w: %s", err, out)
+	}
+	if err := os.Chmod(bridge, 0o755); err != nil {
+		return err
+	}
+	im := func() *sandbox.Image { return &sandbox.Image{Root: lease.Root, Env: lease.Config.Env} }
+	var started, ready []time.Duration
+	for i := 0; i < 5; i++ {
+		ws, cleanup, err := sandbox.NewWorkspace(fmt.Sprintf("%s/svc%d", dir, i))
+		if err != nil {
+			return err
+		}
+		err = func() error {
+			defer func() { _ = cleanup() }()
+			pod, err := starter.StartPod(ws, []string{"web"}, bridge, nil)
+			if err != nil {
+				return fmt.Errorf("a pod: %w", err)
+			}
+			defer pod.Stop()
+			wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+			defer cancel()
+			t0 := time.Now()
+			svc, err := pod.StartService(exe, "web", sandbox.Spec{Workspace: ws, Limits: sandbox.DefaultLimits(), Image: im(),
+				Command: "mkdir -p /tmp/www && echo ok > /tmp/www/index.html && exec httpd -f -p 8080 -h /tmp/www"}, ws+".web.log")
+			if err != nil {
+				return fmt.Errorf("the service: %w", err)
+			}
+			if err := pod.WaitPort(wctx, svc, 8080); err != nil {
+				return fmt.Errorf("%w; its log: %s", err, svc.Tail())
+			}
+			started = append(started, time.Since(t0))
+			check := sandbox.Spec{Workspace: ws, Limits: sandbox.DefaultLimits(), Image: im(), Command: "wget -q -O /dev/null http://web:8080/"}
+			if err := pod.Healthcheck(wctx, exe, svc, check, time.Second, 10*time.Second, 10); err != nil {
+				return fmt.Errorf("%w; its log: %s", err, svc.Tail())
+			}
+			ready = append(ready, time.Since(t0))
+			return nil
+		}()
+		if err != nil {
+			return err
+		}
+	}
+	s, r := median(started), median(ready)
+	fmt.Fprintf(env.Out, "  a service (busybox httpd, median of 5 pods): port accepting %s after its start, ready (healthcheck passed) %s (target ≤ %s after its start, plus that)\n",
+		s, r, serviceReadyTarget)
+	env.report("images", "service_ready_after_port_ms", ms(r-s), ms(serviceReadyTarget))
 	return nil
 }
 
