@@ -15,10 +15,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	mrand "math/rand/v2"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -43,35 +45,78 @@ const (
 // fingerprint.
 const feedLimitEventTemplate = `{"schema_version":"1.0","event_id":"@ID@","timestamp":"@TS@","title":"NullPointerException in CheckoutService","level":"error","environment":"production","service":"shop-api","language":"java","sdk":{"name":"anvil-feed-java","version":"0.1.0","runtime":"jdk-25"},"exception":{"type":"java.lang.NullPointerException","message":"Cannot invoke \"Cart.total()\" because \"cart\" is null","stacktrace":[{"file":"CheckoutService.java","line":88,"function":"charge","context_code":"var sum = cart.total();","in_app":true}]},"release":"2026.9.3","request":{"method":"POST","url":"https://shop.example/api/checkout","status_code":500},"user":{"id":"u-4711"},"breadcrumbs":["cart.add sku=A1","checkout.start"],"tags":{"tier":"gold"},"enrichment":{"affected_file":"src/main/java/shop/CheckoutService.java"},"agent_context":{"suggested_ticket_type":"bug","repo":"shop/api","branch":"main"}}`
 
-// feedLimitEvent is the template with a fresh event id.
-func feedLimitEvent(ts string) string {
-	return strings.Replace(strings.Replace(feedLimitEventTemplate, "@TS@", ts, 1), "@ID@", newUUID(), 1)
-}
-
-// newUUID is a random version-4 UUID, cheaper than a library call per event
-// matters here only in that the client's CPU is the server's too.
+// newUUID is a random version-4 UUID.
 func newUUID() string {
 	var b [16]byte
 	_, _ = rand.Read(b[:])
-	b[6] = b[6]&0x0f | 0x40
-	b[8] = b[8]&0x3f | 0x80
-	h := hex.EncodeToString(b[:])
-	return h[:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]
+	return string(appendUUID(nil, b))
 }
 
-// feedLimitBatch is one batch of 50 fresh events.
-func feedLimitBatch(ts string) []byte {
-	var b bytes.Buffer
-	b.Grow(feedBenchBatch * (len(feedLimitEventTemplate) + 40))
-	b.WriteByte('[')
+// appendUUID appends the version-4 UUID of 16 random bytes.
+func appendUUID(dst []byte, b [16]byte) []byte {
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	var h [32]byte
+	hex.Encode(h[:], b[:])
+	dst = append(dst, h[:8]...)
+	dst = append(dst, '-')
+	dst = append(dst, h[8:12]...)
+	dst = append(dst, '-')
+	dst = append(dst, h[12:16]...)
+	dst = append(dst, '-')
+	dst = append(dst, h[16:20]...)
+	dst = append(dst, '-')
+	return append(dst, h[20:]...)
+}
+
+// stormClient is one of the storm's senders. It is as cheap as a sender
+// can be — its batches are written into one reused buffer from the
+// template cut at its two placeholders, its ids drawn from a ChaCha8
+// stream seeded by crypto/rand — because on this two-core machine every
+// microsecond the client spends is one the server and Postgres do not get
+// (docs/figures.md, "The feed against the physical limit").
+type stormClient struct {
+	parts [3]string // the template before @ID@, between @ID@ and @TS@ … see newStormClient
+	ts    string
+	rnd   *mrand.ChaCha8
+	body  []byte
+}
+
+func newStormClient(ts string) *stormClient {
+	var seed [32]byte
+	_, _ = rand.Read(seed[:])
+	// The template is "…@ID@…@TS@…": three constant parts around them.
+	id := strings.Index(feedLimitEventTemplate, "@ID@")
+	tsAt := strings.Index(feedLimitEventTemplate, "@TS@")
+	if id < 0 || tsAt < id {
+		panic("feed/limit: the template's placeholders moved")
+	}
+	return &stormClient{
+		parts: [3]string{feedLimitEventTemplate[:id], feedLimitEventTemplate[id+4 : tsAt], feedLimitEventTemplate[tsAt+4:]},
+		ts:    ts,
+		rnd:   mrand.NewChaCha8(seed),
+		body:  make([]byte, 0, feedBenchBatch*(len(feedLimitEventTemplate)+40)),
+	}
+}
+
+// batch is one batch of fresh events, valid until the next call.
+func (c *stormClient) batch() []byte {
+	b := append(c.body[:0], '[')
+	var r [16]byte
 	for i := range feedBenchBatch {
 		if i > 0 {
-			b.WriteByte(',')
+			b = append(b, ',')
 		}
-		b.WriteString(feedLimitEvent(ts))
+		_, _ = c.rnd.Read(r[:])
+		b = append(b, c.parts[0]...)
+		b = appendUUID(b, r)
+		b = append(b, c.parts[1]...)
+		b = append(b, c.ts...)
+		b = append(b, c.parts[2]...)
 	}
-	b.WriteByte(']')
-	return b.Bytes()
+	b = append(b, ']')
+	c.body = b
+	return b
 }
 
 func feedBenchLimit(ctx context.Context, env *benchEnv) error {
@@ -84,7 +129,7 @@ func feedBenchLimit(ctx context.Context, env *benchEnv) error {
 	if err != nil {
 		return err
 	}
-	copyRate, err := feedLimitCopy(ctx, f.DBURL, st.ts)
+	firstCopy, bestCopy, err := feedLimitCopy(ctx, f.DBURL, st.ts)
 	if err != nil {
 		return err
 	}
@@ -94,13 +139,17 @@ func feedBenchLimit(ctx context.Context, env *benchEnv) error {
 	env.note("feed", "limit_events_accepted", float64(st.accepted))
 	env.report("feed", "limit_failed_batches", float64(st.failed), 0)
 	env.note("feed", "limit_a_accepted_events_per_s", float64(int(st.eps)))
-	env.note("feed", "limit_b_copy_rows_per_s", float64(int(copyRate)))
-	env.reportAtLeast("feed", "limit_ratio_a_to_b", float64(int(st.eps/copyRate*100))/100, 0.5)
+	env.note("feed", "limit_b_copy_rows_per_s", float64(int(firstCopy)))
+	env.reportAtLeast("feed", "limit_ratio_a_to_b", float64(int(st.eps/firstCopy*100))/100, 0.5)
+	// The same against the best of the loads: never the easier figure.
+	env.note("feed", "limit_b_best_load_rows_per_s", float64(int(bestCopy)))
+	env.note("feed", "limit_ratio_a_to_best_b", float64(int(st.eps/bestCopy*100))/100)
 	env.note("feed", "limit_batch_p50_ms", ms(percentile(st.lat, 50)))
 	env.report("feed", "limit_batch_p99_ms", ms(percentile(st.lat, 99)), 50)
 	// CPU per event: what a busy machine's rates hide (docs/figures.md).
 	env.note("feed", "limit_server_cpu_us_per_event", st.serverUS)
 	env.note("feed", "limit_postgres_cpu_us_per_event", st.postgresUS)
+	env.note("feed", "limit_client_cpu_us_per_event", st.clientUS)
 	return nil
 }
 
@@ -112,6 +161,7 @@ type feedStorm struct {
 	lat                  []time.Duration
 	firstErr             error
 	serverUS, postgresUS float64 // CPU per accepted event
+	clientUS             float64 // the senders' (this process's) CPU per accepted event
 }
 
 // feedLimitStorm is (a): the warm-up, then eight clients for ten seconds,
@@ -119,7 +169,7 @@ type feedStorm struct {
 func feedLimitStorm(ctx context.Context, f *feedFixture) (feedStorm, error) {
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 2 * feedLimitClients}}
 	ts := time.Now().UTC().Format(time.RFC3339)
-	post := func(body []byte) (int, error) {
+	post := func(body []byte, answer *bytes.Buffer) (int, error) {
 		req, _ := http.NewRequestWithContext(ctx, "POST", f.Server.URL+"/api/feed/events/batch", bytes.NewReader(body))
 		req.Header.Set("Authorization", "Bearer "+f.Tokens[0])
 		req.Header.Set("Content-Type", "application/json")
@@ -128,27 +178,32 @@ func feedLimitStorm(ctx context.Context, f *feedFixture) (feedStorm, error) {
 			return 0, err
 		}
 		defer res.Body.Close()
-		var out struct {
-			Accepted []string `json:"accepted"`
-		}
-		derr := json.NewDecoder(res.Body).Decode(&out)
+		answer.Reset()
+		_, rerr := answer.ReadFrom(res.Body)
 		if res.StatusCode != http.StatusAccepted {
-			return 0, fmt.Errorf("status %d", res.StatusCode)
+			return 0, fmt.Errorf("status %d: %.200s", res.StatusCode, answer.Bytes())
 		}
-		if derr != nil {
-			return 0, derr
+		if rerr != nil {
+			return 0, rerr
 		}
-		if len(out.Accepted) != feedBenchBatch {
-			return len(out.Accepted), fmt.Errorf("%d of %d accepted", len(out.Accepted), feedBenchBatch)
+		n, err := countAccepted(answer.Bytes())
+		if err != nil {
+			return 0, err
 		}
-		return len(out.Accepted), nil
+		if n != feedBenchBatch {
+			return n, fmt.Errorf("%d of %d accepted: %.300s", n, feedBenchBatch, answer.Bytes())
+		}
+		return n, nil
 	}
 	// The warm-up: 20 batches, spread over the clients.
 	var warm sync.WaitGroup
 	warmErr := make([]error, feedLimitWarmUp)
 	for i := range feedLimitWarmUp {
 		warm.Add(1)
-		go func() { defer warm.Done(); _, warmErr[i] = post(feedLimitBatch(ts)) }()
+		go func() {
+			defer warm.Done()
+			_, warmErr[i] = post(newStormClient(ts).batch(), &bytes.Buffer{})
+		}()
 		if (i+1)%feedLimitClients == 0 {
 			warm.Wait()
 		}
@@ -158,6 +213,9 @@ func feedLimitStorm(ctx context.Context, f *feedFixture) (feedStorm, error) {
 		return feedStorm{}, fmt.Errorf("warm-up: %w\n%s", err, lastLines(f.Server.logs.String()))
 	}
 	checkpoint(ctx, f.DBURL)
+	// The senders collect garbage as rarely as the server does
+	// (internal/cli/app.go): their CPU is taken from the server's.
+	defer debug.SetGCPercent(debug.SetGCPercent(400))
 	startCost, err := f.Meter.read(ctx)
 	if err != nil {
 		return feedStorm{}, fmt.Errorf("cost meter: %w", err)
@@ -177,10 +235,12 @@ func feedLimitStorm(ctx context.Context, f *feedFixture) (feedStorm, error) {
 		go func() {
 			defer wg.Done()
 			local := make([]time.Duration, 0, 1024)
+			sender := newStormClient(ts)
+			var answer bytes.Buffer
 			for time.Now().Before(end) {
-				body := feedLimitBatch(ts)
+				body := sender.batch()
 				t0 := time.Now()
-				n, err := post(body)
+				n, err := post(body, &answer)
 				local = append(local, time.Since(t0))
 				accepted.Add(int64(n))
 				if err != nil {
@@ -216,8 +276,35 @@ func feedLimitStorm(ctx context.Context, f *feedFixture) (feedStorm, error) {
 	if n := accepted.Load(); n > 0 {
 		st.serverUS = float64(int(float64(used.Server.Microseconds())/float64(n)*10)) / 10
 		st.postgresUS = float64(int(float64(used.Postgres.Microseconds())/float64(n)*10)) / 10
+		st.clientUS = float64(int(float64(used.Bench.Microseconds())/float64(n)*10)) / 10
 	}
 	return st, nil
+}
+
+// countAccepted counts the events an answer accepted. The feed answers
+// {"accepted":[ids…],"rejected":[…]}, its ids UUIDs: they are counted
+// where they stand, without a reflective decode (the senders' CPU is the
+// server's, see stormClient); any other shape is decoded in full.
+func countAccepted(answer []byte) (int, error) {
+	const head = `{"accepted":[`
+	if rest, ok := bytes.CutPrefix(answer, []byte(head)); ok {
+		if end := bytes.IndexByte(rest, ']'); end >= 0 && bytes.HasPrefix(rest[end:], []byte(`],"rejected":[]}`)) {
+			ids := rest[:end]
+			if len(ids) == 0 {
+				return 0, nil
+			}
+			if n := bytes.Count(ids, []byte(`","`)) + 1; len(ids) == n*38+(n-1) {
+				return n, nil
+			}
+		}
+	}
+	var out struct {
+		Accepted []string `json:"accepted"`
+	}
+	if err := json.Unmarshal(answer, &out); err != nil {
+		return 0, fmt.Errorf("the answer is not the feed's: %w", err)
+	}
+	return len(out.Accepted), nil
 }
 
 // feedLimitCounted waits (up to 30 s) until the incidents count every
@@ -240,26 +327,32 @@ func feedLimitCounted(ctx context.Context, dbURL string) error {
 	return fmt.Errorf("the incidents count %d events of %d stored", counted, events)
 }
 
+// feedLimitCopyLoads is how many times (b) is loaded, each into a fresh
+// table. The first load is the measure as specified (docs/feed.md, "The
+// write path and its costs"). One load of 50,000 rows takes well under a
+// second, and on this shared machine it varies by half from run to run,
+// and from one load to the next in the same run (64,000 to 102,000 rows/s
+// seen); the best of three is what the store can reach, and the ratio
+// against it, printed beside, is never the easier one.
+const feedLimitCopyLoads = 3
+
 // feedLimitCopy writes two TSV files of feedLimitCopyRows events each, then
 // times two parallel psql `\copy` of them into a fresh table of the same
-// database, and returns rows per second over both.
-func feedLimitCopy(ctx context.Context, dbURL, ts string) (float64, error) {
+// database, feedLimitCopyLoads times, and returns the rows per second over
+// both of the first load and of the best.
+func feedLimitCopy(ctx context.Context, dbURL, ts string) (first, best float64, err error) {
 	conn, err := pgx.Connect(ctx, dbURL)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	defer conn.Close(ctx)
 	var org string
 	if err := conn.QueryRow(ctx, `SELECT id::text FROM organizations LIMIT 1`).Scan(&org); err != nil {
-		return 0, err
-	}
-	if _, err := conn.Exec(ctx, `CREATE TABLE bench_limit_copy (org_id uuid, event_id uuid, received_at timestamptz DEFAULT now(),
-		payload jsonb, PRIMARY KEY (org_id, event_id))`); err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	dir, err := os.MkdirTemp("", "anvil-bench-limit-")
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	defer os.RemoveAll(dir)
 	// COPY's text format: a backslash in the JSON is written twice.
@@ -274,8 +367,30 @@ func feedLimitCopy(ctx context.Context, dbURL, ts string) (float64, error) {
 		}
 		files[i] = filepath.Join(dir, fmt.Sprintf("events-%d.tsv", i))
 		if err := os.WriteFile(files[i], b.Bytes(), 0o600); err != nil {
-			return 0, err
+			return 0, 0, err
 		}
+	}
+	for load := range feedLimitCopyLoads {
+		rate, err := feedLimitCopyLoad(ctx, conn, dbURL, files)
+		if err != nil {
+			return 0, 0, err
+		}
+		if load == 0 {
+			first = rate
+		}
+		best = max(best, rate)
+	}
+	return first, best, nil
+}
+
+// feedLimitCopyLoad is one load of (b) into a fresh bench_limit_copy.
+func feedLimitCopyLoad(ctx context.Context, conn *pgx.Conn, dbURL string, files []string) (float64, error) {
+	if _, err := conn.Exec(ctx, `DROP TABLE IF EXISTS bench_limit_copy`); err != nil {
+		return 0, err
+	}
+	if _, err := conn.Exec(ctx, `CREATE TABLE bench_limit_copy (org_id uuid, event_id uuid, received_at timestamptz DEFAULT now(),
+		payload jsonb, PRIMARY KEY (org_id, event_id))`); err != nil {
+		return 0, err
 	}
 	checkpoint(ctx, dbURL)
 	errs := make([]error, len(files))
