@@ -351,7 +351,7 @@ func TestFeedDedupeIsPerOrganisation(t *testing.T) {
 func (f *feedFix) payload(t *testing.T, id string) map[string]any {
 	t.Helper()
 	var raw string
-	if err := f.db.Bun.NewRaw(`SELECT payload::text FROM feed_events WHERE event_id_key = ?`, strings.ToLower(id)).Scan(context.Background(), &raw); err != nil {
+	if err := f.db.Bun.NewRaw(`SELECT payload::jsonb::text FROM feed_events WHERE event_id_key = ?`, strings.ToLower(id)).Scan(context.Background(), &raw); err != nil {
 		t.Fatalf("event %s not stored: %v", id, err)
 	}
 	m := map[string]any{}

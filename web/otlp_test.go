@@ -99,7 +99,7 @@ func TestOTLPGoSDK(t *testing.T) {
 		t.Fatalf("incidents %+v", incs)
 	}
 	var raw string
-	if err := f.db.Bun.NewRaw(`SELECT payload::text FROM feed_events WHERE project_id = ? ORDER BY received_at LIMIT 1`, f.projectID).Scan(ctx, &raw); err != nil {
+	if err := f.db.Bun.NewRaw(`SELECT payload::jsonb::text FROM feed_events WHERE project_id = ? ORDER BY received_at LIMIT 1`, f.projectID).Scan(ctx, &raw); err != nil {
 		t.Fatal(err)
 	}
 	for _, want := range []string{`"service": "checkout"`, `"span.kind": "server"`, `"span.name": "POST /checkout"`, `"host.name": "web-7"`,
@@ -476,7 +476,7 @@ func TestOTLPTraceIDsAreNotTopTags(t *testing.T) {
 		}
 	}
 	var n int
-	if err := f.db.Bun.NewRaw(`SELECT count(*) FROM feed_events WHERE project_id = ? AND jsonb_exists(payload->'tags', 'trace_id')`, f.projectID).Scan(context.Background(), &n); err != nil || n == 0 {
+	if err := f.db.Bun.NewRaw(`SELECT count(*) FROM feed_events WHERE project_id = ? AND jsonb_exists((payload->'tags')::jsonb, 'trace_id')`, f.projectID).Scan(context.Background(), &n); err != nil || n == 0 {
 		t.Fatalf("the events lost their trace_id tag: %d %v", n, err)
 	}
 }

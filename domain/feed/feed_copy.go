@@ -24,7 +24,7 @@ type copyRow struct {
 	b          []byte
 	incidentAt int // offset of the incident id's 16 bytes
 	receivedAt int // offset of received_at's 8 bytes
-	payloadAt  int // offset of the payload's JSON text (after jsonb's version byte)
+	payloadAt  int // offset of the payload's JSON text
 }
 
 // encodeEventRow encodes ev's row; the stored payload (event.Marshal's
@@ -50,13 +50,13 @@ func encodeEventRow(org, project, conn uuid.UUID, key, fp string, ev *event.Even
 	b = copyenc.AppendTime(b, time.Time{})
 	r.receivedAt = len(b) - 8
 	b = copyenc.AppendTime(b, ev.Timestamp)
-	b, lenAt := copyenc.BeginJSONB(b)
+	b, lenAt := copyenc.BeginJSON(b)
 	r.payloadAt = len(b)
 	b, err = event.AppendMarshal(b, ev)
 	if err != nil {
 		return copyRow{}, err
 	}
-	copyenc.EndJSONB(b, lenAt)
+	copyenc.EndJSON(b, lenAt)
 	r.b = b
 	return r, nil
 }

@@ -756,7 +756,7 @@ func (p *batchPlan) insertEvents(ctx context.Context, tx bun.Tx) (map[string]boo
 		ids[j] = dbutil.PgUUID(p.groupOf(e).id)
 	}
 	rows, err := tx.Tx.QueryContext(ctx, `INSERT INTO feed_events (`+strings.Join(feedEventColumns, ", ")+`)
-		SELECT $1, u.k::uuid, $2, u.c, u.e, u.f, u.i, $3, u.o, u.p::jsonb
+		SELECT $1, u.k::uuid, $2, u.c, u.e, u.f, u.i, $3, u.o, u.p::json
 		FROM unnest($4::text[], $5::text[], $6::text[], $7::uuid[], $8::timestamptz[], $9::text[], $10::uuid[]) AS u(k, e, f, i, o, p, c)
 		ON CONFLICT (org_id, event_id_key) DO NOTHING
 		RETURNING event_id_key`,

@@ -82,7 +82,7 @@ func (f *Feed) Reprocess(ctx context.Context, incidentID uuid.UUID) (int, error)
 		if err != nil {
 			return changed, fmt.Errorf("feed: reprocess encode: %w", err)
 		}
-		if _, err := f.s.DB.NewRaw(`UPDATE feed_events SET payload = ?::jsonb WHERE org_id = ? AND event_id_key = ?`,
+		if _, err := f.s.DB.NewRaw(`UPDATE feed_events SET payload = ?::json WHERE org_id = ? AND event_id_key = ?`,
 			string(payload), r.OrgID, r.Key).Exec(ctx); err != nil {
 			return changed, fmt.Errorf("feed: reprocess store: %w", err)
 		}

@@ -221,17 +221,21 @@ const SpreadSample = 1000
 // more than spreadKeys × spreadValues rows leave the database.
 const (
 	spreadSQL = `WITH sample AS (
-			SELECT payload FROM feed_events WHERE incident_id = ?0 ORDER BY received_at DESC LIMIT ?1)
+			SELECT r.level, r.release, r."user"->>'id' AS user_id
+			FROM (SELECT payload FROM feed_events WHERE incident_id = ?0 ORDER BY received_at DESC LIMIT ?1) e,
+			json_to_record(e.payload) AS r(level text, release text, "user" json))
 		SELECT
-			COALESCE((SELECT payload->>'level' FROM sample LIMIT 1), '') AS level,
-			(SELECT count(DISTINCT NULLIF(payload->>'release', '')) FROM sample) AS releases,
-			(SELECT count(DISTINCT NULLIF(payload->'user'->>'id', '')) FROM sample) AS users,
+			COALESCE((SELECT level FROM sample LIMIT 1), '') AS level,
+			(SELECT count(DISTINCT NULLIF(release, '')) FROM sample) AS releases,
+			(SELECT count(DISTINCT NULLIF(user_id, '')) FROM sample) AS users,
 			(SELECT count(*) FROM sample) AS sampled`
 	spreadTagsSQL = `WITH sample AS (
-			SELECT payload FROM feed_events WHERE incident_id = ?0 ORDER BY received_at DESC LIMIT ?1),
+			SELECT r.tags
+			FROM (SELECT payload FROM feed_events WHERE incident_id = ?0 ORDER BY received_at DESC LIMIT ?1) e,
+			json_to_record(e.payload) AS r(tags json)),
 		pairs AS (
 			SELECT t.key, t.value, count(*) AS n
-			FROM sample, jsonb_each_text(COALESCE(sample.payload->'tags', '{}'::jsonb)) AS t(key, value)
+			FROM sample, json_each_text(COALESCE(sample.tags, '{}'::json)) AS t(key, value)
 			WHERE t.key NOT IN ('trace_id', 'span_id')
 			GROUP BY t.key, t.value),
 		top_keys AS (

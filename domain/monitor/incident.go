@@ -235,7 +235,7 @@ func (ms *Service) insertEvent(ctx context.Context, tx bun.Tx, m *Monitor, env s
 		return fmt.Errorf("monitors: encode the event: %w", err)
 	}
 	if _, err := tx.NewRaw(`INSERT INTO feed_events (org_id, event_id_key, project_id, connection_id, environment, fingerprint, incident_id,
-		received_at, occurred_at, payload) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?::jsonb)`,
+		received_at, occurred_at, payload) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?::json)`,
 		m.OrgID, eventID, m.ProjectID, m.ID, env, fp, incidentID, ms.Now(), o.at, string(payload)).Exec(ctx); err != nil {
 		return fmt.Errorf("monitors: store the event: %w", err)
 	}

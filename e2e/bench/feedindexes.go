@@ -195,7 +195,7 @@ func feedBenchCopyVsInsert(ctx context.Context, env *benchEnv, dbURL string, con
 			args[c] = cols[c]
 		}
 		_, err := conn.Exec(ctx, `INSERT INTO bench_ins (`+strings.Join(feedEventCols, ", ")+`)
-			SELECT u.o, u.k, u.p, u.c, u.e, u.f, u.i, u.r, u.t, u.d::jsonb
+			SELECT u.o, u.k, u.p, u.c, u.e, u.f, u.i, u.r, u.t, u.d::json
 			FROM unnest($1::uuid[], $2::uuid[], $3::uuid[], $4::uuid[], $5::text[], $6::text[], $7::uuid[], $8::timestamptz[], $9::timestamptz[], $10::text[])
 			     AS u(o, k, p, c, e, f, i, r, t, d)
 			ON CONFLICT (org_id, event_id_key) DO NOTHING`, args...)

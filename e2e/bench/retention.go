@@ -192,7 +192,7 @@ func retentionBenchSeed(ctx context.Context, conn *pgx.Conn, projectID string, t
 				incident_id, received_at, occurred_at, payload)
 			SELECT p.org_id, md5('bench-' || i)::uuid, p.id, p.id, 'production', 'bench-' || (i % $4), md5('inc' || (i % $4))::uuid,
 			       CASE WHEN i % 2 = 1 THEN now() - interval '100 days' - i * interval '1 ms' ELSE now() - (i % 72000) * interval '1 s' END,
-			       now(), $5::jsonb
+			       now(), $5::json
 			FROM projects p, generate_series($2::int, $3::int) i WHERE p.id = $1`,
 			projectID, from, to, retentionBenchIncidents, string(payload)); err != nil {
 			return fmt.Errorf("seed events: %w", err)

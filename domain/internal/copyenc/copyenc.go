@@ -43,16 +43,17 @@ func AppendTime(b []byte, t time.Time) []byte {
 	return binary.BigEndian.AppendUint64(b, uint64(Micros(t)))
 }
 
-// BeginJSONB starts a jsonb value: the JSON text follows it on the
-// returned slice, and EndJSONB(b, at) writes its length once it is
-// complete. at is where the value's length goes.
-func BeginJSONB(b []byte) (out []byte, at int) {
+// BeginJSON starts a json (or text) value: the JSON text follows it on
+// the returned slice, and EndJSON(b, at) writes its length once it is
+// complete. at is where the value's length goes. (json's binary form is
+// its text; jsonb's would carry a format version byte first.)
+func BeginJSON(b []byte) (out []byte, at int) {
 	at = len(b)
-	return append(b, 0, 0, 0, 0, 1), at // the length, then jsonb's format version
+	return append(b, 0, 0, 0, 0), at // the length, written by EndJSON
 }
 
-// EndJSONB completes the jsonb value begun at at.
-func EndJSONB(b []byte, at int) {
+// EndJSON completes the json value begun at at.
+func EndJSON(b []byte, at int) {
 	binary.BigEndian.PutUint32(b[at:], uint32(len(b)-at-4))
 }
 

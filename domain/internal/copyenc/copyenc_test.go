@@ -59,16 +59,15 @@ func TestPlaceholdersAreWrittenInPlace(t *testing.T) {
 	idAt := len(b) - 16
 	b = AppendTime(b, time.Time{})
 	timeAt := len(b) - 8
-	b, at := BeginJSONB(b)
+	b, at := BeginJSON(b)
 	b = append(b, `{"a":1}`...)
-	EndJSONB(b, at)
+	EndJSON(b, at)
 	PutUUID(b, idAt, id)
 	PutTime(b, timeAt, when)
 	want := BeginRow(nil, 3)
 	want = AppendUUID(want, id)
 	want = AppendTime(want, when)
-	want = binary.BigEndian.AppendUint32(want, 8)
-	want = append(want, 1)
+	want = binary.BigEndian.AppendUint32(want, 7)
 	want = append(want, `{"a":1}`...)
 	if !bytes.Equal(b, want) {
 		t.Fatalf("row %x, want %x", b, want)
