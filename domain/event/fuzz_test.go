@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -263,6 +264,48 @@ func FuzzDecodeBag(f *testing.F) {
 		}
 		if !bytes.Equal(gotJSON, wantJSON) {
 			t.Fatalf("encoded\n%s\nencoding/json encodes\n%s", gotJSON, wantJSON)
+		}
+	})
+}
+
+// FuzzBoundBag holds boundBag's shortcut (a bag within the bounds is kept
+// as decoded) to the bounding copy it skips: both must give the same bag.
+func FuzzBoundBag(f *testing.F) {
+	f.Add([]byte(`{"affected_file":"src/main/java/shop/CheckoutService.java"}`))
+	f.Add([]byte(`{"a":[1,true,null,"x",{},[]],"b":{"c":{"d":"e"}}}`))
+	f.Add([]byte(`{"` + strings.Repeat("k", MaxTagKeyChars+1) + `":1}`))
+	f.Add([]byte(`{"` + strings.Repeat("é", MaxTagKeyChars) + `":1}`))
+	f.Add([]byte(`{"s":"` + strings.Repeat("é", MaxBagStringChars) + `"}`))
+	f.Add([]byte(`{"s":"` + strings.Repeat("x", MaxBagStringChars+1) + `"}`))
+	f.Add([]byte(`{"a":[` + strings.Repeat("0,", MaxBagItems) + `0]}`))
+	f.Add([]byte(`{"a":` + strings.Repeat("[", MaxBagDepth+1) + strings.Repeat("]", MaxBagDepth+1) + `}`))
+	f.Add([]byte(`{"a":` + strings.Repeat(`{"b":`, MaxBagDepth+1) + `1` + strings.Repeat("}", MaxBagDepth+1) + `}`))
+	many := func(n int) []byte {
+		var b strings.Builder
+		b.WriteString("{")
+		for i := range n {
+			if i > 0 {
+				b.WriteString(",")
+			}
+			fmt.Fprintf(&b, `"k%d":[1,2,3,4,5,6,7,8,9]`, i)
+		}
+		b.WriteString("}")
+		return []byte(b.String())
+	}
+	f.Add(many(MaxBagKeys))     // 1,000 values: at the budget
+	f.Add(many(MaxBagKeys + 1)) // over the keys
+	f.Add([]byte(`{"a":[` + strings.Repeat("[1,2,3,4,5,6,7,8,9,10],", 95) + `1]}`))
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		var m map[string]any
+		dec := json.NewDecoder(bytes.NewReader(raw))
+		dec.UseNumber()
+		if err := dec.Decode(&m); err != nil || m == nil {
+			return
+		}
+		b := bagBounder{budget: MaxBagNodes}
+		want := b.object(m, 0)
+		if got := boundBag(m); !reflect.DeepEqual(got, want) {
+			t.Fatalf("boundBag gives\n%#v\nbounding gives\n%#v", got, want)
 		}
 	})
 }

@@ -212,7 +212,11 @@ func (w *bagWalker) value(field string, v any, depth int) (any, error) {
 	case nil, bool:
 		return v, nil
 	case string:
-		return scrubField(field, t)
+		s, err := scrubField(field, t)
+		if err == nil && s == t {
+			return v, nil // unchanged: no new box for the same string
+		}
+		return s, err
 	case json.Number:
 		return scrubNumber(string(t), v), nil
 	case float64:
