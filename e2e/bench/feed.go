@@ -208,9 +208,10 @@ func feedBenchCopy(ctx context.Context, dbURL string) (median, low, high float64
 		return 0, 0, 0, err
 	}
 	cols := []string{"org_id", "event_id_key", "project_id", "connection_id", "environment", "fingerprint", "incident_id", "received_at", "occurred_at", "payload"}
-	// The payload comes back as jsonb's text (its spaces, its key order)
-	// and goes in as the bytes the ingest sent: decoded into an event and
-	// encoded the way the ingest encodes it. pgx sends a string as is.
+	// The payload goes in as the bytes the ingest sent: decoded into an
+	// event and encoded the way the ingest encodes it (a json column gives
+	// those bytes back as stored, so this only holds the baseline to them
+	// should the column's type change again). pgx sends a string as is.
 	res, err := conn.Query(ctx, `SELECT `+strings.Join(cols[:9], ", ")+`, payload::text FROM feed_events`)
 	if err != nil {
 		return 0, 0, 0, err
