@@ -63,12 +63,21 @@ func TestInboxTriage(t *testing.T) {
 	}
 
 	page := loggedIn(t, s)
+	// A row's label as its cell's ::before shows it ("none" when hidden).
+	// A live page may swap its rows (a monitor's live event arriving after
+	// the page loaded): a cell swapped out between the locator and the
+	// read has no computed style at all, "", so the read is made again.
 	rowLabel := func(row playwright.Locator, label string) string {
 		t.Helper()
-		v, err := row.Locator(fmt.Sprintf("td[data-label=%q]", label)).First().Evaluate(
-			`td => getComputedStyle(td, "::before").content`, nil)
-		must(t, err, "the label of "+label)
-		return fmt.Sprint(v)
+		for try := 0; ; try++ {
+			v, err := row.Locator(fmt.Sprintf("td[data-label=%q]", label)).First().Evaluate(
+				`td => td.isConnected ? getComputedStyle(td, "::before").content : ""`, nil)
+			must(t, err, "the label of "+label)
+			if s := fmt.Sprint(v); s != "" || try == 20 {
+				return s
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
 	}
 	for _, w := range []int{420, 1280} {
 		must(t, page.SetViewportSize(w, 900), "viewport")
