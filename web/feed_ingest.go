@@ -55,17 +55,17 @@ func (s *Server) feedIngest(single bool, lim *feedLimiter) echo.HandlerFunc {
 			return c.JSON(http.StatusTooManyRequests, apiError{Error: "rate_limited",
 				Message: fmt.Sprintf("more than %d requests from this connection within a minute; retry after 60 seconds", lim.perWindow)})
 		}
-		raws, err := event.SplitBody(body, single, s.opts.FeedMaxBatch)
+		batch, err := event.SplitBatch(body, single, s.opts.FeedMaxBatch)
 		if err != nil {
 			return c.JSON(http.StatusBadRequest, apiError{Error: "bad_request", Message: strings.TrimPrefix(err.Error(), event.ErrBadRequest.Error()+": ")})
 		}
-		if limited, err := s.addrGate(c, snd, len(raws)-1, false); limited {
+		if limited, err := s.addrGate(c, snd, batch.Len()-1, false); limited {
 			return err
 		}
-		if over, err := s.overBudget(c, snd, len(raws), false); over {
+		if over, err := s.overBudget(c, snd, batch.Len(), false); over {
 			return err
 		}
-		res, err := s.Feed.Ingest(req.Context(), snd, s.clientAddr(req), raws)
+		res, err := s.Feed.IngestBatch(req.Context(), snd, s.clientAddr(req), &batch)
 		s.recordOutcome(snd, res)
 		if err != nil {
 			s.log.Warn("feed: store failed; answering 503", "request_id", c.Get(requestIDKey), "project_id", snd.ProjectID, "error", err.Error())

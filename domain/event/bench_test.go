@@ -62,7 +62,7 @@ func BenchmarkSplitBodyBatch50(b *testing.B) {
 
 // BenchmarkPipelineBatch50 is the ingest's CPU work per request of make
 // bench's load (a batch of 50 events with eight frames each), without the
-// store: SplitBody, then per event Validate, Scrub, Fingerprint and the
+// store: SplitBatch, then per event Validate, Scrub, Fingerprint and the
 // stored form.
 func BenchmarkPipelineBatch50(b *testing.B) {
 	evs := make([]any, 50)
@@ -88,12 +88,12 @@ func BenchmarkPipelineBatch50(b *testing.B) {
 	b.SetBytes(int64(len(body)))
 	buf := make([]byte, 0, 4096)
 	for b.Loop() {
-		raws, err := SplitBody(body, false, 50)
+		batch, err := SplitBatch(body, false, 50)
 		if err != nil {
 			b.Fatal(err)
 		}
-		for _, raw := range raws {
-			ev := judge(b, raw)
+		for i := range batch.Len() {
+			ev := judgeIn(b, &batch, i)
 			if buf, err = AppendMarshal(buf[:0], &ev); err != nil {
 				b.Fatal(err)
 			}
@@ -104,7 +104,13 @@ func BenchmarkPipelineBatch50(b *testing.B) {
 // judge runs the per-event checks the ingest runs on raw: Validate, Scrub
 // and Fingerprint.
 func judge(b *testing.B, raw json.RawMessage) Event {
-	ev, rej := Validate(raw)
+	batch := RawBatch([]json.RawMessage{raw})
+	return judgeIn(b, &batch, 0)
+}
+
+// judgeIn is judge for element i of a batch.
+func judgeIn(b *testing.B, batch *Batch, i int) Event {
+	ev, rej := batch.Validate(i)
 	if rej != nil {
 		b.Fatal(rej.Message)
 	}

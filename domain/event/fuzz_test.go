@@ -309,3 +309,42 @@ func FuzzBoundBag(f *testing.F) {
 		}
 	})
 }
+
+// FuzzSplitBatch holds SplitBatch's one pass to its slow twin, SplitBody
+// then Validate on each element: the same error, the same elements byte
+// for byte, and for each the same event or the same rejection.
+func FuzzSplitBatch(f *testing.F) {
+	f.Add([]byte(`[`+curlExample+`,`+curlExample+`]`), false)
+	f.Add([]byte(curlExample), true)
+	f.Add([]byte(` [ `+curlExample+` , 1, "x", null, {"title":"\u00e9"}, {"event_id":3} ] `), false)
+	f.Add([]byte(`[{"a":1}}`), false)
+	f.Add([]byte(`[{"title":"t"},]`), false)
+	f.Add([]byte(`[]`), false)
+	f.Add([]byte(`[`+curlExample+`] x`), false)
+	f.Add([]byte("[{\"title\":\"\xff\"}]"), false)
+	f.Add([]byte(`[{},{},{}]`), false)
+	f.Add([]byte(`{"title":"t","tags":{}}`), true)
+	f.Add([]byte(`[`+curlExample+`]`), true)
+	f.Add([]byte(curlExample), false)
+	f.Fuzz(func(t *testing.T, body []byte, single bool) {
+		const maxBatch = 3
+		got, err := SplitBatch(body, single, maxBatch)
+		raws, wantErr := SplitBody(body, single, maxBatch)
+		if fmt.Sprint(err) != fmt.Sprint(wantErr) {
+			t.Fatalf("error %v, want %v", err, wantErr)
+		}
+		if got.Len() != len(raws) {
+			t.Fatalf("%d elements, want %d", got.Len(), len(raws))
+		}
+		for i, raw := range raws {
+			if string(got.Raws[i]) != string(raw) {
+				t.Fatalf("element %d is %q, want %q", i, got.Raws[i], raw)
+			}
+			ev, rej := got.Validate(i)
+			wantEv, wantRej := Validate(raw)
+			if !reflect.DeepEqual(rej, wantRej) || !reflect.DeepEqual(ev, wantEv) {
+				t.Fatalf("element %d %q:\n got %+v %+v\nwant %+v %+v", i, raw, ev, rej, wantEv, wantRej)
+			}
+		}
+	})
+}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"unicode/utf8"
 
 	fastjson "github.com/segmentio/encoding/json"
 )
@@ -142,4 +143,96 @@ func skipSpace(b []byte, i int) int {
 		i++
 	}
 	return i
+}
+
+// A Batch is the events of one request body: each as the raw JSON the
+// sender wrote and, when SplitBatch's one pass could decode it, already
+// decoded, so that Validate does not read its bytes a second time.
+type Batch struct {
+	Raws    []json.RawMessage
+	wires   []wireEvent // wires[i] is Raws[i] decoded, when decoded[i]
+	decoded []bool
+}
+
+// RawBatch is a batch of elements nobody has decoded yet.
+func RawBatch(raws []json.RawMessage) Batch { return Batch{Raws: raws} }
+
+// Len is the number of elements.
+func (b *Batch) Len() int { return len(b.Raws) }
+
+// Validate is Validate(b.Raws[i]), answered from the element's decoding
+// when SplitBatch has it.
+func (b *Batch) Validate(i int) (Event, *Rejection) {
+	if i < len(b.decoded) && b.decoded[i] {
+		w := &b.wires[i]
+		if len(w.Tags) == 0 {
+			w.Tags = nil // as decodeWire leaves it
+		}
+		return validateWire(w, nil)
+	}
+	return Validate(b.Raws[i])
+}
+
+// SplitBatch is SplitBody, in one pass with the decoding of the events
+// where it can: the common body — an array (or, on the single endpoint,
+// an object) of valid UTF-8 whose events have the shape decodeWireFast
+// takes — is checked, cut into its elements and decoded at once, where
+// SplitBody's check and cut and Validate's decoding read every byte twice
+// (docs/feed.md, "The server's share"). Anything else, and every error, is
+// SplitBody's: FuzzSplitBatch holds the two to the same elements, errors
+// and verdicts.
+//
+// The decoded strings share one copy of the body: whatever outlives the
+// request must copy what it keeps, as with decodeWire.
+func SplitBatch(body []byte, single bool, maxBatch int) (Batch, error) {
+	if maxBatch <= 0 {
+		maxBatch = DefaultMaxBatch
+	}
+	trimmed := bytes.TrimSpace(body)
+	if len(trimmed) > 0 && (trimmed[0] == '[' && !single || trimmed[0] == '{' && single) && utf8.Valid(trimmed) {
+		if b, ok := splitDecoded(trimmed, maxBatch); ok {
+			return b, nil
+		}
+	}
+	raws, err := SplitBody(body, single, maxBatch)
+	return RawBatch(raws), err
+}
+
+// splitDecoded is SplitBatch's one pass over trimmed, a UTF-8 array or
+// object. An element decodeWireFast refuses is still checked and cut (by
+// skip) and left to Validate; ok is false when skip refuses one too, when
+// the body ends wrong, or when the array holds more than maxBatch elements
+// — all of them SplitBody's to answer.
+func splitDecoded(trimmed []byte, maxBatch int) (b Batch, ok bool) {
+	p := wireParser{b: trimmed, s: string(trimmed)}
+	elem := func() bool {
+		if len(b.Raws) == maxBatch {
+			return false
+		}
+		start := p.i
+		b.wires = append(b.wires, wireEvent{})
+		decoded := p.peek() == '{' && p.event(&b.wires[len(b.wires)-1])
+		if !decoded {
+			p.i = start
+			b.wires[len(b.wires)-1] = wireEvent{}
+			if !p.skip(0) {
+				return false
+			}
+		}
+		b.Raws = append(b.Raws, json.RawMessage(trimmed[start:p.i:p.i]))
+		b.decoded = append(b.decoded, decoded)
+		return true
+	}
+	if trimmed[0] == '{' {
+		ok = elem()
+	} else {
+		// Room for the elements a body of this size can hold, within
+		// the batch limit (an event of the storm is about 900 bytes).
+		n := min(maxBatch, 1+len(trimmed)/512)
+		b.Raws = make([]json.RawMessage, 0, n)
+		b.wires = make([]wireEvent, 0, n)
+		b.decoded = make([]bool, 0, n)
+		ok = p.array(elem)
+	}
+	return b, ok && p.i == len(trimmed)
 }

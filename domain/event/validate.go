@@ -92,7 +92,13 @@ func Validate(raw json.RawMessage) (Event, *Rejection) {
 		return Event{}, reject(nil, SchemaViolation, "an event must be a JSON object")
 	}
 	var w wireEvent
-	err := decodeWire(trimmed, &w)
+	return validateWire(&w, decodeWire(trimmed, &w))
+}
+
+// validateWire is Validate's judgement of an element decoded into w, err
+// being what the decoding said (a type error still leaves the event_id a
+// rejection echoes).
+func validateWire(w *wireEvent, err error) (Event, *Rejection) {
 	var typeErr *json.UnmarshalTypeError
 	if err != nil && !errors.As(err, &typeErr) {
 		return Event{}, reject(nil, SchemaViolation, "the event is not valid JSON")
@@ -121,7 +127,7 @@ func Validate(raw json.RawMessage) (Event, *Rejection) {
 	// Every missing required field is named in one message: a
 	// sender fixes them all at once instead of one per attempt. A single
 	// missing field keeps its own message below.
-	if missing := missingFields(&w, id); len(missing) > 1 {
+	if missing := missingFields(w, id); len(missing) > 1 {
 		return Event{}, reject(id, SchemaViolation, "missing required fields: "+strings.Join(missing, ", "))
 	}
 	if id == nil || *id == "" {

@@ -55,13 +55,20 @@ type prepared struct {
 // ErrFeedStore and the result holds no accepted events (nothing got
 // through) and the rejections already decided.
 func (f *Feed) Ingest(ctx context.Context, snd *FeedSender, clientAddr string, raws []json.RawMessage) (IngestResult, error) {
+	b := event.RawBatch(raws)
+	return f.IngestBatch(ctx, snd, clientAddr, &b)
+}
+
+// IngestBatch is Ingest for a request body event.SplitBatch has cut (and
+// mostly decoded already).
+func (f *Feed) IngestBatch(ctx context.Context, snd *FeedSender, clientAddr string, b *event.Batch) (IngestResult, error) {
 	now := f.s.Now()
-	res := IngestResult{Accepted: make([]string, 0, len(raws)), Rejected: []event.Rejection{}}
-	evs := make([]prepared, 0, len(raws))
+	res := IngestResult{Accepted: make([]string, 0, b.Len()), Rejected: []event.Rejection{}}
+	evs := make([]prepared, 0, b.Len())
 	// One sender, one address, one moment: one pseudonym for the request.
 	ipHash := event.IPHash(clientAddr, now, snd.ConnectionID.String())
-	for _, raw := range raws {
-		p, rej := f.prepare(ctx, raw, snd, ipHash)
+	for i := range b.Len() {
+		p, rej := f.prepare(ctx, b, i, snd, ipHash)
 		if rej != nil {
 			res.Rejected = append(res.Rejected, *rej)
 			continue
@@ -86,8 +93,8 @@ func (f *Feed) Ingest(ctx context.Context, snd *FeedSender, clientAddr string, r
 	return res, nil
 }
 
-// prepare runs the per-event pipeline on one element.
-func (f *Feed) prepare(ctx context.Context, raw json.RawMessage, snd *FeedSender, ipHash string) (p prepared, rej *event.Rejection) {
+// prepare runs the per-event pipeline on element i of b.
+func (f *Feed) prepare(ctx context.Context, b *event.Batch, i int, snd *FeedSender, ipHash string) (p prepared, rej *event.Rejection) {
 	var id *string
 	defer func() {
 		if r := recover(); r != nil {
@@ -95,7 +102,7 @@ func (f *Feed) prepare(ctx context.Context, raw json.RawMessage, snd *FeedSender
 			rej = &event.Rejection{EventID: id, ReasonCode: event.InternalError, Message: "the event could not be processed because of a fault on our side"}
 		}
 	}()
-	ev, rej := event.Validate(raw)
+	ev, rej := b.Validate(i)
 	if rej != nil {
 		return p, rej
 	}

@@ -37,7 +37,11 @@ func TestPrepareScrubFailureAndFault(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			f := &Feed{s: &domain.Store{Log: slog.New(slog.DiscardHandler)}, scrub: tc.scrub}
-			_, rej := f.prepare(context.Background(), raw, snd, event.IPHash("192.0.2.1", time.Now(), snd.ConnectionID.String()))
+			b, err := event.SplitBatch(raw, true, 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, rej := f.prepare(context.Background(), &b, 0, snd, event.IPHash("192.0.2.1", time.Now(), snd.ConnectionID.String()))
 			if rej == nil || rej.ReasonCode != tc.code || rej.EventID == nil || *rej.EventID != "F4B1A0C2-0F4A-4A1E-9D7A-2B6C5D8E1F30" {
 				t.Fatalf("got %+v, want %s with the id as spelled", rej, tc.code)
 			}
