@@ -143,7 +143,7 @@ func TestOTLPGoSDK(t *testing.T) {
 	if len(incs) != 2 || incs[1].Title != "*smtp.Error: 421 try later" || incs[1].Count != 1 {
 		t.Fatalf("log incident: %+v", incs)
 	}
-	if n := f.count(t, `SELECT count(*) FROM feed_events WHERE project_id = ? AND payload->'exception'->'stacktrace'->0->>'function' = 'runtime/debug.Stack'`, f.projectID); n != 1 {
+	if n := f.count(t, `SELECT count(*) FROM feed_events WHERE project_id = ? AND payload::json->'exception'->'stacktrace'->0->>'function' = 'runtime/debug.Stack'`, f.projectID); n != 1 {
 		t.Fatalf("the log's frames: %d", n)
 	}
 	if n := f.count(t, `SELECT count(*) FROM feed_events WHERE project_id = ?`, f.projectID); n != 3 {
@@ -476,7 +476,7 @@ func TestOTLPTraceIDsAreNotTopTags(t *testing.T) {
 		}
 	}
 	var n int
-	if err := f.db.Bun.NewRaw(`SELECT count(*) FROM feed_events WHERE project_id = ? AND jsonb_exists((payload->'tags')::jsonb, 'trace_id')`, f.projectID).Scan(context.Background(), &n); err != nil || n == 0 {
+	if err := f.db.Bun.NewRaw(`SELECT count(*) FROM feed_events WHERE project_id = ? AND jsonb_exists((payload::json->'tags')::jsonb, 'trace_id')`, f.projectID).Scan(context.Background(), &n); err != nil || n == 0 {
 		t.Fatalf("the events lost their trace_id tag: %d %v", n, err)
 	}
 }

@@ -18,20 +18,20 @@ type ClientCount struct {
 
 // clientSample bounds the events whose browsers are counted: the newest
 // ones, so a huge incident costs a bounded read (the page says "recent").
-// 3,000 json payloads parse in about the time 10,000 jsonb ones took to
-// read (docs/feed.md, "The write path and its costs"), and are plenty
+// 3,000 stored payloads parse in about the time 10,000 jsonb ones took
+// to read (docs/feed.md, "The write path and its costs"), and are plenty
 // for a top ten.
 const clientSample = 3000
 
 // clients counts the browsers and the operating systems of an incident's
 // newest events (event.Event's browser and os, kept since stage B), in one
-// read of the sample: each stored payload (json, migration
-// 20261207050000) is parsed once, for both fields.
+// read of the sample: each stored payload (text, migration
+// 20261207060000) is read as json once, for both fields.
 func (in *Incidents) clients(ctx context.Context, id uuid.UUID) (browsers, oses []ClientCount, err error) {
 	const q = `WITH sample AS (
 			SELECT r.browser, r.os
 			FROM (SELECT payload FROM feed_events WHERE incident_id = ? ORDER BY received_at DESC LIMIT ?) e,
-			json_to_record(e.payload) AS r(browser json, os json)),
+			json_to_record(e.payload::json) AS r(browser json, os json)),
 		counted AS (
 			SELECT 'browser' AS kind, c->>'name' AS name, split_part(coalesce(c->>'version', ''), '.', 1) AS version, count(*) AS count
 			FROM (SELECT browser AS c FROM sample) s WHERE coalesce(c->>'name', '') <> '' GROUP BY 2, 3

@@ -87,9 +87,9 @@ func (in *Incidents) Event(ctx context.Context, orgID, incidentID uuid.UUID, eve
 	}
 	// The neighbours in the incident's list order (received_at, then key).
 	err = in.s.DB.NewRaw(`SELECT
-		COALESCE((SELECT payload->>'event_id' FROM feed_events WHERE incident_id = ?0 AND (received_at, event_id_key) > (?1, ?2)
+		COALESCE((SELECT payload::json->>'event_id' FROM feed_events WHERE incident_id = ?0 AND (received_at, event_id_key) > (?1, ?2)
 			ORDER BY received_at, event_id_key LIMIT 1), '') AS newer,
-		COALESCE((SELECT payload->>'event_id' FROM feed_events WHERE incident_id = ?0 AND (received_at, event_id_key) < (?1, ?2)
+		COALESCE((SELECT payload::json->>'event_id' FROM feed_events WHERE incident_id = ?0 AND (received_at, event_id_key) < (?1, ?2)
 			ORDER BY received_at DESC, event_id_key DESC LIMIT 1), '') AS older`, incidentID, row.ReceivedAt, key).
 		Scan(ctx, &d.Newer, &d.Older)
 	if err != nil {
@@ -223,7 +223,7 @@ const (
 	spreadSQL = `WITH sample AS (
 			SELECT r.level, r.release, r."user"->>'id' AS user_id
 			FROM (SELECT payload FROM feed_events WHERE incident_id = ?0 ORDER BY received_at DESC LIMIT ?1) e,
-			json_to_record(e.payload) AS r(level text, release text, "user" json))
+			json_to_record(e.payload::json) AS r(level text, release text, "user" json))
 		SELECT
 			COALESCE((SELECT level FROM sample LIMIT 1), '') AS level,
 			(SELECT count(DISTINCT NULLIF(release, '')) FROM sample) AS releases,
@@ -232,7 +232,7 @@ const (
 	spreadTagsSQL = `WITH sample AS (
 			SELECT r.tags
 			FROM (SELECT payload FROM feed_events WHERE incident_id = ?0 ORDER BY received_at DESC LIMIT ?1) e,
-			json_to_record(e.payload) AS r(tags json)),
+			json_to_record(e.payload::json) AS r(tags json)),
 		pairs AS (
 			SELECT t.key, t.value, count(*) AS n
 			FROM sample, json_each_text(COALESCE(sample.tags, '{}'::json)) AS t(key, value)

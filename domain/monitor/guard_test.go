@@ -68,7 +68,7 @@ func TestMonitorEventHasNoCheckInIDTag(t *testing.T) {
 	b.checkIn(t, monitor.CheckInInput{Slug: "nightly", CheckInID: &id, Status: monitor.StatusError,
 		Config: &monitor.Input{Schedule: &monitor.Schedule{Type: "crontab", Value: "0 3 * * *"}}})
 	var raw string
-	if err := b.DB.Bun.NewRaw(`SELECT payload->>'tags' FROM feed_events WHERE project_id = ?`, b.Proj.ID).Scan(context.Background(), &raw); err != nil {
+	if err := b.DB.Bun.NewRaw(`SELECT payload::json->>'tags' FROM feed_events WHERE project_id = ?`, b.Proj.ID).Scan(context.Background(), &raw); err != nil {
 		t.Fatal(err)
 	}
 	var tags map[string]string

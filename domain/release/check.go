@@ -362,7 +362,7 @@ func (f *Fixes) judge(ctx context.Context, fixes []fixRow, relBy map[relKey]relR
 	}
 	// Events since the watermark (or, the first time, since the fix was
 	// merged or the incident closed in its release).
-	if err := f.s.DB.NewRaw(`SELECT e.incident_id, COALESCE(e.payload->>'release', '') AS release, count(*) AS n, max(e.received_at) AS last
+	if err := f.s.DB.NewRaw(`SELECT e.incident_id, COALESCE(e.payload::json->>'release', '') AS release, count(*) AS n, max(e.received_at) AS last
 		FROM incidents i JOIN feed_events e ON e.incident_id = i.id
 			AND e.received_at > COALESCE(i.fix_judged_at, i.fix_merged_at, '-infinity')
 		WHERE i.id IN (?) AND i.last_seen > COALESCE(i.fix_judged_at, i.fix_merged_at, '-infinity')

@@ -41,6 +41,10 @@ type Table struct {
 	Refs map[string]string
 	// Skip names the columns not compared, each with the reason why.
 	Skip map[string]string
+	// JSON names the text columns that hold JSON, each with why it is
+	// text: their values are compared as the JSON they hold, labelled
+	// within, as a json column's are.
+	JSON map[string]string
 	// Where, when set, limits the rows read and counted (an SQL condition
 	// on the table's alias t), for rows whose number depends on the wall
 	// clock rather than on the path under test.
@@ -262,6 +266,15 @@ func (s *Snapshot) read(ctx context.Context, db *sql.DB, labels *Labels, opt Opt
 		for name, v := range raw {
 			if _, skip := t.Skip[name]; skip || ranked[name] {
 				continue
+			}
+			if text, ok := v.(string); ok {
+				if _, isJSON := t.JSON[name]; isJSON {
+					dec := json.NewDecoder(strings.NewReader(text))
+					dec.UseNumber()
+					if err := dec.Decode(&v); err != nil {
+						return nil, fmt.Errorf("dbdiff: %s.%s holds no JSON: %w", t.Name, name, err)
+					}
+				}
 			}
 			n := 0
 			norm[name] = normalise(v, cols[name], t.Refs[name], labels, opt, &n)

@@ -131,3 +131,39 @@ func show(v any) string {
 	}
 	return string(b)
 }
+
+// A text column named in Table.JSON is compared as the JSON it holds,
+// labelled within; one that holds no JSON is an error, not a difference.
+func TestJSONInTextIsLabelledWithin(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	notes := func(body func(id uuid.UUID) string) *dbdiff.Snapshot {
+		db := testdb.New(t).SQL
+		id := uuid.New()
+		for _, q := range []string{`CREATE TABLE notes (name text PRIMARY KEY, body text NOT NULL)`,
+			`INSERT INTO notes VALUES ('n', '` + body(id) + `')`} {
+			if _, err := db.ExecContext(ctx, q); err != nil {
+				t.Fatal(err)
+			}
+		}
+		l := dbdiff.NewLabels()
+		l.Add("", id.String(), "thing:n")
+		s, err := dbdiff.Take(ctx, db, l, dbdiff.Options{}, dbdiff.Table{Name: "notes", Key: []string{"name"},
+			JSON: map[string]string{"body": "a document"}})
+		if err != nil {
+			return nil
+		}
+		return s
+	}
+	doc := func(id uuid.UUID) string { return `{"of":"` + id.String() + `","n":[1,2]}` }
+	a, b := notes(doc), notes(doc)
+	if d := dbdiff.Diff(a, b, "a", "b"); len(d) != 0 {
+		t.Fatalf("two documents alike differ: %v", d)
+	}
+	if got, want := show(a.Rows["notes"]["name=n"]["body"]), show(map[string]any{"of": "thing:n", "n": []any{json.Number("1"), json.Number("2")}}); got != want {
+		t.Fatalf("body normalised to %s, want %s", got, want)
+	}
+	if s := notes(func(uuid.UUID) string { return `not json` }); s != nil {
+		t.Fatal("a JSON column holding no JSON was read")
+	}
+}

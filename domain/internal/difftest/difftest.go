@@ -199,7 +199,8 @@ func EventID(name string) string {
 // tables are the tables the feed's store and acceptance write, and how
 // their rows are named. Every other table is compared by its row count.
 var tables = []dbdiff.Table{
-	{Name: "feed_events", Key: []string{"org_id", "event_id_key"}},
+	{Name: "feed_events", Key: []string{"org_id", "event_id_key"},
+		JSON: map[string]string{"payload": "the stored event, kept as the text anvil encoded (docs/feed.md)"}},
 	{Name: "incidents", Key: []string{"project_id", "environment", "fingerprint"},
 		// Numbers come from a counter row (docs/releases.md, "Short ids"):
 		// their order within a project is the creations'; an insert that
