@@ -40,8 +40,8 @@ type Feed struct {
 	// pid: a test seam for a fold cut off half-way.
 	duringFold func(pid int)
 	comb       combiner
-	// copySlot lets one group of the process at a time COPY its events,
-	// and form itself while it waits (see storeGroup).
+	// copySlot lets copySlots groups of the process at a time COPY their
+	// events, and each form itself while it waits (see storeGroup).
 	copySlot chan struct{}
 	// incidents remembers the incidents' ids (see incidentCache).
 	incidents incidentCache
@@ -77,7 +77,7 @@ type Feed struct {
 
 // NewFeed builds the service; Start starts its card-refresh requests.
 func NewFeed(s *domain.Store) *Feed {
-	f := &Feed{s: s, StoreTimeout: 10 * time.Second, scrub: event.Scrub, copySlot: make(chan struct{}, 1),
+	f := &Feed{s: s, StoreTimeout: 10 * time.Second, scrub: event.Scrub, copySlot: make(chan struct{}, copySlots),
 		senders: newSenderCache(), incidents: newIncidentCache()}
 	f.cards = coalesce.New(card.RefreshGap, maxCardRequests, f.requestCardRefreshes)
 	f.folds = coalesce.New(FoldGap, 1, f.foldRound)

@@ -185,11 +185,18 @@ type combineJob struct {
 }
 
 // maxLeaders is how many groups of one project are stored at once. Their
-// COPYs take turns (the process's copy slot: two COPYs side by side cost
-// Postgres more per row than one after the other), so while one group
-// COPYs, the one before it locks, counts and commits, and the one after it
-// forms from the batches arriving meanwhile.
+// COPYs share the process's copySlots, so while groups COPY, the one
+// before them locks, counts and commits, and the next forms from the
+// batches arriving meanwhile.
 const maxLeaders = 3
+
+// copySlots is how many groups of the process COPY at once. A storm's
+// rate is that of its COPYs (docs/feed.md, "The write path and its
+// costs"): with one at a time, a core sat idle while all the requests
+// waited for it; two side by side cost Postgres a little more per row (the
+// same index pages) and admit about 4 % more events a second. More would
+// only queue on those pages.
+const copySlots = 2
 
 // maxCombined bounds the events stored in one transaction.
 const maxCombined = 1000
@@ -285,7 +292,8 @@ func (f *Feed) storeGroup(ctx context.Context, projectID uuid.UUID, q *projectQu
 	q.take().done <- errLead
 }
 
-// takeCopySlot waits for the process's copy slot, at most until ctx ends.
+// takeCopySlot waits for one of the process's copy slots, at most until
+// ctx ends.
 func (f *Feed) takeCopySlot(ctx context.Context) error {
 	select {
 	case f.copySlot <- struct{}{}:

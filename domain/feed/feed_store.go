@@ -344,7 +344,8 @@ var feedEventColumns = []string{"org_id", "event_id_key", "project_id", "connect
 //  1. BEGIN and COPY the events, each pointing at its incident — known,
 //     or looked up first (one round trip more), or chosen for a new one.
 //     Every event is new, or the dedupe key fails the COPY. The COPY waits
-//     for the process's copy slot, and gives it back as soon as it is done;
+//     for one of the process's copy slots, and gives it back as soon as it
+//     is done;
 //  2. read the existing incidents' status by id FOR KEY SHARE (no other
 //     group, fold or decision waits for that lock, and none holds one the
 //     group waits for), and create the new ones;
