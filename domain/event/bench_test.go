@@ -3,6 +3,7 @@ package event
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 	"testing"
 )
 
@@ -119,4 +120,33 @@ func judgeIn(b *testing.B, batch *Batch, i int) Event {
 	}
 	_ = Fingerprint(&ev)
 	return ev
+}
+
+// BenchmarkPipelineStorm50 is BenchmarkPipelineBatch50 for a request of
+// feed/limit's storm: 50 of the README's events, bags included, each with
+// an id of its own.
+func BenchmarkPipelineStorm50(b *testing.B) {
+	body := []byte("[")
+	for i := range 50 {
+		if i > 0 {
+			body = append(body, ',')
+		}
+		body = append(body, strings.Replace(curlExample, "f4b1a0c2-0f4a-4a1e-9d7a-2b6c5d8e1f30", fmt.Sprintf("f4b1a0c2-0f4a-4a1e-9d7a-2b6c5d8e1f%02d", i), 1)...)
+	}
+	body = append(body, ']')
+	b.ReportAllocs()
+	b.SetBytes(int64(len(body)))
+	buf := make([]byte, 0, 4096)
+	for b.Loop() {
+		batch, err := SplitBatch(body, false, 50)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for i := range batch.Len() {
+			ev := judgeIn(b, &batch, i)
+			if buf, err = AppendMarshal(buf[:0], &ev); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
 }

@@ -444,7 +444,7 @@ func scanText(s string) scanned {
 		if c&cDigit != 0 {
 			sc.digits++
 		}
-		if c&cKey != 0 && !sc.key {
+		if c&cKey != 0 && !sc.key && i+1 < len(s) && keySecond[s[i]][s[i+1]>>6]&(1<<(s[i+1]&63)) != 0 {
 			for _, l := range keyLiteralsByFirst[s[i]] {
 				if strings.HasPrefix(s[i:], l) {
 					sc.key = true
@@ -496,6 +496,17 @@ func scrubScanned(s string, sc scanned) string {
 	}
 	return s
 }
+
+// keySecond holds, for each first byte of keyLiterals, the bit of each
+// byte that follows it in one of them: 'a' and 'e' start many words, and
+// only "an" and "ey" can start a key literal (every literal is longer than
+// one byte).
+var keySecond = func() (t [256][4]uint64) {
+	for _, l := range keyLiterals {
+		t[l[0]][l[1]>>6] |= 1 << (l[1] & 63)
+	}
+	return t
+}()
 
 // keyLiteralsByFirst is keyLiterals by their first byte.
 var keyLiteralsByFirst = func() (t [256][]string) {

@@ -115,7 +115,8 @@ func (p *wireParser) peek() byte {
 }
 
 func (p *wireParser) literal(lit string) bool {
-	if strings.HasPrefix(p.s[p.i:], lit) {
+	// The first byte first: most calls ask whether a string is null.
+	if p.i < len(p.b) && p.b[p.i] == lit[0] && strings.HasPrefix(p.s[p.i:], lit) {
 		p.i += len(lit)
 		return true
 	}
