@@ -131,23 +131,24 @@ func scrubTags(tags map[string]string) error {
 		if !utf8.ValidString(k) || !utf8.ValidString(v) {
 			return invalidUTF8("tags")
 		}
-		if isSecretKey(k) {
+		secret, nk := verdictOn(k)
+		if secret {
 			if v != "" {
 				tags[k] = filtered
 			}
-		} else {
-			tags[k] = scrubText(v)
+		} else if nv := scrubText(v); nv != v {
+			tags[k] = nv
 		}
-		renamed = noteRename(renamed, k)
+		renamed = noteRename(renamed, k, nk)
 	}
 	applyRenames(tags, renamed, filtered)
 	return nil
 }
 
-// noteRename records that key k must move to its scrubbed spelling (a key
-// can hold a secret too, such as a token used as a map key).
-func noteRename(renamed map[string]string, k string) map[string]string {
-	if nk := scrubText(k); nk != k {
+// noteRename records that key k must move to its scrubbed spelling nk (a
+// key can hold a secret too, such as a token used as a map key).
+func noteRename(renamed map[string]string, k, nk string) map[string]string {
+	if nk != k {
 		if renamed == nil {
 			renamed = make(map[string]string)
 		}
@@ -186,7 +187,8 @@ func (w *bagWalker) object(field string, m map[string]any, depth int) error {
 		if !utf8.ValidString(k) {
 			return invalidUTF8(field)
 		}
-		if isSecretKey(k) {
+		secret, nk := verdictOn(k)
+		if secret {
 			if v != nil && v != "" {
 				m[k] = filtered
 			}
@@ -195,9 +197,13 @@ func (w *bagWalker) object(field string, m map[string]any, depth int) error {
 			if err != nil {
 				return err
 			}
-			m[k] = nv
+			// A string that stayed as it was is not written back (a
+			// map or slice, scrubbed in place, is never compared).
+			if s, isString := v.(string); !isString || nv != any(s) {
+				m[k] = nv
+			}
 		}
-		renamed = noteRename(renamed, k)
+		renamed = noteRename(renamed, k, nk)
 	}
 	applyRenames(m, renamed, any(filtered))
 	return nil
