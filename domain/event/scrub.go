@@ -131,24 +131,23 @@ func scrubTags(tags map[string]string) error {
 		if !utf8.ValidString(k) || !utf8.ValidString(v) {
 			return invalidUTF8("tags")
 		}
-		secret, nk := verdictOn(k)
-		if secret {
+		if isSecretKey(k) {
 			if v != "" {
 				tags[k] = filtered
 			}
-		} else if nv := scrubText(v); nv != v {
-			tags[k] = nv
+		} else {
+			tags[k] = scrubText(v)
 		}
-		renamed = noteRename(renamed, k, nk)
+		renamed = noteRename(renamed, k)
 	}
 	applyRenames(tags, renamed, filtered)
 	return nil
 }
 
-// noteRename records that key k must move to its scrubbed spelling nk (a
-// key can hold a secret too, such as a token used as a map key).
-func noteRename(renamed map[string]string, k, nk string) map[string]string {
-	if nk != k {
+// noteRename records that key k must move to its scrubbed spelling (a key
+// can hold a secret too, such as a token used as a map key).
+func noteRename(renamed map[string]string, k string) map[string]string {
+	if nk := scrubText(k); nk != k {
 		if renamed == nil {
 			renamed = make(map[string]string)
 		}
@@ -187,8 +186,7 @@ func (w *bagWalker) object(field string, m map[string]any, depth int) error {
 		if !utf8.ValidString(k) {
 			return invalidUTF8(field)
 		}
-		secret, nk := verdictOn(k)
-		if secret {
+		if isSecretKey(k) {
 			if v != nil && v != "" {
 				m[k] = filtered
 			}
@@ -197,13 +195,9 @@ func (w *bagWalker) object(field string, m map[string]any, depth int) error {
 			if err != nil {
 				return err
 			}
-			// A string that stayed as it was is not written back (a
-			// map or slice, scrubbed in place, is never compared).
-			if s, isString := v.(string); !isString || nv != any(s) {
-				m[k] = nv
-			}
+			m[k] = nv
 		}
-		renamed = noteRename(renamed, k, nk)
+		renamed = noteRename(renamed, k)
 	}
 	applyRenames(m, renamed, any(filtered))
 	return nil

@@ -386,21 +386,3 @@ func FuzzKeyLiterals(f *testing.F) {
 		}
 	})
 }
-
-// FuzzKeyVerdict holds the remembered verdicts on keys to the judgement
-// itself: asked again, after another key took or shared its slot, a key
-// gets what isSecretKey and scrubText say of it.
-func FuzzKeyVerdict(f *testing.F) {
-	f.Add("suggested_ticket_type", "password")
-	f.Add("api_key", "ghp_"+strings.Repeat("a", 36))
-	f.Add("Authorization", "x-api-token")
-	f.Add(strings.Repeat("k", 65), "")
-	f.Fuzz(func(t *testing.T, a, b string) {
-		for _, k := range []string{a, b, a, b} {
-			secret, scrubbed := verdictOn(k)
-			if secret != isSecretKey(k) || scrubbed != scrubText(k) {
-				t.Fatalf("verdict on %q: %v %q, want %v %q", k, secret, scrubbed, isSecretKey(k), scrubText(k))
-			}
-		}
-	})
-}
